@@ -1,0 +1,1 @@
+"""Diff, citation status and stale-report assets."""

@@ -1,0 +1,1 @@
+"""Ingest assets: documents and chunks of a corpus version."""

@@ -1,0 +1,1 @@
+"""NLI verification assets."""

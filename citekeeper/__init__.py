@@ -1,0 +1,1 @@
+"""Core shared by every layer: table schemas and the versioned corpus store. Imports no Dagster."""

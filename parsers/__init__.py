@@ -1,0 +1,1 @@
+"""Documents -> canonical text -> locatable chunks with stable IDs. Plain Python; imports no Dagster."""

@@ -1,0 +1,64 @@
+"""The records parsers/ hands to the store. Field names match citekeeper.schema."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ParseConfig:
+    max_chunk_chars: int = 1000
+    max_file_bytes: int = 50 * 1024 * 1024
+    default_access_scope: str = "user_visible"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file found under the source root, read once and hashed; not parsed yet."""
+
+    path: Path  # absolute
+    source_path: str  # posix path relative to the source root
+    doc_id: str
+    filetype: str  # md | html | txt | pdf | docx | rst
+    content_hash: str  # "sha256:" + hex of the raw bytes
+    size_bytes: int
+    access_scope: str
+    title: str | None = None  # explicit title from a sidecar / front matter
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk_id: str
+    ordinal: int
+    text: str
+    text_hash: str
+    start_char: int
+    end_char: int
+    page_start: int | None
+    page_end: int | None
+    section_path: list[str]
+    element_types: list[str]
+
+
+@dataclass
+class ParsedDocument:
+    source: SourceFile
+    text: str  # canonical text: text[c.start_char:c.end_char] == c.text for every chunk
+    title: str | None
+    chunks: list[Chunk] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class IngestError:
+    source_path: str
+    stage: str  # discover | read | parse | chunk
+    error_type: str
+    reason: str
+
+
+class DocumentError(Exception):
+    """One document could not be ingested; the run goes on without it."""
+
+    def __init__(self, source_path: str, stage: str, reason: str):
+        super().__init__(f"{source_path}: {stage}: {reason}")
+        self.error = IngestError(source_path, stage, type(self).__name__, reason)

@@ -1,0 +1,4 @@
+"""Jobs, schedules and sensors."""
+jobs: list = []
+schedules: list = []
+sensors: list = []

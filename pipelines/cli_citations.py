@@ -1,0 +1,2 @@
+"""citekeeper answers add | diff | stale."""
+COMMANDS: list = []

@@ -1,0 +1,2 @@
+"""citekeeper demo."""
+COMMANDS: list = []

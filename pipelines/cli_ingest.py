@@ -1,0 +1,2 @@
+"""citekeeper ingest | versions | export."""
+COMMANDS: list = []

