@@ -84,6 +84,7 @@ CLAIMS = pa.schema(
         pa.field("text", pa.string(), nullable=False),
         pa.field("text_hash", pa.string(), nullable=False),
         pa.field("n_citations", pa.int32(), nullable=False),  # 0 -> the claim is uncited
+        pa.field("source_claim_id", pa.string()),  # claim_id as given in structured input
     ]
 )
 
@@ -130,5 +131,70 @@ CITATION_STATUS = pa.schema(
         pa.field("suggested_end_char", pa.int64()),
         pa.field("suggested_score", pa.float64()),
         pa.field("suggested_method", pa.string()),  # exact | fuzzy | hybrid
+        # Evidence text, so a report (or an NLI verifier) can be built from this Parquet alone.
+        pa.field("source_path", pa.string()),  # cited document, at the cited version
+        pa.field("new_source_path", pa.string()),
+        pa.field("access_scope", pa.string()),  # of the cited chunk; internal_only is redacted in reports
+        pa.field("new_access_scope", pa.string()),
+        pa.field("old_text", pa.string()),  # cited chunk text at the cited version
+        pa.field("new_text", pa.string()),  # successor chunk text in the target version
+        pa.field("suggested_text", pa.string()),  # text of the suggested replacement span
+    ]
+)
+
+
+# ---------------------------------------------------------------- diff (issue 3)
+# Stored under <store>/diffs/<old>__<new>/. Chunk rows cover the documents that changed (every chunk of
+# them, unchanged ones included); chunks of untouched documents are summarised by doc_diff only.
+
+CHUNK_CHANGES = ("unchanged", "moved", "relocated", "modified", "removed", "added")
+DOC_CHANGES = ("unchanged", "added", "removed", "renamed", "modified")
+
+CHUNK_DIFF = pa.schema(
+    [
+        pa.field("old_version", pa.string(), nullable=False),
+        pa.field("new_version", pa.string(), nullable=False),
+        pa.field("change", pa.string(), nullable=False),  # one of CHUNK_CHANGES
+        pa.field("old_chunk_id", pa.string()),
+        pa.field("new_chunk_id", pa.string()),
+        pa.field("old_doc_id", pa.string()),
+        pa.field("new_doc_id", pa.string()),
+        pa.field("old_start_char", pa.int64()),
+        pa.field("old_end_char", pa.int64()),
+        pa.field("new_start_char", pa.int64()),
+        pa.field("new_end_char", pa.int64()),
+        pa.field("old_text_hash", pa.string()),
+        pa.field("new_text_hash", pa.string()),
+        pa.field("similarity", pa.float64()),  # 1.0 for same text; text ratio for modified
+    ]
+)
+
+DOC_DIFF = pa.schema(
+    [
+        pa.field("old_version", pa.string(), nullable=False),
+        pa.field("new_version", pa.string(), nullable=False),
+        pa.field("change", pa.string(), nullable=False),  # one of DOC_CHANGES
+        pa.field("old_doc_id", pa.string()),
+        pa.field("new_doc_id", pa.string()),
+        pa.field("old_source_path", pa.string()),
+        pa.field("new_source_path", pa.string()),
+        pa.field("old_content_hash", pa.string()),
+        pa.field("new_content_hash", pa.string()),
+    ]
+)
+
+# Per changed document of a target version: how much registered work rests on it. Stored next to
+# citation_status.parquet.
+BLAST_RADIUS = pa.schema(
+    [
+        pa.field("target_version", pa.string(), nullable=False),
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("source_path", pa.string()),
+        pa.field("change", pa.string(), nullable=False),
+        pa.field("n_answers", pa.int64(), nullable=False),
+        pa.field("n_claims", pa.int64(), nullable=False),
+        pa.field("n_citations", pa.int64(), nullable=False),  # citations on it that are no longer valid
+        pa.field("n_citations_total", pa.int64(), nullable=False),
     ]
 )
