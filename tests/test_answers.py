@@ -1,0 +1,139 @@
+"""Answer input parsing (both forms), malformed lines, revisions and the answer store files."""
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from citekeeper.answer_store import AnswerStore
+from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
+from verifiers.answers import AnswerInputError, parse_answer, split_sentences
+
+STRUCTURED = {
+    "answer_id": "a1",
+    "question": "What is X?",
+    "answer": "X is a thing. It has parts.",
+    "corpus_version": "v1",
+    "created_at": "2025-01-02T03:04:05Z",
+    "claims": [
+        {"claim_id": "c1", "text": "X is a thing.", "citations": [{"chunk_id": "k1", "quote": "X is a thing"}]},
+        {"claim_id": "c2", "text": "It has parts.", "citations": [{"chunk_id": "k2", "text_hash": "sha256:ab"}, {"chunk_id": "k3"}]},
+    ],
+}
+
+MARKER = {
+    "answer_id": "m1",
+    "question": "Tell me about Y.",
+    "answer": "Y was built in 1900 [1]. It is tall.[2][3] Nobody knows why. It fell in 2000 [3].",
+    "corpus_version": "v1",
+    "references": [
+        {"ref": 1, "chunk_id": "k1", "quote": "built in 1900"},
+        {"ref": 2, "chunk_id": "k2"},
+        {"ref": 3, "chunk_id": "k3", "quote": "fell"},
+    ],
+}
+
+
+def write_jsonl(path: Path, lines: list) -> Path:
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
+    return path
+
+
+def test_structured_form_keeps_claims_and_citations():
+    answer = parse_answer(STRUCTURED)
+    assert answer.input_form == "structured"
+    assert [c.text for c in answer.claims] == ["X is a thing.", "It has parts."]
+    assert [c.source_claim_id for c in answer.claims] == ["c1", "c2"]
+    assert answer.claims[0].citations[0].quote == "X is a thing"
+    assert answer.claims[1].citations[0].cited_text_hash == "sha256:ab"
+    assert answer.claims[1].citations[1].quote is None
+    assert answer.created_at.year == 2025 and answer.created_at.tzinfo is not None
+
+
+def test_marker_form_one_claim_per_sentence_and_uncited_kept():
+    answer = parse_answer(MARKER)
+    assert answer.input_form == "marker"
+    texts = [c.text for c in answer.claims]
+    assert texts == ["Y was built in 1900.", "It is tall.", "Nobody knows why.", "It fell in 2000."]
+    assert [[x.chunk_id for x in c.citations] for c in answer.claims] == [["k1"], ["k2", "k3"], [], ["k3"]]
+    assert answer.claims[0].citations[0].quote == "built in 1900"
+
+
+def test_split_sentences_keeps_trailing_markers_with_their_sentence():
+    assert split_sentences("A [1]. B.[2] C") == ["A [1].", "B.[2]", "C"]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda r: r.pop("answer_id"), "answer_id"),
+        (lambda r: r.update(corpus_version=3), "corpus_version"),
+        (lambda r: r["claims"][1]["citations"][0].pop("chunk_id"), "claims[1].citations[0].chunk_id"),
+        (lambda r: r["claims"][0].update(text=""), "claims[0].text"),
+        (lambda r: r.update(created_at="yesterday"), "created_at"),
+        (lambda r: r["claims"][1]["citations"][0].update(text_hash="md5:1"), "claims[1].citations[0].text_hash"),
+        (lambda r: r.update(references=[]), "claims"),
+    ],
+)
+def test_malformed_structured_names_field(mutate, field):
+    record = json.loads(json.dumps(STRUCTURED))
+    mutate(record)
+    with pytest.raises(AnswerInputError) as exc:
+        parse_answer(record)
+    assert exc.value.field == field
+
+
+def test_marker_with_unknown_reference_is_an_error():
+    record = dict(MARKER, answer="Z [9].")
+    with pytest.raises(AnswerInputError) as exc:
+        parse_answer(record)
+    assert exc.value.field == "answer" and "[9]" in exc.value.message
+
+
+def test_add_registers_good_lines_and_reports_bad_ones(tmp_path):
+    bad_ref = dict(MARKER, answer_id="m2", references=[{"ref": "one", "chunk_id": "k"}])
+    path = write_jsonl(tmp_path / "in.jsonl", [STRUCTURED, "{not json", bad_ref, "", MARKER])
+    store = AnswerStore(tmp_path / "store")
+    result = store.add(path)
+    assert sorted(result.added) == ["a1", "m1"]
+    assert [(e.line, e.field) for e in result.errors] == [(2, "json"), (3, "references[0].ref")]
+    answers = pl.read_parquet(tmp_path / "store/answers/answers.parquet")
+    assert answers.columns == ANSWERS.names
+    assert sorted(answers["answer_id"]) == ["a1", "m1"]
+    claims = pl.read_parquet(tmp_path / "store/answers/claims.parquet")
+    assert claims.columns == CLAIMS.names
+    assert claims.filter(pl.col("answer_id") == "m1")["n_citations"].to_list() == [1, 2, 0, 1]
+    citations = pl.read_parquet(tmp_path / "store/answers/citations.parquet")
+    assert citations.columns == CITATIONS.names
+    assert citations.height == 3 + 4
+    assert citations["citation_id"].n_unique() == citations.height
+
+
+def test_identical_readd_is_noop_and_changed_content_makes_a_revision(tmp_path):
+    store = AnswerStore(tmp_path / "store")
+    store.add(write_jsonl(tmp_path / "a.jsonl", [STRUCTURED, MARKER]))
+    first_claims = store.claims()
+    again = store.add(write_jsonl(tmp_path / "b.jsonl", [STRUCTURED]))
+    assert again.unchanged == ["a1"] and again.n_registered == 0
+    assert store.all_answers().height == 2
+
+    changed = json.loads(json.dumps(STRUCTURED))
+    changed["claims"][1]["text"] = "It has many parts."
+    result = store.add(write_jsonl(tmp_path / "c.jsonl", [changed]))
+    assert result.revised == [("a1", 2)]
+    assert store.all_answers().filter(pl.col("answer_id") == "a1")["revision"].sort().to_list() == [1, 2]
+    current = store.claims().filter(pl.col("answer_id") == "a1")
+    assert current["revision"].unique().to_list() == [2]
+    assert current["text"].to_list() == ["X is a thing.", "It has many parts."]
+    # The unchanged claim keeps its id across revisions; the changed one gets a new id.
+    old = first_claims.filter(pl.col("answer_id") == "a1")
+    assert current["claim_id"][0] == old["claim_id"][0]
+    assert current["claim_id"][1] != old["claim_id"][1]
+    assert store.citations().filter(pl.col("answer_id") == "a1")["revision"].unique().to_list() == [2]
+
+
+def test_add_parquet_input(tmp_path):
+    path = tmp_path / "in.parquet"
+    pl.DataFrame([{k: v for k, v in MARKER.items()}]).write_parquet(path)
+    result = AnswerStore(tmp_path / "store").add(path)
+    assert result.added == ["m1"] and not result.errors
