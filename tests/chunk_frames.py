@@ -1,0 +1,79 @@
+"""Small CHUNKS/DOCUMENTS frames built from plain document texts, for diff and citation tests.
+
+Chunks are the paragraphs of each document (split on blank lines) with ids derived the way the ingest
+contract describes: doc_id + text + occurrence, so an unchanged paragraph keeps its id.
+"""
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+
+import polars as pl
+
+from citekeeper.schema import CHUNKS, DOCUMENTS
+from verifiers.tables import from_rows
+
+NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def sha(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def doc_id_of(path: str) -> str:
+    return "doc_" + hashlib.sha256(path.encode()).hexdigest()[:12]
+
+
+def build_version(version: str, docs: dict[str, str], internal: frozenset[str] = frozenset()) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(documents, chunks) of one version; `docs` maps source_path -> canonical text."""
+    doc_rows, chunk_rows = [], []
+    for path, text in docs.items():
+        doc_id = doc_id_of(path)
+        scope = "internal_only" if path in internal else "user_visible"
+        paragraphs, seen, cursor = [], {}, 0
+        for part in text.split("\n\n"):
+            start = text.index(part, cursor)
+            cursor = start + len(part)
+            if part.strip():
+                paragraphs.append((part, start))
+        for ordinal, (part, start) in enumerate(paragraphs):
+            occurrence = seen[part] = seen.get(part, -1) + 1
+            chunk_rows.append(
+                {
+                    "chunk_id": "chk_" + hashlib.sha256(f"{doc_id}|{part}|{occurrence}".encode()).hexdigest()[:16],
+                    "doc_id": doc_id,
+                    "corpus_version": version,
+                    "doc_content_hash": sha(text),
+                    "ordinal": ordinal,
+                    "text": part,
+                    "text_hash": sha(part),
+                    "start_char": start,
+                    "end_char": start + len(part),
+                    "page_start": None,
+                    "page_end": None,
+                    "section_path": [path],
+                    "element_types": ["NarrativeText"],
+                    "source_path": path,
+                    "title": path,
+                    "filetype": "md",
+                    "access_scope": scope,
+                    "ingested_at": NOW,
+                }
+            )
+        doc_rows.append(
+            {
+                "doc_id": doc_id,
+                "corpus_version": version,
+                "doc_content_hash": sha(text),
+                "source_path": path,
+                "title": path,
+                "filetype": "md",
+                "access_scope": scope,
+                "size_bytes": len(text.encode()),
+                "n_chunks": len(paragraphs),
+                "text": text,
+                "ingested_at": NOW,
+            }
+        )
+    return from_rows(doc_rows, DOCUMENTS), from_rows(chunk_rows, CHUNKS)
+
