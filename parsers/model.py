@@ -4,12 +4,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+ACCESS_SCOPES = ("user_visible", "internal_only")
+
 
 @dataclass(frozen=True)
 class ParseConfig:
     max_chunk_chars: int = 1000
     max_file_bytes: int = 50 * 1024 * 1024
     default_access_scope: str = "user_visible"
+    # (glob on source_path, access_scope), first match wins; a sidecar or front matter still overrides.
+    access_scope_overrides: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,8 @@ class SourceFile:
     size_bytes: int
     access_scope: str
     title: str | None = None  # explicit title from a sidecar / front matter
+    # The bytes read at discovery, so a document is read once; None means read `path` again at parse time.
+    raw: bytes | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,6 @@ class IngestError:
 class DocumentError(Exception):
     """One document could not be ingested; the run goes on without it."""
 
-    def __init__(self, source_path: str, stage: str, reason: str):
+    def __init__(self, source_path: str, stage: str, reason: str, error_type: str | None = None):
         super().__init__(f"{source_path}: {stage}: {reason}")
-        self.error = IngestError(source_path, stage, type(self).__name__, reason)
+        self.error = IngestError(source_path, stage, error_type or type(self).__name__, reason)

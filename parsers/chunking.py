@@ -1,0 +1,169 @@
+"""Structure-aware chunking over a document's canonical text.
+
+Input: the document's blocks (one per unstructured element, as [start, end) spans of the canonical text).
+A heading block opens a new section; a chunk never spans two sections. Within a section, blocks are packed
+greedily from the section's start up to max_chars; a block longer than max_chars is cut into sentences
+(and a sentence longer than max_chars at whitespace, then hard). Packing restarts at every heading, so an
+edit moves chunk boundaries only inside its own section.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from parsers.identity import chunk_ids, text_hash
+from parsers.model import Chunk
+
+HEADING_CATEGORY = "Title"
+
+# A sentence ends at . ! ? (or …) plus closing quotes/brackets, before whitespace and a capital, digit or
+# opening quote/bracket. Conservative on purpose: a missed boundary only makes a piece longer.
+_SENTENCE_END = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*(?=\s+[\"'\u201c\u2018(\[]?[A-Z0-9])")
+_ABBREVIATIONS = frozenset(
+    "e.g i.e etc vs cf al fig no nos mr mrs ms dr prof inc ltd co corp jr sr st approx dept est min max".split()
+)
+_WHITESPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One element's span of the canonical text."""
+
+    start: int
+    end: int
+    category: str
+    page: int | None = None
+    heading_depth: int | None = None  # set for headings only; unstructured's category_depth (None -> 0)
+
+    @property
+    def is_heading(self) -> bool:
+        return self.heading_depth is not None
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """A span that is never cut further: a whole block, a sentence, or part of an overlong sentence."""
+
+    start: int
+    end: int
+    block: Block
+
+
+@dataclass
+class _Span:
+    start: int
+    end: int
+    section_path: tuple[str, ...]
+    pieces: list[_Piece]
+
+
+def chunk_document(doc_id: str, text: str, blocks: list[Block], max_chars: int) -> list[Chunk]:
+    spans = [
+        span
+        for section_path, section in _sections(text, blocks)
+        for span in _pack(text, section, section_path, max_chars)
+    ]
+    ids = chunk_ids(doc_id, (text[span.start : span.end] for span in spans))
+    return [_make_chunk(ordinal, cid, text, span) for ordinal, (cid, span) in enumerate(zip(ids, spans, strict=True))]
+
+
+def _make_chunk(ordinal: int, chunk_id: str, text: str, span: _Span) -> Chunk:
+    blocks = list(dict.fromkeys(piece.block for piece in span.pieces))
+    pages = [block.page for block in blocks if block.page is not None]
+    chunk_text = text[span.start : span.end]
+    return Chunk(
+        chunk_id=chunk_id,
+        ordinal=ordinal,
+        text=chunk_text,
+        text_hash=text_hash(chunk_text),
+        start_char=span.start,
+        end_char=span.end,
+        page_start=min(pages) if pages else None,
+        page_end=max(pages) if pages else None,
+        section_path=list(span.section_path),
+        element_types=list(dict.fromkeys(block.category for block in blocks)),
+    )
+
+
+def _sections(text: str, blocks: list[Block]) -> Iterator[tuple[tuple[str, ...], list[Block]]]:
+    """Split blocks at headings; yield each section (heading first) with its heading breadcrumb."""
+    breadcrumb: list[tuple[int, str]] = []  # (depth, heading text), shallowest first
+    section: list[Block] = []
+    for block in blocks:
+        if block.is_heading:
+            if section:
+                yield tuple(title for _, title in breadcrumb), section
+            while breadcrumb and breadcrumb[-1][0] >= block.heading_depth:
+                breadcrumb.pop()
+            breadcrumb.append((block.heading_depth, " ".join(text[block.start : block.end].split())))
+            section = []
+        section.append(block)
+    if section:
+        yield tuple(title for _, title in breadcrumb), section
+
+
+def _pack(text: str, blocks: list[Block], section_path: tuple[str, ...], max_chars: int) -> list[_Span]:
+    """Greedy packing of one section's pieces into spans of at most max_chars."""
+    spans: list[_Span] = []
+    for piece in _pieces(text, blocks, max_chars):
+        if spans and piece.end - spans[-1].start <= max_chars:
+            spans[-1].end = piece.end
+            spans[-1].pieces.append(piece)
+        else:
+            spans.append(_Span(piece.start, piece.end, section_path, [piece]))
+    return spans
+
+
+def _pieces(text: str, blocks: list[Block], max_chars: int) -> Iterator[_Piece]:
+    for block in blocks:
+        if block.end - block.start <= max_chars:
+            yield _Piece(block.start, block.end, block)
+            continue
+        for start, end in sentence_spans(text, block.start, block.end):
+            if end - start <= max_chars:
+                yield _Piece(start, end, block)
+            else:
+                for part_start, part_end in _split_overlong(text, start, end, max_chars):
+                    yield _Piece(part_start, part_end, block)
+
+
+def sentence_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Sentences of text[start:end] as absolute, whitespace-trimmed spans that tile the range."""
+    spans = []
+    sentence_start = start
+    for match in _SENTENCE_END.finditer(text, start, end):
+        if _is_abbreviation(text, sentence_start, match.start()):
+            continue
+        spans.append((sentence_start, match.end()))
+        sentence_start = _skip_whitespace(text, match.end(), end)
+    if sentence_start < end:
+        spans.append((sentence_start, end))
+    return spans
+
+
+def _is_abbreviation(text: str, sentence_start: int, dot: int) -> bool:
+    word_start = max(text.rfind(" ", sentence_start, dot), text.rfind("\n", sentence_start, dot)) + 1
+    word = text[max(word_start, sentence_start) : dot]
+    return (len(word) == 1 and word.isalpha()) or word.lower() in _ABBREVIATIONS
+
+
+def _skip_whitespace(text: str, pos: int, end: int) -> int:
+    match = _WHITESPACE.match(text, pos, end)
+    return match.end() if match else pos
+
+
+def _split_overlong(text: str, start: int, end: int, max_chars: int) -> Iterator[tuple[int, int]]:
+    """Cut a sentence longer than max_chars: at the last line break or space that fits, else hard."""
+    while end - start > max_chars:
+        limit = start + max_chars
+        cut = max(text.rfind("\n", start + 1, limit + 1), text.rfind(" ", start + 1, limit + 1))
+        if cut <= start:
+            cut = limit
+        piece_end = cut
+        while piece_end > start and text[piece_end - 1].isspace():
+            piece_end -= 1
+        yield start, piece_end
+        start = _skip_whitespace(text, cut, end)
+    if start < end:
+        yield start, end
