@@ -1,2 +1,89 @@
 """citekeeper ingest | versions | export."""
-COMMANDS: list = []
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+from tqdm import tqdm
+
+from citekeeper.store import DEFAULT_LOCK_TIMEOUT, READ_SCHEMAS, CorpusStore, StoreError, conform, write_parquet
+from pipelines.cli_common import store_option
+
+
+@click.command("ingest")
+@click.argument("source_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--version", "version", help="Name of the new corpus version (default: the next vNNNN).")
+@click.option("--strict", is_flag=True, help="Fail (exit 1, commit nothing) if any file is quarantined.")
+@click.option("--max-chunk-chars", type=click.IntRange(min=50), default=None, help="Chunk size limit.")
+@click.option("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT, show_default=True,
+              help="Seconds to wait for another ingest on the same store before giving up.")
+@store_option
+def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chunk_chars: int | None,
+                   lock_timeout: float, store_dir: Path) -> None:
+    """Ingest SOURCE_DIR as a new immutable corpus version (only changed documents are re-parsed)."""
+    from citekeeper.ingest import ingest  # imports unstructured: keep `versions`/`export` fast
+    from parsers.model import ParseConfig
+
+    config = ParseConfig() if max_chunk_chars is None else ParseConfig(max_chunk_chars=max_chunk_chars)
+    with tqdm(desc="parsing", unit="doc", file=click.get_text_stream("stderr"), disable=None) as bar:
+
+        def progress(source_path: str, done: int, total: int) -> None:
+            bar.total = total
+            bar.set_postfix_str(source_path[-40:], refresh=False)
+            bar.update(done - bar.n)
+
+        try:
+            result = ingest(source_dir, CorpusStore(store_dir), version=version, config=config, strict=strict,
+                            progress=progress, lock_timeout=lock_timeout)
+        except StoreError as exc:
+            raise click.ClickException(str(exc)) from None
+    manifest = result.manifest
+    if result.created:
+        click.echo(f"created corpus version {manifest.name} (parent: {manifest.parent or 'none'}): "
+                   f"{manifest.n_documents} documents, {manifest.n_chunks} chunks")
+    else:
+        click.echo(f"source tree unchanged: it equals corpus version {result.equals}; no new version created")
+    click.echo(f"parsed {result.n_parsed}, reused {result.n_reused}, removed {result.n_removed}, "
+               f"quarantined {result.n_quarantined}")
+    for error in result.errors:
+        click.echo(f"  quarantined {error.source_path}: {error.stage}: {error.error_type}: {error.reason}")
+
+
+@click.command("versions")
+@click.option("--json", "as_json", is_flag=True, help="Print the manifests as JSON.")
+@store_option
+def versions_command(as_json: bool, store_dir: Path) -> None:
+    """List the corpus versions in the store, oldest first."""
+    versions = CorpusStore(store_dir).versions()
+    if as_json:
+        click.echo(json.dumps([asdict(v) for v in versions], indent=2))
+        return
+    if not versions:
+        click.echo(f"no corpus versions in {store_dir}")
+    for v in versions:
+        click.echo(f"{v.name:<16} parent={v.parent or '-':<16} {v.created_at}  docs={v.n_documents} "
+                   f"chunks={v.n_chunks} errors={v.n_errors} parsed={v.n_parsed} reused={v.n_reused} "
+                   f"removed={v.n_removed}")
+
+
+@click.command("export")
+@click.argument("table", type=click.Choice(["chunks", "documents", "errors"]))
+@click.option("--version", "version", required=True, help="Corpus version to export.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Parquet file to write.")
+@store_option
+def export_command(table: str, version: str, out: Path, store_dir: Path) -> None:
+    """Write one table of a corpus version to a Parquet file (citekeeper schema)."""
+    store = CorpusStore(store_dir)
+    readers = {"chunks": store.read_chunks, "documents": store.read_documents, "errors": store.read_errors}
+    try:
+        rows = readers[table](version)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    write_parquet(conform(rows, READ_SCHEMAS[table]), out)
+    click.echo(f"wrote {rows.height} {table} rows of corpus version {version} to {out}")
+
+
+COMMANDS = [ingest_command, versions_command, export_command]

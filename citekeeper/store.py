@@ -1,0 +1,317 @@
+"""The versioned corpus store: immutable, named corpus versions in an embedded LanceDB, plus Parquet.
+
+Layout under the store root:
+    lance/chunks.lance, lance/documents.lance   current corpus state; each corpus version is one committed
+                                                LanceDB table version tagged with the version's name
+    versions/<name>.json                        manifests; a version exists iff its manifest exists
+    parquet/<table>/corpus_version=<v>/<table>.parquet   per-version exports (chunks, documents, errors)
+    staging/<name>/                             ingest output waiting to be committed (citekeeper.ingest)
+    .lock                                       the exclusive writer lock
+
+Rows carried over from the parent version are never rewritten: a new version deletes the rows of
+changed/removed documents and appends the rows of new/changed ones, so storage grows with the change,
+not with the corpus. The `corpus_version` column is therefore not stored; it is filled in at read time.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import filelock
+import lancedb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from citekeeper import schema
+
+TABLES = ("chunks", "documents")
+READ_SCHEMAS = {"chunks": schema.CHUNKS, "documents": schema.DOCUMENTS, "errors": schema.INGEST_ERRORS}
+# What LanceDB holds: the read schema without corpus_version (a carried-over row belongs to many versions).
+STORED_SCHEMAS = {
+    name: READ_SCHEMAS[name].remove(READ_SCHEMAS[name].get_field_index("corpus_version")) for name in TABLES
+}
+SORT_KEYS = {"chunks": ["doc_id", "ordinal"], "documents": ["doc_id"], "errors": ["source_path", "stage"]}
+# LanceDB tag rules (alphanumerics, '.', '-', '_'), which also keep the name safe as a path component.
+VERSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+GENERATED_NAME = re.compile(r"^v(\d{4,})$")
+DEFAULT_LOCK_TIMEOUT = 30.0
+DELETE_BATCH = 500  # doc_ids per LanceDB delete predicate
+
+
+class StoreError(Exception):
+    """A corpus store operation cannot proceed; the message says why."""
+
+
+class UnknownVersion(StoreError):
+    pass
+
+
+class VersionExists(StoreError):
+    pass
+
+
+class StoreLocked(StoreError):
+    pass
+
+
+@dataclass(frozen=True)
+class VersionManifest:
+    name: str
+    parent: str | None
+    created_at: str  # ISO 8601, UTC
+    n_documents: int
+    n_chunks: int
+    n_errors: int
+    corpus_hash: str  # sha256 over the sorted (doc_id, doc content hash) pairs of the source tree
+    config_hash: str = ""  # parse settings; documents are reused only under the same settings
+    n_parsed: int = 0  # documents parsed for this version
+    n_reused: int = 0  # documents carried over unchanged from the parent
+    n_removed: int = 0  # parent documents deleted from the source tree
+    source_dir: str = ""
+    lance_versions: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_file(cls, path: Path) -> VersionManifest:
+        return cls(**json.loads(path.read_text()))
+
+
+def corpus_hash(doc_hashes: Iterable[tuple[str, str]]) -> str:
+    """sha256 over sorted (doc_id, content_hash) pairs: equal iff the trees hold the same documents."""
+    digest = hashlib.sha256()
+    for doc_id, content_hash in sorted(doc_hashes):
+        digest.update(f"{doc_id}\0{content_hash}\n".encode())
+    return "sha256:" + digest.hexdigest()
+
+
+def validate_version_name(name: str) -> str:
+    if not VERSION_NAME.match(name):
+        raise StoreError(
+            f"invalid corpus version name {name!r}: use letters, digits, '.', '-' or '_' "
+            "(starting with a letter or digit, at most 128 characters)"
+        )
+    return name
+
+
+def conform(table: pa.Table | pl.DataFrame, target: pa.Schema) -> pa.Table:
+    """Select and cast columns to a citekeeper schema (polars writes large_string, nullable fields)."""
+    arrow = table.to_arrow() if isinstance(table, pl.DataFrame) else table
+    return arrow.select(target.names).cast(target)
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """Write atomically: a reader never sees a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+class CorpusStore:
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+        self._lock = filelock.FileLock(str(self.root / ".lock"))
+
+    # ------------------------------------------------------------------ paths
+
+    @property
+    def lance_dir(self) -> Path:
+        return self.root / "lance"
+
+    @property
+    def versions_dir(self) -> Path:
+        return self.root / "versions"
+
+    @property
+    def staging_dir(self) -> Path:
+        return self.root / "staging"
+
+    def parquet_path(self, table: str, version: str) -> Path:
+        return self.root / "parquet" / table / f"corpus_version={version}" / f"{table}.parquet"
+
+    # ------------------------------------------------------------------ versions
+
+    def versions(self) -> list[VersionManifest]:
+        """Committed versions, oldest first."""
+        if not self.versions_dir.is_dir():
+            return []
+        manifests = [VersionManifest.from_file(p) for p in self.versions_dir.glob("[!.]*.json")]
+        return sorted(manifests, key=lambda m: (m.created_at, m.name))
+
+    def manifest(self, name: str) -> VersionManifest:
+        path = self.versions_dir / f"{name}.json"
+        if not VERSION_NAME.match(name) or not path.is_file():
+            known = ", ".join(m.name for m in self.versions()) or "none yet"
+            raise UnknownVersion(f"unknown corpus version {name!r} in store {self.root} (known: {known})")
+        return VersionManifest.from_file(path)
+
+    def has_version(self, name: str) -> bool:
+        return bool(VERSION_NAME.match(name)) and (self.versions_dir / f"{name}.json").is_file()
+
+    def latest(self) -> VersionManifest | None:
+        versions = self.versions()
+        return versions[-1] if versions else None
+
+    def next_version_name(self) -> str:
+        """v0001, v0002, ...: one past the highest generated name so far."""
+        numbers = [int(m.group(1)) for v in self.versions() if (m := GENERATED_NAME.match(v.name))]
+        return f"v{max(numbers, default=0) + 1:04d}"
+
+    # ------------------------------------------------------------------ reading
+
+    def read_chunks(self, version: str, columns: list[str] | None = None) -> pl.DataFrame:
+        return self._read_lance("chunks", self.manifest(version).name, columns)
+
+    def read_documents(self, version: str, columns: list[str] | None = None) -> pl.DataFrame:
+        return self._read_lance("documents", self.manifest(version).name, columns)
+
+    def read_errors(self, version: str) -> pl.DataFrame:
+        name = self.manifest(version).name
+        return pl.from_arrow(pq.read_table(self.parquet_path("errors", name), schema=schema.INGEST_ERRORS))
+
+    def _read_lance(self, table: str, version: str, columns: list[str] | None) -> pl.DataFrame:
+        """Time travel: check the table out at the tag named after the version."""
+        wanted = list(columns or READ_SCHEMAS[table].names)
+        stored = STORED_SCHEMAS[table].names
+        unknown = [c for c in wanted if c not in READ_SCHEMAS[table].names]
+        if unknown:
+            raise StoreError(f"unknown {table} columns {unknown}; known: {READ_SCHEMAS[table].names}")
+        lance_table = lancedb.connect(self.lance_dir).open_table(table)
+        lance_table.checkout(version)
+        read = [c for c in dict.fromkeys(SORT_KEYS[table] + wanted) if c in stored]
+        frame = pl.from_arrow(lance_table.to_lance().to_table(columns=read)).sort(SORT_KEYS[table])
+        return frame.with_columns(corpus_version=pl.lit(version)).select(wanted)
+
+    # ------------------------------------------------------------------ writing
+
+    @contextmanager
+    def lock(self, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
+        """Exclusive writer lock (re-entrant within one CorpusStore object)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire(timeout=timeout)
+        except filelock.Timeout:
+            raise StoreLocked(
+                f"corpus store {self.root} is locked by another writer (an ingest is running); waited "
+                f"{timeout:g}s for {self._lock.lock_file}. Retry when it has finished."
+            ) from None
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def commit_version(
+        self,
+        manifest: VersionManifest,
+        *,
+        replaced_doc_ids: Iterable[str],
+        chunks: pa.Table,
+        documents: pa.Table,
+        errors: pa.Table,
+    ) -> VersionManifest:
+        """Write a new version on top of its parent and publish it; call under `lock()`.
+
+        replaced_doc_ids: parent documents whose rows go (changed or removed); chunks/documents: the rows
+        to add (STORED_SCHEMAS); errors: INGEST_ERRORS rows. Every step before the manifest is redone
+        from the parent's table version by a re-run, so a crash anywhere leaves no trace in any version.
+        """
+        name = validate_version_name(manifest.name)
+        if self.has_version(name):
+            raise VersionExists(f"corpus version {name!r} already exists in {self.root}; versions are immutable")
+        parent = self.manifest(manifest.parent) if manifest.parent else None
+        db = lancedb.connect(self.lance_dir)
+        replaced = sorted(set(replaced_doc_ids))
+        lance_versions, counts = {}, {}
+        for table, rows in (("chunks", chunks), ("documents", documents)):
+            lance_table = self._open_at_parent(db, table, parent)
+            _delete_docs(lance_table, replaced)
+            if rows.num_rows:
+                lance_table.add(conform(rows, STORED_SCHEMAS[table]))
+            if name in lance_table.tags.list():  # left by a run that died before its manifest
+                lance_table.tags.delete(name)
+            lance_table.tags.create(name, lance_table.version)
+            lance_versions[table], counts[table] = lance_table.version, lance_table.count_rows()
+        self._export_parquet(name, conform(errors, schema.INGEST_ERRORS))
+        committed = VersionManifest(
+            **{
+                **asdict(manifest),
+                "created_at": datetime.now(timezone.utc).isoformat(),
+                "n_documents": counts["documents"],
+                "n_chunks": counts["chunks"],
+                "n_errors": errors.num_rows,
+                "lance_versions": lance_versions,
+            }
+        )
+        self._write_manifest(committed)
+        return committed
+
+    def _open_at_parent(self, db, table: str, parent: VersionManifest | None):
+        """The table as of the parent version, undoing whatever a crashed run appended after it."""
+        lance_table = db.create_table(table, schema=STORED_SCHEMAS[table], exist_ok=True)
+        if parent is None:
+            if lance_table.count_rows():
+                lance_table.delete("true")
+        elif lance_table.version != parent.lance_versions[table]:
+            lance_table.restore(parent.lance_versions[table])
+        return lance_table
+
+    def _export_parquet(self, version: str, errors: pa.Table) -> None:
+        for table in TABLES:
+            rows = self._read_lance(table, version, None)
+            write_parquet(conform(rows, READ_SCHEMAS[table]), self.parquet_path(table, version))
+        write_parquet(errors, self.parquet_path("errors", version))
+
+    def _write_manifest(self, manifest: VersionManifest) -> None:
+        """Last step of a commit, atomic: the version exists from this rename on."""
+        self.versions_dir.mkdir(parents=True, exist_ok=True)
+        path = self.versions_dir / f"{manifest.name}.json"
+        tmp = path.with_name(f".{path.name}.tmp")
+        with open(tmp, "w") as out:
+            out.write(manifest.to_json())
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+
+
+def _delete_docs(lance_table, doc_ids: list[str]) -> None:
+    for start in range(0, len(doc_ids), DELETE_BATCH):
+        quoted = ", ".join("'" + d.replace("'", "''") + "'" for d in doc_ids[start : start + DELETE_BATCH])
+        lance_table.delete(f"doc_id IN ({quoted})")
+
+
+# ---------------------------------------------------------------------- integrity checks
+# Shared by the Dagster asset checks and the tests; each returns the offending rows (empty when sound).
+
+
+def text_hash(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def duplicate_chunk_ids(chunks: pl.DataFrame) -> pl.DataFrame:
+    return chunks.group_by("chunk_id").len().filter(pl.col("len") > 1)
+
+
+def mismatched_text_hashes(chunks: pl.DataFrame) -> pl.DataFrame:
+    expected = pl.Series([text_hash(t) for t in chunks["text"]], dtype=pl.String)
+    return chunks.select("chunk_id", "text_hash").filter(pl.col("text_hash") != expected)
+
+
+def misplaced_offsets(chunks: pl.DataFrame, documents: pl.DataFrame) -> pl.DataFrame:
+    """Chunks whose text is not documents.text[start_char:end_char] (or whose document is missing)."""
+    joined = chunks.select("chunk_id", "doc_id", "start_char", "end_char", "text").join(
+        documents.select("doc_id", pl.col("text").alias("doc_text")), on="doc_id", how="left"
+    )
+    located = pl.col("doc_text").str.slice(pl.col("start_char"), pl.col("end_char") - pl.col("start_char"))
+    return joined.filter((located != pl.col("text")).fill_null(True)).select(
+        "chunk_id", "doc_id", "start_char", "end_char"
+    )

@@ -1,0 +1,274 @@
+"""The corpus store on its own: versions, time travel, crash safety, locking, storage growth, Parquet."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from citekeeper import schema
+from citekeeper.store import (
+    STORED_SCHEMAS,
+    CorpusStore,
+    StoreError,
+    StoreLocked,
+    UnknownVersion,
+    VersionExists,
+    VersionManifest,
+    corpus_hash,
+    duplicate_chunk_ids,
+    mismatched_text_hashes,
+    misplaced_offsets,
+    text_hash,
+)
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def document(doc_id: str, paragraphs: list[str]) -> tuple[dict, list[dict]]:
+    """One document row and its chunk rows (one chunk per paragraph), in the stored schemas."""
+    text = "\n\n".join(paragraphs)
+    chunks, start = [], 0
+    for ordinal, paragraph in enumerate(paragraphs):
+        chunks.append(
+            {
+                "chunk_id": f"{doc_id}#{text_hash(paragraph)[7:23]}",
+                "doc_id": doc_id,
+                "doc_content_hash": text_hash(text),
+                "ordinal": ordinal,
+                "text": paragraph,
+                "text_hash": text_hash(paragraph),
+                "start_char": start,
+                "end_char": start + len(paragraph),
+                "section_path": ["Intro"],
+                "element_types": ["NarrativeText"],
+                "source_path": f"{doc_id}.md",
+                "title": doc_id,
+                "filetype": "md",
+                "access_scope": "user_visible",
+                "ingested_at": NOW,
+            }
+        )
+        start += len(paragraph) + 2
+    doc = {
+        "doc_id": doc_id,
+        "doc_content_hash": text_hash(text),
+        "source_path": f"{doc_id}.md",
+        "title": doc_id,
+        "filetype": "md",
+        "access_scope": "user_visible",
+        "size_bytes": len(text.encode()),
+        "n_chunks": len(chunks),
+        "text": text,
+        "ingested_at": NOW,
+    }
+    return doc, chunks
+
+
+def commit(store: CorpusStore, name: str, docs: dict[str, list[str]], replaced=(), parent=None, errors=()):
+    rows = [document(doc_id, paragraphs) for doc_id, paragraphs in docs.items()]
+    manifest = VersionManifest(
+        name=name,
+        parent=parent,
+        created_at="",
+        n_documents=0,
+        n_chunks=0,
+        n_errors=0,
+        corpus_hash=corpus_hash((doc_id, name) for doc_id in docs),
+    )
+    with store.lock():
+        return store.commit_version(
+            manifest,
+            replaced_doc_ids=replaced,
+            chunks=pa.Table.from_pylist([c for _, chunks in rows for c in chunks], schema=STORED_SCHEMAS["chunks"]),
+            documents=pa.Table.from_pylist([d for d, _ in rows], schema=STORED_SCHEMAS["documents"]),
+            errors=pa.Table.from_pylist(
+                [{**e, "corpus_version": name, "occurred_at": NOW} for e in errors], schema=schema.INGEST_ERRORS
+            ),
+        )
+
+
+def paragraphs(doc: str, n: int = 3) -> list[str]:
+    return [f"Paragraph {i} of {doc}. It says something worth citing about {doc}." for i in range(n)]
+
+
+@pytest.fixture
+def two_versions(store_dir: Path) -> CorpusStore:
+    """v1: a, b.  v2: a unchanged, b changed, c new.  v3: b deleted."""
+    store = CorpusStore(store_dir)
+    commit(store, "v1", {"a": paragraphs("a"), "b": paragraphs("b")})
+    commit(store, "v2", {"b": paragraphs("b")[:2] + ["A new last paragraph of b."], "c": paragraphs("c")},
+           replaced=["b"], parent="v1")
+    commit(store, "v3", {}, replaced=["b"], parent="v2")
+    return store
+
+
+def test_each_version_reads_back_by_name(two_versions: CorpusStore) -> None:
+    store = two_versions
+    assert [v.name for v in store.versions()] == ["v1", "v2", "v3"]
+    assert store.latest().name == "v3"
+    v1 = store.read_chunks("v1")
+    assert v1.columns == schema.CHUNKS.names
+    assert sorted(v1["doc_id"].unique()) == ["a", "b"]
+    assert set(v1["corpus_version"]) == {"v1"}
+    assert "Paragraph 2 of b. It says something worth citing about b." in v1["text"].to_list()
+    v2 = store.read_chunks("v2")
+    assert set(v2["corpus_version"]) == {"v2"}
+    assert sorted(v2["doc_id"].unique()) == ["a", "b", "c"]
+    assert "A new last paragraph of b." in v2["text"].to_list()
+    assert "Paragraph 2 of b. It says something worth citing about b." not in v2["text"].to_list()
+    # the deleted document is gone from v3 and still readable in v1 and v2
+    assert sorted(store.read_documents("v3")["doc_id"]) == ["a", "c"]
+    assert store.read_documents("v1").filter(pl.col("doc_id") == "b")["n_chunks"].item() == 3
+    assert [m.n_documents for m in store.versions()] == [2, 3, 2]
+    assert [m.n_chunks for m in store.versions()] == [6, 9, 6]
+
+
+def test_carried_over_rows_are_not_rewritten(two_versions: CorpusStore) -> None:
+    a_v1 = two_versions.read_chunks("v1").filter(pl.col("doc_id") == "a").drop("corpus_version")
+    a_v3 = two_versions.read_chunks("v3").filter(pl.col("doc_id") == "a").drop("corpus_version")
+    assert a_v1.equals(a_v3)
+
+
+def test_columns_selection_and_unknown_columns(two_versions: CorpusStore) -> None:
+    frame = two_versions.read_chunks("v2", columns=["text_hash", "corpus_version"])
+    assert frame.columns == ["text_hash", "corpus_version"] and frame.height == 9
+    with pytest.raises(StoreError, match="unknown chunks columns"):
+        two_versions.read_chunks("v2", columns=["nope"])
+
+
+def test_unknown_version_names_the_known_ones(two_versions: CorpusStore) -> None:
+    with pytest.raises(UnknownVersion, match=r"unknown corpus version 'v9'.*known: v1, v2, v3"):
+        two_versions.read_chunks("v9")
+    with pytest.raises(UnknownVersion):
+        two_versions.manifest("../versions/v1")
+
+
+def test_versions_are_immutable_and_names_validated(two_versions: CorpusStore) -> None:
+    with pytest.raises(VersionExists):
+        commit(two_versions, "v2", {"z": paragraphs("z")}, parent="v3")
+    with pytest.raises(StoreError, match="invalid corpus version name"):
+        commit(two_versions, "bad/name", {}, parent="v3")
+
+
+def test_generated_names_count_up(two_versions: CorpusStore, tmp_path: Path) -> None:
+    assert CorpusStore(tmp_path / "empty").next_version_name() == "v0001"
+    assert CorpusStore(tmp_path / "empty").versions() == []
+    commit(two_versions, "v0007", {}, parent="v3")
+    assert two_versions.next_version_name() == "v0008"
+
+
+class Crash(RuntimeError):
+    pass
+
+
+def crash_before_manifest(monkeypatch: pytest.MonkeyPatch) -> None:
+    def crash(self, manifest):
+        raise Crash("killed after the LanceDB write, before the manifest")
+
+    monkeypatch.setattr(CorpusStore, "_write_manifest", crash)
+
+
+@pytest.mark.parametrize("first_version", [True, False])
+def test_crash_before_manifest_leaves_previous_version_and_rerun_has_no_duplicates(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch, first_version: bool
+) -> None:
+    store = CorpusStore(store_dir)
+    parent = None if first_version else "v1"
+    if not first_version:
+        commit(store, "v1", {"a": paragraphs("a"), "b": paragraphs("b")})
+    before = None if first_version else store.read_chunks("v1")
+    new_docs = {"b": paragraphs("b", 5), "c": paragraphs("c")}
+
+    with monkeypatch.context() as patch:
+        crash_before_manifest(patch)
+        with pytest.raises(Crash):
+            commit(store, "v2", new_docs, replaced=["b"], parent=parent)
+    assert [v.name for v in store.versions()] == ([] if first_version else ["v1"])
+    if before is not None:
+        assert store.read_chunks("v1").equals(before)
+    with pytest.raises(UnknownVersion):
+        store.read_chunks("v2")
+
+    commit(store, "v2", new_docs, replaced=["b"], parent=parent)
+    v2 = store.read_chunks("v2")
+    assert duplicate_chunk_ids(v2).height == 0
+    assert v2.height == (5 + 3 if first_version else 3 + 5 + 3)
+    if before is not None:
+        assert store.read_chunks("v1").equals(before)
+
+
+def test_storage_grows_with_the_change_not_the_corpus(store_dir: Path) -> None:
+    def lance_bytes() -> int:
+        return sum(p.stat().st_size for p in (store_dir / "lance").rglob("*") if p.is_file())
+
+    store = CorpusStore(store_dir)
+    corpus = {f"doc{i:02d}": paragraphs(f"doc{i:02d}", 40) for i in range(40)}
+    commit(store, "v1", corpus)
+    full_copy = lance_bytes()
+    commit(store, "v2", {"doc07": paragraphs("doc07", 41)}, replaced=["doc07"], parent="v1")
+    growth = lance_bytes() - full_copy
+    assert 0 < growth < 0.15 * full_copy, (growth, full_copy)
+    assert store.read_chunks("v2").height == 40 * 40 + 1
+
+
+def test_parquet_exports_use_the_schemas(two_versions: CorpusStore, store_dir: Path) -> None:
+    commit(two_versions, "v4", {"d": paragraphs("d")}, parent="v3",
+           errors=[{"source_path": "x.pdf", "stage": "parse", "error_type": "DocumentError", "reason": "binary"}])
+    for table, expected in (("chunks", schema.CHUNKS), ("documents", schema.DOCUMENTS),
+                            ("errors", schema.INGEST_ERRORS)):
+        path = store_dir / "parquet" / table / "corpus_version=v4" / f"{table}.parquet"
+        assert pq.read_schema(path).remove_metadata().equals(expected), table
+    exported = pl.read_parquet(two_versions.parquet_path("chunks", "v2"))
+    assert exported.sort("doc_id", "ordinal").equals(two_versions.read_chunks("v2"))
+    errors = two_versions.read_errors("v4")
+    assert errors.select("corpus_version", "source_path", "reason").rows() == [("v4", "x.pdf", "binary")]
+    assert two_versions.read_errors("v1").height == 0
+
+
+def test_second_writer_is_refused_with_a_clear_message(store_dir: Path) -> None:
+    store = CorpusStore(store_dir)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys
+            from citekeeper.store import CorpusStore
+            with CorpusStore({str(store_dir)!r}).lock():
+                print("locked", flush=True)
+                sys.stdin.read()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(StoreLocked, match="locked by another writer"):
+            with store.lock(timeout=0.2):
+                pass
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    with store.lock(timeout=5):  # released when the holder exits
+        commit(store, "v1", {"a": paragraphs("a")})
+    assert store.latest().name == "v1"
+
+
+def test_integrity_checks_find_broken_rows(two_versions: CorpusStore) -> None:
+    chunks = two_versions.read_chunks("v2")
+    documents = two_versions.read_documents("v2")
+    assert duplicate_chunk_ids(chunks).height == 0
+    assert mismatched_text_hashes(chunks).height == 0
+    assert misplaced_offsets(chunks, documents).height == 0
+
+    broken = pl.concat([chunks, chunks.head(1)]).with_columns(
+        text_hash=pl.when(pl.col("ordinal") == 1).then(pl.lit("sha256:0")).otherwise(pl.col("text_hash")),
+        start_char=pl.when(pl.col("ordinal") == 2).then(pl.col("start_char") + 1).otherwise(pl.col("start_char")),
+    )
+    assert duplicate_chunk_ids(broken)["chunk_id"].to_list() == [chunks["chunk_id"][0]]
+    assert mismatched_text_hashes(broken).height == 3  # ordinal 1 of a, b, c
+    assert misplaced_offsets(broken, documents).height == 3
+    assert misplaced_offsets(chunks, documents.filter(pl.col("doc_id") != "a")).height == 3
