@@ -4,8 +4,6 @@ One explicit job runs a corpus version end to end (ingest -> diff -> citation st
 report) rather than declarative automation: a single run per version holds the store-writer slot once,
 retries as a unit, and stops at the first failed blocking check; see README "Running in Dagster".
 """
-from __future__ import annotations
-
 import hashlib
 import os
 from datetime import datetime, timezone
@@ -14,11 +12,14 @@ from pathlib import Path
 import dagster as dg
 
 from assets.partitions import corpus_versions
+from assets.sharding import SHARD_GROUP, ingest_shard_commit, ingest_shard_stage, shard_x_version
+from citekeeper.store import CorpusStore, corpus_hash
+from parsers.discover import discover_sources
+from parsers.model import ParseConfig
 from pipelines.resources import CitekeeperConfig
 
 # dagster.yaml limits runs carrying this tag to one at a time (tag_concurrency_limits).
 STORE_WRITER_TAG = "citekeeper/store-writer"
-SHARD_STAGE_GROUP = "ingest_shards"
 
 WRITER_TAGS = {
     STORE_WRITER_TAG: "1",
@@ -31,7 +32,7 @@ TRANSIENT_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPO
 
 pipeline_job = dg.define_asset_job(
     "citekeeper_pipeline",
-    selection=dg.AssetSelection.all() - dg.AssetSelection.groups(SHARD_STAGE_GROUP),
+    selection=dg.AssetSelection.all() - dg.AssetSelection.groups(SHARD_GROUP),
     partitions_def=corpus_versions,
     tags=WRITER_TAGS,
     op_retry_policy=TRANSIENT_RETRY,
@@ -45,6 +46,24 @@ ingest_job = dg.define_asset_job(
     tags=WRITER_TAGS,
     op_retry_policy=TRANSIENT_RETRY,
     description="Ingest one corpus version (documents and chunks) and nothing downstream.",
+)
+
+# Sharded ingest (assets/sharding.py): one run per (version, shard) partition, no store-writer tag since
+# staging takes no lock; then one commit run per version, which does write.
+shard_stage_job = dg.define_asset_job(
+    "citekeeper_ingest_shard_stage",
+    selection=dg.AssetSelection.assets(ingest_shard_stage),
+    partitions_def=shard_x_version,
+    op_retry_policy=TRANSIENT_RETRY,
+    description="Parse one document shard of a corpus version into staging; run all shards in parallel.",
+)
+shard_commit_job = dg.define_asset_job(
+    "citekeeper_ingest_shard_commit",
+    selection=dg.AssetSelection.assets(ingest_shard_commit),
+    partitions_def=corpus_versions,
+    tags=WRITER_TAGS,
+    op_retry_policy=TRANSIENT_RETRY,
+    description="Commit the staged shards of a corpus version as one version.",
 )
 
 
@@ -70,6 +89,20 @@ def version_name(prefix: str, when: datetime, fingerprint: str | None = None) ->
     return f"{prefix}-{stamp}" + (f"-{fingerprint[:8]}" if fingerprint else "")
 
 
+def unchanged_since(citekeeper: CitekeeperConfig) -> str | None:
+    """The committed version whose documents equal the source tree's (by content hash), if any.
+
+    Reads and hashes the files but parses nothing; it keeps a touched-but-identical tree from starting
+    a run that would only fail with "unchanged since version X".
+    """
+    latest = CorpusStore(citekeeper.store_path).latest()
+    if latest is None:
+        return None
+    sources, _ = discover_sources(citekeeper.source_path, ParseConfig(max_chunk_chars=citekeeper.max_chunk_chars))
+    tree_hash = corpus_hash((s.doc_id, s.content_hash) for s in sources)
+    return latest.name if tree_hash == latest.corpus_hash else None
+
+
 @dg.sensor(
     job=pipeline_job,
     minimum_interval_seconds=60,
@@ -84,6 +117,10 @@ def source_change_sensor(context: dg.SensorEvaluationContext, citekeeper: Citeke
     fingerprint = source_fingerprint(source_root)
     if fingerprint == context.cursor:
         return dg.SkipReason(f"no change under {source_root}")
+    equal = unchanged_since(citekeeper)
+    if equal is not None:
+        context.update_cursor(fingerprint)
+        return dg.SkipReason(f"files under {source_root} were touched but their content equals version {equal}")
     version = version_name("auto", datetime.now(timezone.utc), fingerprint)
     context.log.info(f"event=source_changed source_root={source_root} fingerprint={fingerprint[:12]} version={version}")
     return dg.SensorResult(
@@ -98,15 +135,21 @@ def source_change_sensor(context: dg.SensorEvaluationContext, citekeeper: Citeke
     cron_schedule="0 2 * * *",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Nightly reindex of the configured source directory into a new corpus version.",
+    description="Nightly reindex of the configured source directory into a new corpus version "
+    "(skipped when the tree's content equals the latest version).",
 )
-def nightly_reindex_schedule(context: dg.ScheduleEvaluationContext):
+def nightly_reindex_schedule(context: dg.ScheduleEvaluationContext, citekeeper: CitekeeperConfig):
+    if not citekeeper.source_path.is_dir():
+        return dg.SkipReason(f"source root {citekeeper.source_path} is not a directory")
+    equal = unchanged_since(citekeeper)
+    if equal is not None:
+        return dg.SkipReason(f"source tree unchanged since corpus version {equal}")
     # Schedules cannot return dynamic-partition requests, so the partition is added here directly.
     version = version_name("nightly", context.scheduled_execution_time)
     context.instance.add_dynamic_partitions(corpus_versions.name, [version])
     return dg.RunRequest(partition_key=version, run_key=version, tags={"citekeeper/trigger": "schedule"})
 
 
-jobs = [pipeline_job, ingest_job]
+jobs = [pipeline_job, ingest_job, shard_stage_job, shard_commit_job]
 schedules = [nightly_reindex_schedule]
 sensors = [source_change_sensor]

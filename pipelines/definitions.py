@@ -7,11 +7,11 @@ os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 
 import dagster as dg  # noqa: E402
 
-from assets import citations, ingest, verification  # noqa: E402
+from assets import citations, ingest, sharding, verification  # noqa: E402
 from pipelines import automation  # noqa: E402
 from pipelines.resources import CitekeeperConfig  # noqa: E402
 
-ASSET_MODULES = [ingest, citations, verification]
+ASSET_MODULES = [ingest, citations, verification, sharding]
 
 
 def _executor() -> dg.ExecutorDefinition:

@@ -16,3 +16,12 @@ SAMPLE_CORPUS = REPO / "sample_corpus"
 @pytest.fixture
 def store_dir(tmp_path: Path) -> Path:
     return tmp_path / "store"
+
+
+def require_service(available: bool, what: str) -> None:
+    """Skip a test whose service (PostgreSQL, Chromium) is missing; under .ci/run, fail instead."""
+    if available:
+        return
+    if os.environ.get("CITEKEEPER_REQUIRE_SERVICES"):
+        pytest.fail(f"{what} is required under .ci/run (CITEKEEPER_REQUIRE_SERVICES=1) but missing")
+    pytest.skip(f"{what} not available; .ci/run installs and starts it")

@@ -1,0 +1,84 @@
+"""Sharded ingest: static document shards x dynamic corpus versions, then one commit per version.
+
+Each `ingest_shard_stage` partition (shard i of n, version v) parses only the documents whose stable
+doc_id hash falls in shard i, into the store's staging area: no lock, so all n run at once (one run,
+hence one pod with the K8sRunLauncher, per partition). `ingest_shard_commit` then merges the n staged
+shards into corpus version v under the store's writer lock. The committed version is identical to a
+single-process ingest (tests/test_sharding.py); the regular `chunks` asset of the same version then
+finds the tree already committed and the rest of the pipeline runs as usual.
+"""
+
+import os
+
+import dagster as dg
+
+from assets.partitions import corpus_versions
+from pipelines.resources import CitekeeperConfig
+
+# Static: a shard's documents are fixed by the hash of their doc_id, so n must not change between
+# stage and commit. Set CITEKEEPER_INGEST_SHARDS before the code location loads.
+N_SHARDS = int(os.environ.get("CITEKEEPER_INGEST_SHARDS", "4"))
+SHARD_GROUP = "ingest_shards"
+
+doc_shards = dg.StaticPartitionsDefinition([str(i) for i in range(N_SHARDS)])
+shard_x_version = dg.MultiPartitionsDefinition({"corpus_version": corpus_versions, "doc_shard": doc_shards})
+
+
+@dg.asset(partitions_def=shard_x_version, group_name=SHARD_GROUP)
+def ingest_shard_stage(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
+    """Parse one document shard of a corpus version into the staging area (nothing committed yet)."""
+    from citekeeper.ingest import Shard, stage
+    from citekeeper.store import CorpusStore
+    from parsers.model import ParseConfig
+
+    keys = context.partition_key.keys_by_dimension
+    version, shard = keys["corpus_version"], Shard(int(keys["doc_shard"]), N_SHARDS)
+    result = stage(citekeeper.source_path, CorpusStore(citekeeper.store_path), version, shard=shard,
+                   config=ParseConfig(max_chunk_chars=citekeeper.max_chunk_chars))
+    context.log.info(f"event=shard_staged version={version} shard={shard.index}/{shard.count} "
+                     f"parsed={result.n_parsed} reused={result.n_reused} quarantined={len(result.errors)}")
+    return dg.MaterializeResult(
+        metadata={
+            "corpus_version": version,
+            "shard": f"{shard.index} of {shard.count}",
+            "parent": result.parent or "",
+            "n_parsed": result.n_parsed,
+            "n_reused": result.n_reused,
+            "n_quarantined": len(result.errors),
+            "staged_path": dg.MetadataValue.path(str(result.path)),
+        }
+    )
+
+
+@dg.asset(
+    partitions_def=corpus_versions,
+    group_name=SHARD_GROUP,
+    deps=[dg.AssetDep(ingest_shard_stage,
+                      partition_mapping=dg.MultiToSingleDimensionPartitionMapping("corpus_version"))],
+    pool="citekeeper_store_writer",
+)
+def ingest_shard_commit(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
+    """Merge all staged shards of a corpus version into one committed version, under the writer lock."""
+    from citekeeper.ingest import commit
+    from citekeeper.store import CorpusStore
+
+    result = commit(CorpusStore(citekeeper.store_path), context.partition_key, n_shards=N_SHARDS)
+    manifest = result.manifest
+    if not result.created and result.equals != context.partition_key:
+        raise dg.Failure(f"source tree {citekeeper.source_dir} is unchanged since corpus version {result.equals}; "
+                         f"no version {context.partition_key!r} was created")
+    context.log.info(f"event=shards_committed version={manifest.name} created={result.created} "
+                     f"shards={N_SHARDS} chunks={manifest.n_chunks}")
+    return dg.MaterializeResult(
+        metadata={
+            "corpus_version": manifest.name,
+            "created": result.created,
+            "n_shards": N_SHARDS,
+            "n_documents": manifest.n_documents,
+            "n_chunks": manifest.n_chunks,
+            "n_parsed": result.n_parsed,
+            "n_reused": result.n_reused,
+            "n_quarantined": result.n_quarantined,
+            "commit_seconds": round(result.durations_s.get("commit", 0.0), 3),
+        }
+    )

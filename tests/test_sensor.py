@@ -1,0 +1,95 @@
+"""A changed document under the source root triggers the sensor, which adds a corpus-version partition
+and requests a run; that run materializes ingest and every downstream asset of the new version."""
+import os
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from citekeeper.store import CorpusStore
+from pipelines.automation import source_change_sensor, source_fingerprint
+from pipelines.definitions import build_definitions
+from pipelines.resources import CitekeeperConfig
+
+GUIDE = "# Guide\n\nInstall the client with pip.\n\n## Usage\n\nCall get() with a URL.\n"
+FAQ_V1 = "# FAQ\n\nTimeouts default to five seconds.\n"
+FAQ_V2 = "# FAQ\n\nTimeouts default to ten seconds since the last release.\n"
+
+
+def _tick(defs: dg.Definitions, instance: dg.DagsterInstance, cursor: str | None):
+    """Evaluate the sensor as the daemon does, and apply its dynamic-partition requests."""
+    context = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
+    data = source_change_sensor.evaluate_tick(context)
+    for request in data.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    return data
+
+
+def _run(defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+    job = defs.resolve_job_def(request.job_name or "citekeeper_pipeline")
+    return job.execute_in_process(partition_key=request.partition_key, instance=instance, tags=request.tags)
+
+
+def _materialized_keys(instance: dg.DagsterInstance, keys, partition: str) -> set[dg.AssetKey]:
+    return {
+        key
+        for key in keys
+        if instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
+        ).records
+    }
+
+
+def test_fingerprint_uses_stat_only(tmp_path: Path):
+    doc = tmp_path / "a.md"
+    doc.write_text("x")
+    os.utime(doc, ns=(10**18, 10**18))
+    before = source_fingerprint(tmp_path)
+    doc.write_text("y")  # same size, same mtime below: invisible to a stat-only fingerprint
+    os.utime(doc, ns=(10**18, 10**18))
+    assert source_fingerprint(tmp_path) == before
+    os.utime(doc, ns=(10**18, 10**18 + 1))
+    assert source_fingerprint(tmp_path) != before
+    (tmp_path / "b.md").write_text("")
+    assert source_fingerprint(tmp_path) != before
+
+
+def test_changed_document_triggers_new_version_with_downstream_assets(tmp_path: Path):
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "guide.md").write_text(GUIDE)
+    (source / "faq.md").write_text(FAQ_V1)
+    defs = build_definitions(CitekeeperConfig(store_dir=str(tmp_path / "store"), source_dir=str(source)))
+    job_keys = defs.resolve_job_def("citekeeper_pipeline").asset_layer.executable_asset_keys
+    store = CorpusStore(tmp_path / "store")
+
+    with dg.instance_for_test() as instance:
+        first = _tick(defs, instance, cursor=None)
+        (request_v1,) = first.run_requests
+        assert instance.get_dynamic_partitions("corpus_version") == [request_v1.partition_key]
+        assert _run(defs, instance, request_v1).success
+
+        unchanged = _tick(defs, instance, cursor=first.cursor)
+        assert not unchanged.run_requests and "no change" in unchanged.skip_message
+        os.utime(source / "guide.md", ns=(10**18, 10**18))  # touched, same bytes
+        touched = _tick(defs, instance, cursor=first.cursor)
+        assert not touched.run_requests and request_v1.partition_key in touched.skip_message
+        assert touched.cursor != first.cursor
+
+        (source / "faq.md").write_text(FAQ_V2)
+        changed = _tick(defs, instance, cursor=touched.cursor)
+        (request_v2,) = changed.run_requests
+        v1, v2 = request_v1.partition_key, request_v2.partition_key
+        assert instance.get_dynamic_partitions("corpus_version") == [v1, v2]
+        result = _run(defs, instance, request_v2)
+        assert result.success
+        assert _materialized_keys(instance, job_keys, v2) == set(job_keys)
+        assert dg.AssetKey("chunks") in job_keys and len(job_keys) > 2  # ingest and what follows it
+
+    assert [m.name for m in store.versions()] == [v1, v2]
+    assert store.manifest(v2).parent == v1
+    chunks_v1 = pl.read_parquet(store.parquet_path("chunks", v1))
+    chunks_v2 = pl.read_parquet(store.parquet_path("chunks", v2))
+    assert any("ten seconds" in text for text in chunks_v2["text"])
+    guide_ids = lambda chunks: set(chunks.filter(pl.col("source_path") == "guide.md")["chunk_id"])  # noqa: E731
+    assert guide_ids(chunks_v1) == guide_ids(chunks_v2)
