@@ -1,0 +1,271 @@
+"""Judge every registered citation against a target corpus version.
+
+Each citation gets exactly one status:
+- valid      the cited chunk is unchanged (same id, text and locator);
+- relocated  the same text is at a new locator (moved in its document, or now in another one);
+- drifted    the chunk was modified but the evidence is still verbatim in its successor;
+- stale      the chunk was modified and the evidence is gone from its successor;
+- removed    the chunk has no successor;
+- invalid    at citation time the chunk did not exist in the cited version, the quote was not in it,
+             or the cited text_hash did not match: an invented citation, not a stale one.
+The evidence is the quote, or the whole chunk when there is none. Offsets are into the canonical text
+of the document (documents.text): the evidence span when it is found, else the chunk's span.
+Stale and removed citations are re-anchored (verifiers.reanchor).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from citekeeper.answer_store import AnswerStore
+from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, DOC_DIFF
+from verifiers.diff import VersionDiff, diff_versions
+from verifiers.reanchor import Reanchorer, reanchor
+from verifiers.tables import conform, empty, write_parquet
+
+STATUSES = ("valid", "relocated", "drifted", "stale", "removed", "invalid")
+NOT_HOLDING = ("stale", "removed", "invalid")
+CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char", "source_path", "access_scope"]
+
+
+def status_dir(store_root: Path, target_version: str) -> Path:
+    return Path(store_root) / "citations" / f"target_version={target_version}"
+
+
+def _evidence_span(text: pl.Expr, evidence: pl.Expr, chunk_start: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """Document offsets of the first occurrence of `evidence` in a chunk `text` (char, not byte, offsets)."""
+    offset = text.str.split(evidence).list.first().str.len_chars()
+    start = chunk_start + offset
+    return start, start + evidence.str.len_chars()
+
+
+def judge(
+    citations: pl.DataFrame,
+    cited_chunks: pl.DataFrame | None,
+    diff: VersionDiff | None,
+    target_chunks: pl.DataFrame,
+    target_version: str,
+) -> pl.DataFrame:
+    """Status rows (CITATION_STATUS columns, no suggestions yet) for citations of ONE cited version.
+
+    cited_chunks is None when the cited version is not in the store; diff is None when the cited
+    version is the target itself.
+    """
+    cited_version = citations["corpus_version"][0]
+    old = (cited_chunks if cited_chunks is not None else pl.DataFrame(schema=target_chunks.select(CHUNK_COLUMNS).schema)).select(
+        CHUNK_COLUMNS
+    )
+    frame = citations.join(
+        old.rename({c: f"old_{c}" for c in CHUNK_COLUMNS if c != "chunk_id"}), on="chunk_id", how="left"
+    ).with_columns(evidence=pl.coalesce("quote", "old_text"))
+    changes = (
+        diff.chunks.select(pl.col("old_chunk_id").alias("chunk_id"), "change", "new_chunk_id", "similarity")
+        if diff is not None
+        else pl.DataFrame(schema={"chunk_id": pl.String, "change": pl.String, "new_chunk_id": pl.String, "similarity": pl.Float64})
+    )
+    new = target_chunks.select(CHUNK_COLUMNS).rename({c: f"new_{c}" for c in CHUNK_COLUMNS})
+    frame = (
+        frame.join(changes, on="chunk_id", how="left")
+        .with_columns(
+            # Chunks of untouched documents are not in the diff: same id, same everything.
+            change=pl.col("change").fill_null("unchanged"),
+            new_chunk_id=pl.when(pl.col("change").is_null()).then("chunk_id").otherwise("new_chunk_id"),
+            similarity=pl.when(pl.col("change").is_null()).then(1.0).otherwise("similarity"),
+        )
+        .join(new, on="new_chunk_id", how="left")
+        .with_columns(evidence_in_new=pl.col("new_text").str.contains(pl.col("evidence"), literal=True).fill_null(False))
+    )
+    return frame.with_columns(_status_and_reason(cited_version, cited_chunks is not None)).pipe(
+        _locators, target_version, cited_version
+    )
+
+
+def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]:
+    invalid_reason = (
+        pl.when(pl.lit(not version_known))
+        .then(pl.lit(f"cited version {cited_version!r} is not in the store"))
+        .when(pl.col("old_text").is_null())
+        .then(pl.format("chunk {} does not exist in cited version {}", "chunk_id", pl.lit(cited_version)))
+        .when(pl.col("cited_text_hash").is_not_null() & (pl.col("cited_text_hash") != pl.col("old_text_hash")))
+        .then(pl.format("cited text_hash {} does not match the chunk's {} in {}", "cited_text_hash", "old_text_hash", pl.lit(cited_version)))
+        .when(pl.col("quote").is_not_null() & ~pl.col("old_text").str.contains(pl.col("quote"), literal=True))
+        .then(pl.format("quote is not in chunk {} at cited version {}", "chunk_id", pl.lit(cited_version)))
+    )
+    similarity = pl.col("similarity").round(3).cast(pl.String)
+    status = (
+        pl.when(invalid_reason.is_not_null())
+        .then(pl.lit("invalid"))
+        .when(pl.col("change") == "unchanged")
+        .then(pl.lit("valid"))
+        .when(pl.col("change").is_in(["moved", "relocated"]))
+        .then(pl.lit("relocated"))
+        .when((pl.col("change") == "modified") & pl.col("evidence_in_new"))
+        .then(pl.lit("drifted"))
+        .when(pl.col("change") == "modified")
+        .then(pl.lit("stale"))
+        .otherwise(pl.lit("removed"))
+    )
+    reason = pl.coalesce(
+        invalid_reason.otherwise(None),
+        pl.when(pl.col("change") == "unchanged")
+        .then(pl.lit("chunk unchanged"))
+        .when(pl.col("change") == "moved")
+        .then(pl.format("same text moved within {}", "new_source_path"))
+        .when(pl.col("change") == "relocated")
+        .then(pl.format("same text now in {}", "new_source_path"))
+        .when((pl.col("change") == "modified") & pl.col("evidence_in_new"))
+        .then(pl.format("chunk modified (similarity {}); evidence still verbatim in successor", similarity))
+        .when(pl.col("change") == "modified")
+        .then(pl.format("chunk modified (similarity {}); evidence no longer in successor", similarity))
+        .otherwise(pl.lit("chunk removed; no successor above the similarity threshold")),
+    )
+    return [status.alias("status"), reason.alias("reason")]
+
+
+def _locators(frame: pl.DataFrame, target_version: str, cited_version: str) -> pl.DataFrame:
+    old_start, old_end = _evidence_span(pl.col("old_text"), pl.col("evidence"), pl.col("old_start_char"))
+    new_start, new_end = _evidence_span(pl.col("new_text"), pl.col("evidence"), pl.col("new_start_char"))
+    invalid = pl.col("status") == "invalid"
+    has_successor = pl.col("status").is_in(["valid", "relocated", "drifted", "stale"])
+
+    def keep(expr: pl.Expr, when: pl.Expr) -> pl.Expr:
+        return pl.when(when).then(expr).otherwise(None)
+
+    quote_in_old = pl.col("old_text").str.contains(pl.col("evidence"), literal=True).fill_null(False)
+    return frame.with_columns(
+        target_version=pl.lit(target_version),
+        cited_version=pl.lit(cited_version),
+        revision=pl.col("revision"),
+        doc_id=pl.col("old_doc_id"),
+        source_path=pl.col("old_source_path"),
+        access_scope=pl.col("old_access_scope"),
+        old_start_char=pl.when(quote_in_old).then(old_start).otherwise("old_start_char"),
+        old_end_char=pl.when(quote_in_old).then(old_end).otherwise("old_end_char"),
+        new_chunk_id=keep(pl.col("new_chunk_id"), ~invalid & has_successor),
+        new_doc_id=keep(pl.col("new_doc_id"), ~invalid & has_successor),
+        new_source_path=keep(pl.col("new_source_path"), ~invalid & has_successor),
+        new_access_scope=keep(pl.col("new_access_scope"), ~invalid & has_successor),
+        new_text=keep(pl.col("new_text"), ~invalid & has_successor),
+        new_text_hash=keep(pl.col("new_text_hash"), ~invalid & has_successor),
+        new_start_char=keep(pl.when(pl.col("evidence_in_new")).then(new_start).otherwise("new_start_char"), ~invalid & has_successor),
+        new_end_char=keep(pl.when(pl.col("evidence_in_new")).then(new_end).otherwise("new_end_char"), ~invalid & has_successor),
+        similarity=keep(pl.col("similarity"), ~invalid & has_successor),
+    )
+
+
+# ---------------------------------------------------------------- blast radius
+
+
+def blast_radius(status: pl.DataFrame, doc_diffs: list[pl.DataFrame], target_version: str) -> pl.DataFrame:
+    """Per changed document: answers, claims and citations that no longer hold as they were, ranked."""
+    changed = (
+        (pl.concat(doc_diffs) if doc_diffs else empty(DOC_DIFF))
+        .filter(pl.col("change") != "unchanged")
+        .select(
+            pl.coalesce("old_doc_id", "new_doc_id").alias("doc_id"),
+            pl.coalesce("old_source_path", "new_source_path").alias("source_path"),
+            "change",
+        )
+        .unique("doc_id", keep="first")
+    )
+    resting = status.filter(pl.col("doc_id").is_not_null())
+    counts = resting.group_by("doc_id").agg(
+        n_answers=pl.col("answer_id").filter(pl.col("status") != "valid").n_unique(),
+        n_claims=pl.col("claim_id").filter(pl.col("status") != "valid").n_unique(),
+        n_citations=(pl.col("status") != "valid").sum().cast(pl.Int64),
+        n_citations_total=pl.len().cast(pl.Int64),
+    )
+    ranked = (
+        changed.join(counts, on="doc_id", how="left")
+        .with_columns(pl.col("n_answers", "n_claims", "n_citations", "n_citations_total").fill_null(0).cast(pl.Int64))
+        .sort(["n_citations", "n_answers", "n_claims", "source_path"], descending=[True, True, True, False])
+        .with_columns(rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int32), target_version=pl.lit(target_version))
+    )
+    return conform(ranked, BLAST_RADIUS)
+
+
+# ---------------------------------------------------------------- against a store
+
+
+@dataclass(frozen=True)
+class CitationCheck:
+    target_version: str
+    status: pl.DataFrame  # CITATION_STATUS, one row per current citation
+    blast_radius: pl.DataFrame  # BLAST_RADIUS
+    status_path: Path
+    blast_radius_path: Path
+
+    def counts(self) -> dict[str, int]:
+        found = dict(self.status.group_by("status").len().iter_rows())
+        return {s: found.get(s, 0) for s in STATUSES}
+
+
+def _version_known(store, version: str) -> bool:
+    from citekeeper.store import UnknownVersion
+
+    try:
+        store.manifest(version)
+    except UnknownVersion:
+        return False
+    return True
+
+
+def check_citations(store, target_version: str, reanchor_tiers: bool = True, embedding_store=None) -> CitationCheck:
+    """Judge every current citation of the answer store against `target_version`, re-anchor what went
+    stale or was removed, and write citation_status.parquet and blast_radius.parquet under
+    <store.root>/citations/target_version=<v>/."""
+    store.manifest(target_version)  # UnknownVersion with the known versions listed
+    citations = AnswerStore(store.root).citations()
+    target_chunks = store.read_chunks(target_version, columns=CHUNK_COLUMNS)
+    parts, doc_diffs = [], []
+    for (cited_version,), group in citations.partition_by("corpus_version", as_dict=True).items():
+        known = _version_known(store, cited_version)
+        diff = diff_versions(store, cited_version, target_version) if known and cited_version != target_version else None
+        if diff is not None:
+            doc_diffs.append(diff.docs)
+        cited_chunks = store.read_chunks(cited_version, columns=CHUNK_COLUMNS) if known else None
+        parts.append(judge(group, cited_chunks, diff, target_chunks, target_version))
+    status = pl.concat(parts, how="diagonal_relaxed") if parts else empty(CITATION_STATUS)
+    if reanchor_tiers and status.height:
+        status = _with_suggestions(store, target_version, status, target_chunks, embedding_store)
+    status = conform(status, CITATION_STATUS).sort("answer_id", "claim_id", "citation_id")
+    radius = blast_radius(status, doc_diffs, target_version)
+    out = status_dir(store.root, target_version)
+    return CitationCheck(
+        target_version,
+        status,
+        radius,
+        write_parquet(status, CITATION_STATUS, out / "citation_status.parquet"),
+        write_parquet(radius, BLAST_RADIUS, out / "blast_radius.parquet"),
+    )
+
+
+def _with_suggestions(store, target_version: str, status: pl.DataFrame, target_chunks: pl.DataFrame, embedding_store) -> pl.DataFrame:
+    lost = status.filter(pl.col("status").is_in(["stale", "removed"]))
+    if lost.is_empty():
+        return status
+
+    def index_factory():
+        from citekeeper.embeddings import EmbeddingStore
+
+        embeddings = embedding_store or EmbeddingStore(store.root)
+        return embeddings.chunk_index(target_version, store.read_chunks(target_version))
+
+    target_docs = store.read_documents(target_version, columns=["doc_id", "text"])
+    suggestions = reanchor(lost, Reanchorer(target_docs, target_chunks, index_factory))
+    return status.drop([c for c in suggestions.columns if c != "citation_id" and c in status.columns]).join(
+        suggestions, on="citation_id", how="left"
+    )
+
+
+def citation_status(store, target_version: str) -> pl.DataFrame:
+    """CITATION_STATUS rows for every current citation judged against `target_version`.
+
+    For issue 4 / other callers: also written to
+    <store.root>/citations/target_version=<v>/citation_status.parquet. Columns old_text / new_text carry
+    the cited and successor chunk text; a citation whose claim should be re-verified is one whose
+    status is not `valid`.
+    """
+    return check_citations(store, target_version).status
