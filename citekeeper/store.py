@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from citekeeper import schema
+from parsers.identity import text_hash
 
 TABLES = ("chunks", "documents")
 READ_SCHEMAS = {"chunks": schema.CHUNKS, "documents": schema.DOCUMENTS, "errors": schema.INGEST_ERRORS}
@@ -291,10 +292,6 @@ def _delete_docs(lance_table, doc_ids: list[str]) -> None:
 
 # ---------------------------------------------------------------------- integrity checks
 # Shared by the Dagster asset checks and the tests; each returns the offending rows (empty when sound).
-
-
-def text_hash(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def duplicate_chunk_ids(chunks: pl.DataFrame) -> pl.DataFrame:

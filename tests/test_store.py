@@ -25,8 +25,8 @@ from citekeeper.store import (
     duplicate_chunk_ids,
     mismatched_text_hashes,
     misplaced_offsets,
-    text_hash,
 )
+from parsers.identity import text_hash
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
