@@ -5,7 +5,6 @@ the committed version back from the store. The op runs in the `citekeeper_store_
 the `citekeeper/store-writer` tag, so only one writer runs at a time (see dagster.yaml); the store's file
 lock still guards against writers outside Dagster.
 """
-from __future__ import annotations
 
 import dagster as dg
 
