@@ -1,0 +1,98 @@
+"""citekeeper ingest | versions | export through the real click group."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner, Result
+
+from citekeeper import schema
+from citekeeper.store import CorpusStore
+from pipelines.cli import main
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    root = tmp_path / "src"
+    root.mkdir()
+    for name in ("alpha", "beta"):
+        (root / f"{name}.md").write_text(f"# {name}\n\nThe {name} document says one thing. Then another.\n")
+    return root
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_ingest_versions_and_export(source: Path, store_dir: Path, tmp_path: Path) -> None:
+    first = run("ingest", str(source), "--store", str(store_dir), "--version", "r1")
+    assert first.exit_code == 0, first.output
+    assert "created corpus version r1" in first.output
+    assert "parsed 2, reused 0, removed 0, quarantined 0" in first.output
+
+    (source / "beta.md").unlink()
+    (source / "gamma.md").write_text("# gamma\n\nA new document.\n")
+    (source / "empty.md").write_bytes(b"")
+    second = run("ingest", str(source), "--store", str(store_dir))
+    assert second.exit_code == 0, second.output
+    assert "created corpus version v0001 (parent: r1)" in second.output
+    assert "parsed 1, reused 1, removed 1, quarantined 1" in second.output
+    assert "quarantined empty.md:" in second.output
+
+    unchanged = run("ingest", str(source), "--store", str(store_dir))
+    assert unchanged.exit_code == 0 and "equals corpus version v0001" in unchanged.output
+
+    listing = run("versions", "--json", "--store", str(store_dir))
+    versions = json.loads(listing.output)
+    assert [(v["name"], v["parent"], v["n_documents"], v["n_errors"]) for v in versions] == [
+        ("r1", None, 2, 0), ("v0001", "r1", 2, 1)
+    ]
+    assert "r1" in run("versions", "--store", str(store_dir)).output
+
+    r1 = CorpusStore(store_dir).manifest("r1")
+    assert r1.n_chunks >= 2
+    for table, expected, rows in (("chunks", schema.CHUNKS, r1.n_chunks), ("documents", schema.DOCUMENTS, 2),
+                                  ("errors", schema.INGEST_ERRORS, 0)):
+        out = tmp_path / f"{table}.parquet"
+        exported = run("export", table, "--version", "r1", "--out", str(out), "--store", str(store_dir))
+        assert exported.exit_code == 0, exported.output
+        written = pq.read_table(out)
+        assert written.schema.remove_metadata().equals(expected) and written.num_rows == rows
+    exported = run("export", "errors", "--version", "v0001", "--out", str(tmp_path / "e.parquet"),
+                   "--store", str(store_dir))
+    assert exported.exit_code == 0, exported.output
+    assert pq.read_table(tmp_path / "e.parquet").column("source_path").to_pylist() == ["empty.md"]
+
+
+def test_store_from_environment(source: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CITEKEEPER_STORE", str(store_dir))
+    assert run("ingest", str(source)).exit_code == 0
+    assert [v.name for v in CorpusStore(store_dir).versions()] == ["v0001"]
+
+
+def test_unknown_version_is_a_clear_error(source: Path, store_dir: Path, tmp_path: Path) -> None:
+    run("ingest", str(source), "--store", str(store_dir), "--version", "r1")
+    result = run("export", "chunks", "--version", "nope", "--out", str(tmp_path / "x.parquet"),
+                 "--store", str(store_dir))
+    assert result.exit_code == 1
+    assert "unknown corpus version 'nope'" in result.output and "known: r1" in result.output
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_strict_exits_nonzero_on_quarantined_files(source: Path, store_dir: Path) -> None:
+    (source / "broken.pdf").write_bytes(b"\x00\x01 not a pdf")
+    lenient = run("ingest", str(source), "--store", str(store_dir / "lenient"))
+    assert lenient.exit_code == 0 and "quarantined broken.pdf" in lenient.output
+    strict = run("ingest", str(source), "--strict", "--store", str(store_dir / "strict"))
+    assert strict.exit_code == 1
+    assert "--strict: 1 file(s) quarantined" in strict.output and "broken.pdf" in strict.output
+    assert CorpusStore(store_dir / "strict").versions() == []
+
+
+def test_reusing_a_name_for_other_content_fails(source: Path, store_dir: Path) -> None:
+    assert run("ingest", str(source), "--store", str(store_dir), "--version", "r1").exit_code == 0
+    (source / "alpha.md").write_text("# alpha\n\nChanged.\n")
+    result = run("ingest", str(source), "--store", str(store_dir), "--version", "r1")
+    assert result.exit_code == 1 and "already exists with different content" in result.output
