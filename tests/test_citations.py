@@ -1,12 +1,17 @@
-"""Citation status on hand-built versions: every status, its locators and reason."""
-import polars as pl
+"""Citation status: every status on hand-built versions, then real data (two httpx-docs tags)."""
+import json
 
+import polars as pl
+import pytest
+
+from citekeeper.answer_store import AnswerStore
+from citekeeper.schema import CITATION_STATUS, CITATIONS
 from tests.chunk_frames import build_version, doc_id_of, sha
-from verifiers.answers import answer_rows, parse_answer
-from verifiers.citations import CHUNK_COLUMNS, judge
+from tests.conftest import HTTPX_DOCS
+from verifiers.answers import answer_rows, parse_answer, split_sentences
+from verifiers.citations import CHUNK_COLUMNS, check_citations, judge
 from verifiers.diff import diff_frames
 from verifiers.tables import from_rows
-from citekeeper.schema import CITATIONS
 
 STABLE = "HTTPX is a fully featured HTTP client for Python 3."
 SHIFT = "Requests are sent with the client.get method and friends."
@@ -105,3 +110,86 @@ def test_unknown_cited_version_is_invalid():
     status = judge(rows, None, None, new_chunks.select(CHUNK_COLUMNS), "v2")
     assert status["status"].to_list() == ["invalid"]
     assert "'v0' is not in the store" in status["reason"][0]
+
+
+# ---------------------------------------------------------------- real data: two httpx-docs tags
+
+OLD_TAG, NEW_TAG = "0.23.0", "0.28.1"
+
+
+@pytest.fixture(scope="module")
+def httpx_check(tmp_path_factory):
+    """Ingest two httpx-docs tags; cite one sentence of every old chunk; judge against the new tag."""
+    from citekeeper.ingest import ingest
+    from citekeeper.store import CorpusStore
+
+    store = CorpusStore(tmp_path_factory.mktemp("httpx") / "store")
+    for tag in (OLD_TAG, NEW_TAG):
+        ingest(HTTPX_DOCS / tag, store, version=tag)
+    records = []
+    for chunk in store.read_chunks(OLD_TAG).iter_rows(named=True):
+        sentences = [s for s in split_sentences(chunk["text"]) if len(s) >= 40 and "\n" not in s]
+        if sentences:
+            records.append(
+                {
+                    "answer_id": f"ans-{chunk['chunk_id']}",
+                    "answer": sentences[0],
+                    "corpus_version": OLD_TAG,
+                    "claims": [{"text": sentences[0], "citations": [{"chunk_id": chunk["chunk_id"], "quote": sentences[0]}]}],
+                }
+            )
+    path = store.root.parent / "answers.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records))
+    assert AnswerStore(store.root).add(path).n_registered == len(records)
+    return store, check_citations(store, NEW_TAG)
+
+
+def test_real_httpx_statuses_match_the_text(httpx_check):
+    store, check = httpx_check
+    new_docs = store.read_documents(NEW_TAG, columns=["doc_id", "source_path", "text"])
+    text_by_id = dict(zip(new_docs["doc_id"], new_docs["text"]))
+    text_by_path = dict(zip(new_docs["source_path"], new_docs["text"]))
+    seen = set()
+    for row in check.status.to_dicts():
+        quote = row["quote"]
+        in_same_doc = quote in text_by_path.get(row["source_path"], "")
+        anywhere = any(quote in text for text in text_by_id.values())
+        seen.add((row["status"], in_same_doc, anywhere))
+        assert row["status"] != "invalid", row["reason"]
+        if row["status"] in ("valid", "relocated", "drifted"):
+            # The new locator points at the sentence itself.
+            assert text_by_id[row["new_doc_id"]][row["new_start_char"] : row["new_end_char"]] == quote
+            if row["status"] != "relocated":
+                assert row["new_source_path"] == row["source_path"]
+            if row["status"] == "valid":
+                assert (row["new_start_char"], row["new_end_char"]) == (row["old_start_char"], row["old_end_char"])
+        elif anywhere:
+            # Every moved sentence is re-anchored exactly, in its own document when it is still there.
+            assert row["suggested_method"] == "exact", row
+            suggested = text_by_id[store.read_chunks(NEW_TAG, columns=["chunk_id", "doc_id"]).filter(
+                pl.col("chunk_id") == row["suggested_chunk_id"])["doc_id"].item()]
+            assert suggested[row["suggested_start_char"] : row["suggested_end_char"]] == quote
+            if in_same_doc:
+                assert suggested == text_by_path[row["source_path"]]
+        else:
+            assert row["status"] in ("stale", "removed")
+            assert row["suggested_method"] != "exact"
+    statuses = {s for s, _, _ in seen}
+    # The pair of tags exercises holding, moved and lost citations alike.
+    assert {"valid", "relocated", "removed"} <= statuses
+    assert any(not anywhere for _, _, anywhere in seen)
+    assert any(s in ("stale", "removed") and anywhere for s, _, anywhere in seen)
+
+
+def test_real_httpx_outputs_are_stored(httpx_check):
+    store, check = httpx_check
+    stored = pl.read_parquet(store.root / "citations" / f"target_version={NEW_TAG}" / "citation_status.parquet")
+    assert stored.columns == CITATION_STATUS.names
+    assert stored.height == AnswerStore(store.root).citations().height
+    assert stored["citation_id"].n_unique() == stored.height
+    radius = pl.read_parquet(check.blast_radius_path)
+    assert radius["rank"].to_list() == list(range(1, radius.height + 1))
+    assert radius["n_citations"].to_list() == sorted(radius["n_citations"].to_list(), reverse=True)
+    top = radius.row(0, named=True)
+    lost_on_top = stored.filter((pl.col("doc_id") == top["doc_id"]) & (pl.col("status") != "valid")).height
+    assert top["n_citations"] == lost_on_top > 0
