@@ -139,6 +139,7 @@ CITATION_STATUS = pa.schema(
         pa.field("old_text", pa.string()),  # cited chunk text at the cited version
         pa.field("new_text", pa.string()),  # successor chunk text in the target version
         pa.field("suggested_text", pa.string()),  # text of the suggested replacement span
+        pa.field("suggested_access_scope", pa.string()),
     ]
 )
 
@@ -196,5 +197,147 @@ BLAST_RADIUS = pa.schema(
         pa.field("n_claims", pa.int64(), nullable=False),
         pa.field("n_citations", pa.int64(), nullable=False),  # citations on it that are no longer valid
         pa.field("n_citations_total", pa.int64(), nullable=False),
+    ]
+)
+
+# ---------------------------------------------------------------- verification (issue 4)
+# Written under <out>/corpus_version=<v>/run_id=<r>/{pairs,claims,answers,run}.parquet.
+# Probabilities are null where no model scored (lexical/anchoring tiers, 2-way models have no contradiction
+# column); they are never NaN.
+
+CLAIM_STATUSES = (
+    "supported", "partially_supported", "unsupported", "contradicted", "conflicted", "uncited", "unverified",
+)  # fmt: skip
+VERIFY_TIERS = ("none", "anchoring", "lexical", "nli")
+PAIR_LABELS = ("entailment", "neutral", "contradiction", "unverified", "no_evidence")
+
+_RUN_KEYS = [
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("corpus_version", pa.string(), nullable=False),
+]
+_MODEL = [
+    pa.field("model_id", pa.string()),  # null: no model (--no-model)
+    pa.field("model_revision", pa.string()),
+    pa.field("backend", pa.string()),
+    pa.field("thresholds", pa.string(), nullable=False),  # every threshold/window setting, as one key
+]
+_PROBS = [
+    pa.field("p_entailment", pa.float64()),
+    pa.field("p_neutral", pa.float64()),  # not-entailment for 2-way models
+    pa.field("p_contradiction", pa.float64()),
+]
+_STATUS_COUNTS = [pa.field(f"n_{status}", pa.int64(), nullable=False) for status in CLAIM_STATUSES]
+_METRICS = [
+    pa.field("evidence_coverage", pa.float64()),  # null when the denominator is 0
+    pa.field("citation_precision", pa.float64()),
+    pa.field("claim_completeness", pa.float64()),
+    pa.field("locatability", pa.float64()),
+]
+
+# One row per decision: a claim sentence judged against one citation's evidence.
+NLI_PAIRS = pa.schema(
+    _RUN_KEYS
+    + [
+        pa.field("answer_id", pa.string(), nullable=False),
+        pa.field("revision", pa.int32(), nullable=False),
+        pa.field("claim_id", pa.string(), nullable=False),
+        pa.field("sentence_index", pa.int32(), nullable=False),
+        pa.field("sentence", pa.string(), nullable=False),
+        pa.field("citation_id", pa.string(), nullable=False),
+        pa.field("citation_index", pa.int32(), nullable=False),
+        pa.field("chunk_id", pa.string(), nullable=False),  # as cited
+        pa.field("citation_status", pa.string()),  # from the citation-status table; null when none was used
+        pa.field("anchor", pa.string(), nullable=False),  # exact|normalized|quote_not_found|no_quote|no_chunk
+        pa.field("locatable", pa.bool_(), nullable=False),
+        pa.field("evidence_chunk_id", pa.string()),  # chunk of the target version judged (null: no evidence)
+        pa.field("doc_id", pa.string()),
+        pa.field("evidence_start_char", pa.int64()),  # evidence span, offsets into the document text
+        pa.field("evidence_end_char", pa.int64()),
+        pa.field("window_start_char", pa.int64()),  # the window that decided, offsets into the document text
+        pa.field("window_end_char", pa.int64()),
+        pa.field("n_windows", pa.int32()),
+        pa.field("label", pa.string(), nullable=False),  # PAIR_LABELS
+        pa.field("tier", pa.string(), nullable=False),  # VERIFY_TIERS
+        pa.field("score", pa.float64()),  # lexical score or p_entailment of the deciding window
+    ]
+    + _PROBS
+    + [pa.field("from_cache", pa.bool_(), nullable=False)]
+    + _MODEL
+)
+
+NLI_CLAIMS = pa.schema(
+    _RUN_KEYS
+    + [
+        pa.field("answer_id", pa.string(), nullable=False),
+        pa.field("revision", pa.int32(), nullable=False),
+        pa.field("claim_id", pa.string(), nullable=False),
+        pa.field("claim_index", pa.int32(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),  # CLAIM_STATUSES
+        pa.field("tier", pa.string(), nullable=False),  # VERIFY_TIERS: the tier that decided
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("support_score", pa.float64()),  # weakest sentence's best support
+        pa.field("p_entailment", pa.float64()),  # weakest sentence's best model entailment
+        pa.field("p_contradiction", pa.float64()),  # strongest model contradiction
+        pa.field("n_sentences", pa.int32(), nullable=False),
+        pa.field("n_sentences_supported", pa.int32(), nullable=False),
+        pa.field("n_citations", pa.int32(), nullable=False),
+        pa.field("n_citations_supporting", pa.int32(), nullable=False),
+        pa.field("n_citations_locatable", pa.int32(), nullable=False),
+        pa.field("needs_evidence", pa.bool_(), nullable=False),
+        pa.field("traceable", pa.bool_(), nullable=False),
+    ]
+    + _MODEL
+)
+
+NLI_ANSWERS = pa.schema(
+    _RUN_KEYS
+    + [
+        pa.field("answer_id", pa.string(), nullable=False),
+        pa.field("revision", pa.int32(), nullable=False),
+        pa.field("n_claims", pa.int64(), nullable=False),
+        pa.field("n_citations", pa.int64(), nullable=False),
+    ]
+    + _STATUS_COUNTS
+    + _METRICS
+    + [pa.field("traceable", pa.bool_(), nullable=False)]
+)
+
+NLI_RUNS = pa.schema(
+    _RUN_KEYS
+    + [
+        pa.field("started_at", TIMESTAMP, nullable=False),
+        pa.field("duration_s", pa.float64(), nullable=False),
+        pa.field("n_answers", pa.int64(), nullable=False),
+        pa.field("n_claims", pa.int64(), nullable=False),
+        pa.field("n_citations", pa.int64(), nullable=False),
+        pa.field("n_pairs", pa.int64(), nullable=False),
+        pa.field("n_unique_pairs", pa.int64(), nullable=False),
+        pa.field("lexical_decisions", pa.int64(), nullable=False),
+        pa.field("cache_hits", pa.int64(), nullable=False),
+        pa.field("model_calls", pa.int64(), nullable=False),  # sequences (sentence x window) through the model
+    ]
+    + _STATUS_COUNTS
+    + _METRICS
+    + [
+        pa.field("traceability_rate", pa.float64()),
+        pa.field("supported_rate", pa.float64()),  # what --fail-under compares against
+    ]
+    + _MODEL
+)
+
+NLI_CACHE = pa.schema(
+    [
+        pa.field("model_key", pa.string(), nullable=False),  # model id @ revision / backend
+        pa.field("settings_key", pa.string(), nullable=False),
+        pa.field("claim_hash", pa.string(), nullable=False),
+        pa.field("evidence_hash", pa.string(), nullable=False),
+        pa.field("p_entailment", pa.float64(), nullable=False),
+        pa.field("p_neutral", pa.float64(), nullable=False),
+        pa.field("p_contradiction", pa.float64()),
+        pa.field("window_start", pa.int64(), nullable=False),  # offsets into the evidence text
+        pa.field("window_end", pa.int64(), nullable=False),
+        pa.field("n_windows", pa.int32(), nullable=False),
+        pa.field("created_at", TIMESTAMP, nullable=False),
     ]
 )

@@ -44,7 +44,7 @@ class Reanchorer:
 
     def __init__(self, target_docs: pl.DataFrame, target_chunks: pl.DataFrame, index_factory=None):
         self.docs = target_docs.select("doc_id", "text")
-        self.chunks = target_chunks.select("chunk_id", "doc_id", "text", "start_char", "end_char")
+        self.chunks = target_chunks.select("chunk_id", "doc_id", "text", "start_char", "end_char", "access_scope")
         self._index_factory = index_factory
         self._index = None
 
@@ -135,4 +135,5 @@ def reanchor(rows: pl.DataFrame, reanchorer: Reanchorer) -> pl.DataFrame:
                 else {}
             )
         )
-    return pl.DataFrame(out, schema=SUGGESTION_SCHEMA)
+    scopes = reanchorer.chunks.select(suggested_chunk_id="chunk_id", suggested_access_scope="access_scope")
+    return pl.DataFrame(out, schema=SUGGESTION_SCHEMA).join(scopes, on="suggested_chunk_id", how="left")

@@ -1,0 +1,204 @@
+"""Stale-citation reports: Parquet (one row per citation), a self-contained HTML page, a terminal summary.
+
+The HTML page has three sections, in order: `#summary` (counts per status), `#blast-radius` (changed
+documents ranked by the citations resting on them) and `#answers` (evidence cards grouped by answer,
+old and new text with a word-level diff, re-anchoring suggestions). `plots_html` (inline SVG) goes
+between the summary and the blast radius. Every piece of document text is escaped with html.escape;
+the text of internal_only chunks is replaced by a note, keeping its locator.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from datetime import datetime, timezone
+from html import escape
+from pathlib import Path
+
+import polars as pl
+
+from verifiers.citations import NOT_HOLDING, STATUSES
+
+INTERNAL = "internal_only"
+REDACTED = "[redacted: internal_only chunk; text withheld, locator kept]"
+STATUS_ORDER = {s: i for i, s in enumerate(("invalid", "removed", "stale", "drifted", "relocated", "valid"))}
+WORD = re.compile(r"\s+|\S+")
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#1f2328;padding:0 1rem}
+h1{font-size:1.5rem}h2{font-size:1.2rem;border-bottom:1px solid #d0d7de;padding-bottom:.3rem}
+table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:.25rem .6rem;text-align:left}
+.badge{display:inline-block;border-radius:1em;padding:0 .6em;font-weight:600;color:#fff}
+.valid{background:#1a7f37}.relocated{background:#0969da}.drifted{background:#8250df}
+.stale{background:#bc4c00}.removed{background:#cf222e}.invalid{background:#6e7781}
+.answer{border:1px solid #d0d7de;border-radius:6px;padding:.5rem 1rem;margin:1rem 0}
+.card{border-left:4px solid #d0d7de;margin:.6rem 0;padding:.3rem .8rem;background:#f6f8fa}
+.text{white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:12px;background:#fff;padding:.4rem;border:1px solid #eaeef2}
+del{background:#ffebe9;text-decoration:line-through}ins{background:#dafbe1;text-decoration:none}
+.redacted{color:#6e7781;font-style:italic}.loc{color:#57606a;font-size:12px}
+"""
+
+
+def _text(value: str | None, scope: str | None) -> str:
+    if value is None:
+        return ""
+    if scope == INTERNAL:
+        return f'<span class="redacted">{escape(REDACTED)}</span>'
+    return escape(value)
+
+
+def word_diff(old: str, new: str) -> str:
+    """Escaped HTML of `new` against `old` with deleted words in <del> and inserted words in <ins>."""
+    a, b = WORD.findall(old), WORD.findall(new)
+    out = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            out.append(escape("".join(a[i1:i2])))
+            continue
+        if i2 > i1:
+            out.append(f"<del>{escape(''.join(a[i1:i2]))}</del>")
+        if j2 > j1:
+            out.append(f"<ins>{escape(''.join(b[j1:j2]))}</ins>")
+    return "".join(out)
+
+
+def _locator(source_path, chunk_id, start, end) -> str:
+    if chunk_id is None:
+        return "—"
+    return escape(f"{source_path or '?'} · {chunk_id} · chars {start}–{end}")
+
+
+def _card(row: dict) -> str:
+    status = row["status"]
+    redact_old, redact_new = row["access_scope"] == INTERNAL, row["new_access_scope"] == INTERNAL
+    parts = [
+        f'<div class="card" id="citation-{escape(row["citation_id"])}">',
+        f'<p><span class="badge {escape(status)}">{escape(status)}</span> {escape(row["reason"])}</p>',
+        f'<p class="loc">old: {_locator(row["source_path"], row["chunk_id"], row["old_start_char"], row["old_end_char"])}'
+        f' ({escape(row["cited_version"])})<br>new: '
+        f'{_locator(row["new_source_path"], row["new_chunk_id"], row["new_start_char"], row["new_end_char"])}'
+        + (f" · similarity {row['similarity']:.3f}" if row["similarity"] is not None else "")
+        + "</p>",
+    ]
+    if row["quote"] is not None:
+        parts.append(f'<p>quote: <q>{_text(row["quote"], row["access_scope"])}</q></p>')
+    if row["old_text"] is not None:
+        parts.append(f'<div>old text</div><div class="text">{_text(row["old_text"], row["access_scope"])}</div>')
+    if row["new_text"] is not None:
+        changed = row["old_text"] is not None and row["new_text"] != row["old_text"]
+        body = (
+            word_diff(row["old_text"], row["new_text"])
+            if changed and not (redact_old or redact_new)
+            else _text(row["new_text"], row["new_access_scope"])
+        )
+        parts.append(f'<div>new text{" (word diff)" if changed else ""}</div><div class="text">{body}</div>')
+    if row["suggested_chunk_id"] is not None:
+        parts.append(
+            f'<p>suggested re-anchor ({escape(row["suggested_method"])}, score {row["suggested_score"]:.3f}): '
+            f'<span class="loc">{escape(row["suggested_chunk_id"])} · chars {row["suggested_start_char"]}–'
+            f'{row["suggested_end_char"]}</span></p>'
+            f'<div class="text">{_text(row["suggested_text"], row["suggested_access_scope"])}</div>'
+        )
+    elif status in ("stale", "removed"):
+        parts.append("<p>no re-anchoring suggestion found</p>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _summary(status: pl.DataFrame) -> str:
+    counts = dict(status.group_by("status").len().iter_rows())
+    cells = "".join(f'<td><span class="badge {s}">{s}</span> {counts.get(s, 0)}</td>' for s in STATUSES)
+    reanchored = status.filter(pl.col("suggested_chunk_id").is_not_null()).height
+    lost = status.filter(pl.col("status").is_in(["stale", "removed"])).height
+    return (
+        '<section id="summary"><h2>Summary</h2>'
+        f"<p>{status.height} citations in {status['answer_id'].n_unique()} answers; "
+        f"{reanchored} of {lost} stale or removed citations have a re-anchoring suggestion.</p>"
+        f"<table><tr>{cells}</tr></table></section>"
+    )
+
+
+def _blast_table(blast_radius: pl.DataFrame) -> str:
+    head = "<tr><th>rank</th><th>document</th><th>change</th><th>answers</th><th>claims</th><th>citations</th><th>citations on it</th></tr>"
+    rows = "".join(
+        f"<tr><td>{r['rank']}</td><td>{escape(r['source_path'] or r['doc_id'])}</td><td>{escape(r['change'])}</td>"
+        f"<td>{r['n_answers']}</td><td>{r['n_claims']}</td><td>{r['n_citations']}</td><td>{r['n_citations_total']}</td></tr>"
+        for r in blast_radius.sort("rank").iter_rows(named=True)
+    )
+    return (
+        '<section id="blast-radius"><h2>Blast radius</h2>'
+        "<p>Changed documents ranked by the citations on them that no longer hold as they were.</p>"
+        f"<table>{head}{rows}</table></section>"
+    )
+
+
+def _answers(status: pl.DataFrame, answers: pl.DataFrame, claims: pl.DataFrame) -> str:
+    worst = status.group_by("answer_id").agg(
+        pl.col("status").replace_strict(STATUS_ORDER, return_dtype=pl.Int32).min().alias("_worst")
+    )
+    order = answers.join(worst, on="answer_id", how="left").sort(["_worst", "answer_id"], nulls_last=True)
+    cards = {k[0]: g.sort("citation_id") for k, g in status.partition_by("claim_id", as_dict=True).items()}
+    out = ['<section id="answers"><h2>Answers</h2>']
+    for answer in order.iter_rows(named=True):
+        out.append(
+            f'<article class="answer" id="answer-{escape(answer["answer_id"])}">'
+            f'<h3>{escape(answer["answer_id"])} <span class="loc">revision {answer["revision"]}, cites {escape(answer["corpus_version"])}</span></h3>'
+            f'<p><b>Q:</b> {escape(answer["question"] or "")}</p><p><b>A:</b> {escape(answer["answer"])}</p>'
+        )
+        for claim in claims.filter(pl.col("answer_id") == answer["answer_id"]).sort("claim_index").iter_rows(named=True):
+            out.append(f'<h4>claim: {escape(claim["text"])}</h4>')
+            if claim["n_citations"] == 0:
+                out.append('<p class="loc">uncited claim</p>')
+            for row in cards.get(claim["claim_id"], pl.DataFrame()).iter_rows(named=True):
+                out.append(_card(row))
+        out.append("</article>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def render_html(
+    status: pl.DataFrame,
+    blast_radius: pl.DataFrame,
+    answers: pl.DataFrame,
+    claims: pl.DataFrame,
+    target_version: str,
+    plots_html: str = "",
+) -> str:
+    """The whole report as one self-contained HTML string (no external assets)."""
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    plots = f'<section id="plots"><h2>Plots</h2>{plots_html}</section>' if plots_html else ""
+    return (
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>citekeeper: citations against {escape(target_version)}</title><style>{STYLE}</style></head><body>"
+        f"<h1>Citations against corpus version {escape(target_version)}</h1><p class=\"loc\">generated {generated}</p>"
+        f"{_summary(status)}{plots}{_blast_table(blast_radius)}{_answers(status, answers, claims)}</body></html>"
+    )
+
+
+def write_html(path: Path, *args, **kwargs) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(*args, **kwargs), encoding="utf-8")
+    return path
+
+
+def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_version: str, top: int = 5) -> str:
+    counts = dict(status.group_by("status").len().iter_rows())
+    methods = dict(status.filter(pl.col("suggested_method").is_not_null()).group_by("suggested_method").len().iter_rows())
+    lost = sum(counts.get(s, 0) for s in ("stale", "removed"))
+    lines = [
+        f"citations against {target_version}: {status.height} in {status['answer_id'].n_unique()} answers",
+        "  " + "  ".join(f"{s} {counts.get(s, 0)}" for s in STATUSES),
+        f"  re-anchored {sum(methods.values())} of {lost} stale/removed"
+        + (" (" + ", ".join(f"{m} {n}" for m, n in sorted(methods.items())) + ")" if methods else ""),
+    ]
+    hit = blast_radius.filter(pl.col("n_citations") > 0).sort("rank").head(top)
+    if hit.height:
+        lines.append("  most affected documents:")
+        lines += [
+            f"    {r['rank']}. {r['source_path'] or r['doc_id']} ({r['change']}): {r['n_citations']} citations, "
+            f"{r['n_answers']} answers"
+            for r in hit.iter_rows(named=True)
+        ]
+    failing = sum(counts.get(s, 0) for s in NOT_HOLDING)
+    lines.append(f"  {failing} citation(s) stale, removed or invalid")
+    return "\n".join(lines)
