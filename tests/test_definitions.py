@@ -1,0 +1,42 @@
+"""The one test that loads the Definitions: the code location `dagster dev` would load, and dagster.yaml."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+from dagster._core.instance.ref import InstanceRef
+
+from tests.conftest import REPO
+
+
+def test_code_location_loads_with_the_repo_instance_config() -> None:
+    # Exactly what `dagster dev` does from the repo root: [tool.dagster] names the module, and with
+    # DAGSTER_HOME unset the instance is configured by ./dagster.yaml.
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+    dagster_cli = Path(sys.executable).parent / "dagster"
+    validated = subprocess.run([str(dagster_cli), "definitions", "validate"], cwd=REPO, env=env,
+                               capture_output=True, text=True, timeout=300)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    assert "Validation successful for code location citekeeper" in validated.stderr + validated.stdout
+
+    from pipelines.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    assert {dg.AssetKey("documents"), dg.AssetKey("chunks")} <= set(graph.get_all_asset_keys())
+    assert {k.name for k in graph.asset_check_keys if k.asset_key == dg.AssetKey("chunks")} >= {
+        "chunk_ids_unique", "text_hash_matches_text", "offsets_reproduce_text"
+    }
+    ingest_node = graph.get(dg.AssetKey("chunks")).assets_def.node_def
+    assert ingest_node.pool == "citekeeper_store_writer"
+    assert "citekeeper" in defs.resources
+
+
+def test_dagster_yaml_limits_store_writers(tmp_path: Path) -> None:
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path), config_dir=str(REPO))) as instance:
+        config = instance.get_concurrency_config()
+        assert config.pool_config.default_pool_limit == 1
+        assert {"key": "citekeeper/store-writer", "limit": 1} in config.run_queue_config.tag_concurrency_limits
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
