@@ -1,0 +1,90 @@
+"""Frames and scorers for the verification tests."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from verifiers.verify import text_hash
+
+
+def claims_frame(rows: list[tuple[str, str, str, int]]) -> pl.DataFrame:
+    """rows: (answer_id, claim_id, text, n_citations)."""
+    return pl.DataFrame(
+        {
+            "answer_id": [r[0] for r in rows],
+            "revision": [1] * len(rows),
+            "claim_id": [r[1] for r in rows],
+            "claim_index": list(range(len(rows))),
+            "text": [r[2] for r in rows],
+            "text_hash": [text_hash(r[2]) for r in rows],
+            "n_citations": [r[3] for r in rows],
+        },
+        schema_overrides={"revision": pl.Int32, "claim_index": pl.Int32, "n_citations": pl.Int32},
+    )
+
+
+def citations_frame(rows: list[dict]) -> pl.DataFrame:
+    """rows: dicts with answer_id, claim_id, citation_id, chunk_text and optionally quote, chunk_start_char,
+    doc_id, citation_status, stored_start_char / stored_end_char. The cited chunk is the evidence chunk."""
+    full = []
+    for index, row in enumerate(rows):
+        chunk_text = row.get("chunk_text")
+        full.append(
+            {
+                "revision": 1,
+                "citation_index": index,
+                "chunk_id": row.get("chunk_id", f"chunk-{row['citation_id']}"),
+                "quote": None,
+                "doc_id": "doc-1" if chunk_text is not None else None,
+                "chunk_start_char": 100 if chunk_text is not None else None,
+                "citation_status": None,
+                "stored_start_char": None,
+                "stored_end_char": None,
+                **row,
+            }
+        )
+    for row in full:
+        row.setdefault("evidence_chunk_id", row["chunk_id"] if row["chunk_text"] is not None else None)
+    return pl.DataFrame(
+        full,
+        schema_overrides={
+            "revision": pl.Int32, "citation_index": pl.Int32, "quote": pl.String, "chunk_text": pl.String,
+            "doc_id": pl.String, "chunk_start_char": pl.Int64, "citation_status": pl.String,
+            "stored_start_char": pl.Int64, "stored_end_char": pl.Int64, "evidence_chunk_id": pl.String,
+        },
+    )  # fmt: skip
+
+
+@dataclass
+class TableScorer:
+    """Deterministic stand-in for an NLI model: probabilities looked up by (premise substring, hypothesis).
+
+    `count_tokens` counts words, so windowing can be tested with a small `max_tokens`.
+    """
+
+    table: dict[tuple[str, str], tuple[float, float, float]]
+    default: tuple[float, float, float] = (0.1, 0.8, 0.1)
+    max_tokens: int = 512
+    three_way: bool = True
+    model_id: str = "table-scorer"
+    revision: str = "1"
+    backend: str = "torch"
+    model_calls: int = 0
+    seen: list[tuple[str, str]] = field(default_factory=list)
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return [len(text.split()) for text in texts]
+
+    def score(self, premises: list[str], hypotheses: list[str]) -> np.ndarray:
+        self.model_calls += len(premises)
+        self.seen.extend(zip(premises, hypotheses))
+        rows = []
+        for premise, hypothesis in zip(premises, hypotheses):
+            probs = next(
+                (p for (needle, hyp), p in self.table.items() if hyp == hypothesis and needle in premise),
+                self.default,
+            )
+            rows.append(probs if self.three_way else (probs[0], 1 - probs[0], float("nan")))
+        return np.array(rows, dtype=np.float64)

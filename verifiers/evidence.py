@@ -1,0 +1,97 @@
+"""Resolve each citation to the evidence it has in a target corpus version.
+
+With a citation-status table for the target version (verifiers.citations), a citation's evidence is:
+valid -> its chunk; relocated / drifted -> the successor chunk and the quote's new span; stale / removed ->
+the re-anchoring suggestion if there is one, else none; invalid -> none. Without that table (e.g. verifying
+answers against the version they cite) a citation resolves to the chunk with its chunk_id, if present.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+
+from citekeeper.schema import CITATION_STATUS, CITATIONS, CLAIMS
+from verifiers.answers import LineError, answer_rows, read_answer_records
+from verifiers.citations import status_dir
+from verifiers.tables import from_rows, read_parquet
+
+CITATION_KEY = ["answer_id", "revision", "claim_id", "citation_id"]
+
+
+class AnswersFileError(ValueError):
+    """An --answers file with lines that cannot be read; the message names each bad line."""
+
+
+def read_citation_status(store_root: Path | str, target_version: str) -> pl.DataFrame | None:
+    path = status_dir(Path(store_root), target_version) / "citation_status.parquet"
+    return read_parquet(path, CITATION_STATUS) if path.exists() else None
+
+
+def answers_from_file(path: Path | str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(claims, citations) of the answers in a JSONL/Parquet answers file, without registering them."""
+    rows: dict[str, list[dict]] = {"claims": [], "citations": []}
+    errors: list[LineError] = []
+    registered_at = datetime.now(timezone.utc)
+    for _line, item in read_answer_records(Path(path)):
+        if isinstance(item, LineError):
+            errors.append(item)
+            continue
+        for table, table_rows in answer_rows(item, 1, str(path), registered_at).items():
+            rows.setdefault(table, []).extend(table_rows)
+    if errors:
+        raise AnswersFileError(f"{path}: " + "; ".join(str(e) for e in errors))
+    return from_rows(rows["claims"], CLAIMS), from_rows(rows["citations"], CITATIONS)
+
+
+def citation_evidence(
+    citations: pl.DataFrame, target_chunks: pl.DataFrame, citation_status: pl.DataFrame | None
+) -> pl.DataFrame:
+    """Citations with the target-version chunk and stored span their evidence comes from.
+
+    target_chunks: chunk_id, doc_id, text, start_char of the target version.
+    """
+    if citation_status is None:
+        resolved = citations.with_columns(
+            pl.lit(None, pl.String).alias("citation_status"),
+            pl.col("chunk_id").alias("evidence_chunk_id"),
+            pl.lit(None, pl.Int64).alias("stored_start_char"),
+            pl.lit(None, pl.Int64).alias("stored_end_char"),
+        )
+    else:
+        resolved = _from_status(citations, citation_status)
+    chunks = target_chunks.select(
+        pl.col("chunk_id").alias("evidence_chunk_id"),
+        "doc_id",
+        pl.col("text").alias("chunk_text"),
+        pl.col("start_char").alias("chunk_start_char"),
+    )
+    return resolved.join(chunks, on="evidence_chunk_id", how="left")
+
+
+def _from_status(citations: pl.DataFrame, citation_status: pl.DataFrame) -> pl.DataFrame:
+    status = citation_status.select(
+        *CITATION_KEY, pl.col("status").alias("citation_status"), "new_chunk_id", "new_start_char", "new_end_char",
+        "suggested_chunk_id", "suggested_start_char", "suggested_end_char",
+    )  # fmt: skip
+    successor = pl.col("citation_status").is_in(["valid", "relocated", "drifted"])
+    reanchored = pl.col("citation_status").is_in(["stale", "removed"])
+    unjudged = pl.col("citation_status").is_null()  # registered after the status table was written
+    return (
+        citations.join(status, on=CITATION_KEY, how="left")
+        .with_columns(
+            pl.when(successor).then(pl.coalesce("new_chunk_id", "chunk_id"))
+            .when(reanchored).then(pl.col("suggested_chunk_id"))
+            .when(unjudged).then(pl.col("chunk_id"))
+            .alias("evidence_chunk_id"),
+            pl.when(successor).then(pl.col("new_start_char"))
+            .when(reanchored).then(pl.col("suggested_start_char"))
+            .alias("stored_start_char"),
+            pl.when(successor).then(pl.col("new_end_char"))
+            .when(reanchored).then(pl.col("suggested_end_char"))
+            .alias("stored_end_char"),
+        )  # fmt: skip
+        .drop("new_chunk_id", "new_start_char", "new_end_char", "suggested_chunk_id", "suggested_start_char",
+              "suggested_end_char")  # fmt: skip
+    )

@@ -1,0 +1,77 @@
+"""Random-weight NLI models built offline, for tests, benchmarks and smoke runs without downloadable weights.
+
+The tokenizer is a WordPiece vocabulary trained on the given texts with the `tokenizers` library and wrapped
+as a PreTrainedTokenizerFast, so `AutoTokenizer` / `AutoModelForSequenceClassification` load the directory
+exactly as they would a real NLI model. The verdicts of such a model are meaningless; its shapes, label
+handling and speed are real.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+# cross-encoder/nli-deberta-v3-xsmall: the published config of the default model, minus the weights.
+DEBERTA_V3_XSMALL = dict(
+    vocab_size=128100, hidden_size=384, num_hidden_layers=12, num_attention_heads=6, intermediate_size=1536,
+    hidden_act="gelu", max_position_embeddings=512, type_vocab_size=0, relative_attention=True,
+    position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"],
+    position_biased_input=False, max_relative_positions=-1, layer_norm_eps=1e-7, pooler_hidden_size=384,
+    pooler_dropout=0, pooler_hidden_act="gelu",
+)  # fmt: skip
+CROSS_ENCODER_LABELS = {0: "contradiction", 1: "entailment", 2: "neutral"}
+TINY_BERT = dict(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
+)  # fmt: skip
+
+
+def build_tokenizer(texts: list[str], vocab_size: int = 2000, model_max_length: int = 512):
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials))
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+        mask_token="[MASK]", model_max_length=model_max_length,
+    )  # fmt: skip
+
+
+def save_random_nli_model(
+    directory: Path | str,
+    texts: list[str],
+    id2label: dict[int, str] | None = None,
+    architecture: str = "bert",
+    seed: int = 0,
+) -> Path:
+    """Save a random-weight sequence-classification model + tokenizer to `directory`; returns it.
+
+    architecture "bert": a tiny BERT (fast, for tests); "deberta-v3-xsmall": the default model's real shape.
+    """
+    import torch
+    from transformers import AutoModelForSequenceClassification, BertConfig, DebertaV2Config
+
+    id2label = id2label or CROSS_ENCODER_LABELS
+    labels = dict(id2label=id2label, label2id={v: k for k, v in id2label.items()}, num_labels=len(id2label))
+    if architecture == "bert":
+        tokenizer = build_tokenizer(texts, vocab_size=500, model_max_length=TINY_BERT["max_position_embeddings"])
+        config = BertConfig(vocab_size=len(tokenizer), **TINY_BERT, **labels)
+    elif architecture == "deberta-v3-xsmall":
+        tokenizer = build_tokenizer(texts, vocab_size=8000, model_max_length=512)
+        config = DebertaV2Config(**DEBERTA_V3_XSMALL, **labels)
+    else:
+        raise ValueError(f"unknown architecture {architecture!r}")
+    torch.manual_seed(seed)
+    model = AutoModelForSequenceClassification.from_config(config)
+    directory = Path(directory)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory

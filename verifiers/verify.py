@@ -1,0 +1,583 @@
+"""Claim verification: anchoring -> lexical fast path -> NLI, aggregated into one status per claim.
+
+`verify()` is the engine. It takes polars frames: the claims, and one row per citation with its evidence
+already resolved to a chunk of the target version (see verifiers.evidence), and needs no store. Outputs are
+frames with the NLI_* schemas of citekeeper.schema; `write_outputs` puts them under
+<out>/corpus_version=<v>/run_id=<r>/.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
+from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
+from verifiers.lexical import STOPWORDS, LexicalSettings, lexical_support, tokens
+from verifiers.nli import Scorer
+from verifiers.sentences import sentence_spans
+from verifiers.tables import conform, write_parquet
+from verifiers.verdict_cache import VerdictCache
+
+CLAIM_KEY = ["answer_id", "revision", "claim_id"]
+PAIR_KEY = ["sentence", "evidence_text"]
+TABLES = {"pairs": NLI_PAIRS, "claims": NLI_CLAIMS, "answers": NLI_ANSWERS, "run": NLI_RUNS}
+# The columns a resolved citation frame must have (verifiers.evidence builds it from the store).
+CITATION_COLUMNS = [
+    "answer_id", "revision", "claim_id", "citation_id", "citation_index", "chunk_id", "quote",
+    "citation_status", "evidence_chunk_id", "doc_id", "chunk_text", "chunk_start_char",
+    "stored_start_char", "stored_end_char",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    entail_threshold: float = 0.5  # a pair is entailed when its best window reaches this p_entailment
+    contradict_threshold: float = 0.5  # ... contradicted when, not entailed, a window reaches this p_contradiction
+    claim_token_reserve: int = 96  # tokens of the model limit kept for the claim sentence; the rest is evidence
+    window_overlap_sentences: int = 1
+    lexical: LexicalSettings = field(default_factory=LexicalSettings)
+
+    def key(self) -> str:
+        return (
+            f"entail>={self.entail_threshold};contradict>={self.contradict_threshold};"
+            f"claim_reserve={self.claim_token_reserve};overlap={self.window_overlap_sentences};{self.lexical.key()}"
+        )
+
+
+@dataclass
+class VerifyResult:
+    pairs: pl.DataFrame
+    claims: pl.DataFrame
+    answers: pl.DataFrame
+    run: pl.DataFrame
+    stats: dict[str, int]
+
+    def status_counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(CLAIM_STATUSES, 0)
+        counts.update(dict(self.claims.group_by("status").len().iter_rows()))
+        return counts
+
+
+def text_hash(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+# ------------------------------------------------------------------------------------------ the engine
+
+
+def verify(
+    claims: pl.DataFrame,
+    citations: pl.DataFrame,
+    corpus_version: str,
+    scorer: Scorer | None = None,
+    settings: VerifySettings = VerifySettings(),
+    cache: VerdictCache | None = None,
+    run_id: str | None = None,
+) -> VerifyResult:
+    started_at, clock = datetime.now(timezone.utc), time.perf_counter()
+    run_id = run_id or new_run_id()
+    model = _model_columns(scorer, settings)
+    evidence = resolve_spans(with_citation_columns(citations)).drop("chunk_text")
+    sentences = claim_sentences(claims)
+    pairs = sentences.join(evidence, on=CLAIM_KEY, how="inner")
+    judged, stats = judge_pairs(pairs.filter(pl.col("evidence_text").is_not_null()).select(PAIR_KEY).unique(), scorer, settings, cache)
+    pairs = _label_pairs(pairs, judged).with_columns(**model)
+    claim_rows = aggregate_claims(claims, sentences, pairs, evidence).with_columns(**model)
+    answers = answer_metrics(claim_rows)
+    stats |= {"n_pairs": pairs.height, "n_unique_pairs": judged.height}
+    keys = {"run_id": pl.lit(run_id), "corpus_version": pl.lit(corpus_version)}
+    frames = {
+        "pairs": pairs.with_columns(**keys),
+        "claims": claim_rows.with_columns(**keys),
+        "answers": answers.with_columns(**keys),
+    }
+    run = run_summary(frames["answers"], stats, started_at, time.perf_counter() - clock)
+    frames["run"] = run.with_columns(**keys, **model)
+    conformed = {name: conform(frame, TABLES[name]) for name, frame in frames.items()}
+    return VerifyResult(conformed["pairs"], conformed["claims"], conformed["answers"], conformed["run"], stats)
+
+
+def with_citation_columns(citations: pl.DataFrame) -> pl.DataFrame:
+    """`citations` with every CITATION_COLUMNS column, absent optional ones as nulls."""
+    types = {"revision": pl.Int32, "citation_index": pl.Int32, "chunk_start_char": pl.Int64,
+             "stored_start_char": pl.Int64, "stored_end_char": pl.Int64}  # fmt: skip
+    missing = [c for c in CITATION_COLUMNS if c not in citations.columns]
+    return citations.with_columns(pl.lit(None, types.get(c, pl.String)).alias(c) for c in missing).select(
+        pl.col(c).cast(types.get(c, pl.String)) for c in CITATION_COLUMNS
+    )
+
+
+def _model_columns(scorer: Scorer | None, settings: VerifySettings) -> dict[str, pl.Expr]:
+    return {
+        "model_id": pl.lit(scorer.model_id if scorer else None, dtype=pl.String),
+        "model_revision": pl.lit(scorer.revision if scorer else None, dtype=pl.String),
+        "backend": pl.lit(scorer.backend if scorer else None, dtype=pl.String),
+        "thresholds": pl.lit(settings.key()),
+    }
+
+
+# ------------------------------------------------------------------------------------------ tier 1
+
+
+def resolve_spans(citations: pl.DataFrame) -> pl.DataFrame:
+    """Anchor each citation's quote and fix the evidence span it is judged on (offsets into the document).
+
+    The span is the anchored quote; the whole chunk when there is no quote; the stored span (e.g. a
+    re-anchoring suggestion for a stale citation) when the quote is not in the chunk; else no evidence.
+    `locatable`: the stored offsets (or, without any, the anchored ones) reproduce the quote exactly.
+    """
+    frame = anchor_quotes(citations)
+    chunk_len = pl.col("chunk_text").str.len_chars()
+    stored_start = pl.col("stored_start_char") - pl.col("chunk_start_char")
+    stored_end = pl.col("stored_end_char") - pl.col("chunk_start_char")
+    stored_in_chunk = (stored_start >= 0) & (stored_end <= chunk_len) & (stored_start <= stored_end)
+    anchored = pl.col("anchor").is_in([ANCHOR_EXACT, ANCHOR_NORMALIZED])
+    span_start = (
+        pl.when(anchored).then(pl.col("quote_start"))
+        .when(pl.col("anchor") == ANCHOR_NO_QUOTE).then(0)
+        .when((pl.col("anchor") == ANCHOR_NOT_FOUND) & stored_in_chunk).then(stored_start)
+    )  # fmt: skip
+    span_end = (
+        pl.when(anchored).then(pl.col("quote_end"))
+        .when(pl.col("anchor") == ANCHOR_NO_QUOTE).then(chunk_len)
+        .when((pl.col("anchor") == ANCHOR_NOT_FOUND) & stored_in_chunk).then(stored_end)
+    )  # fmt: skip
+    no_quote = pl.col("anchor") == ANCHOR_NO_QUOTE
+    exact = pl.col("anchor") == ANCHOR_EXACT
+    frame = frame.with_columns(
+        span_start.cast(pl.Int64).alias("_span_start"),
+        span_end.cast(pl.Int64).alias("_span_end"),
+        pl.when(no_quote).then(0).otherwise(pl.coalesce(stored_start, pl.when(exact).then(pl.col("quote_start"))))
+        .cast(pl.Int64).alias("_loc_start"),
+        pl.when(no_quote).then(chunk_len).otherwise(pl.coalesce(stored_end, pl.when(exact).then(pl.col("quote_end"))))
+        .cast(pl.Int64).alias("_loc_end"),
+    )  # fmt: skip
+    reproduced = pl.col("chunk_text").str.slice(pl.col("_loc_start"), pl.col("_loc_end") - pl.col("_loc_start"))
+    return frame.with_columns(
+        pl.col("chunk_text").str.slice(pl.col("_span_start"), pl.col("_span_end") - pl.col("_span_start")).alias("evidence_text"),
+        (pl.col("chunk_start_char") + pl.col("_span_start")).alias("evidence_start_char"),
+        (pl.col("chunk_start_char") + pl.col("_span_end")).alias("evidence_end_char"),
+        pl.col("anchor").is_in([ANCHOR_EXACT, ANCHOR_NORMALIZED, ANCHOR_NO_QUOTE]).alias("anchored"),
+        (
+            (pl.col("_loc_start") >= 0)
+            & (pl.col("_loc_end") <= chunk_len)
+            & (reproduced == pl.coalesce(pl.col("quote"), pl.col("chunk_text")))
+        )
+        .fill_null(False)
+        .alias("locatable"),
+    ).drop("_span_start", "_span_end", "_loc_start", "_loc_end", "quote_start", "quote_end")
+
+
+def claim_sentences(claims: pl.DataFrame) -> pl.DataFrame:
+    """One row per claim sentence (a claim without sentence boundaries is one sentence)."""
+    texts = claims["text"].to_list()
+    spans = [sentence_spans(text) or [(0, len(text))] for text in texts]
+    return (
+        claims.select(CLAIM_KEY)
+        .with_columns(pl.Series("sentence", [[text[s:e] for s, e in sp] for text, sp in zip(texts, spans)]))
+        .explode("sentence")
+        .with_columns(pl.int_range(pl.len()).over(CLAIM_KEY).cast(pl.Int32).alias("sentence_index"))
+    )
+
+
+# ------------------------------------------------------------------------------------------ tiers 2 and 3
+
+
+def judge_pairs(
+    unique_pairs: pl.DataFrame, scorer: Scorer | None, settings: VerifySettings, cache: VerdictCache | None
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """A verdict for each distinct (sentence, evidence_text): lexical first, then NLI (or `unverified`)."""
+    matches = [lexical_support(s, e, settings.lexical) for s, e in unique_pairs.select(PAIR_KEY).iter_rows()]
+    lexical = unique_pairs.with_columns(
+        pl.Series("score", [m.score if m else None for m in matches], dtype=pl.Float64),
+        pl.Series("window_start", [m.start if m else None for m in matches], dtype=pl.Int64),
+        pl.Series("window_end", [m.end if m else None for m in matches], dtype=pl.Int64),
+    )
+    decided = lexical.filter(pl.col("score").is_not_null()).with_columns(
+        label=pl.lit("entailment"), tier=pl.lit("lexical"), n_windows=pl.lit(1, pl.Int32), from_cache=pl.lit(False)
+    )
+    undecided = lexical.filter(pl.col("score").is_null()).select(PAIR_KEY)
+    stats = {"lexical_decisions": decided.height, "cache_hits": 0, "model_calls": 0}
+    if scorer is None:
+        rest = undecided.with_columns(label=pl.lit("unverified"), tier=pl.lit("lexical"), from_cache=pl.lit(False))
+    else:
+        calls_before = scorer.model_calls
+        rest, stats["cache_hits"] = nli_verdicts(undecided, scorer, settings, cache)
+        stats["model_calls"] = scorer.model_calls - calls_before
+    verdicts = pl.concat([_empty_verdicts(), decided, rest], how="diagonal_relaxed")
+    return verdicts.select(list(_VERDICT_COLUMNS)), stats
+
+
+_VERDICT_COLUMNS = {
+    "sentence": pl.String, "evidence_text": pl.String, "label": pl.String, "tier": pl.String,
+    "score": pl.Float64, "p_entailment": pl.Float64, "p_neutral": pl.Float64, "p_contradiction": pl.Float64,
+    "window_start": pl.Int64, "window_end": pl.Int64, "n_windows": pl.Int32, "from_cache": pl.Boolean,
+}  # fmt: skip
+
+
+def _empty_verdicts() -> pl.DataFrame:
+    return pl.DataFrame(schema=_VERDICT_COLUMNS)
+
+
+def nli_verdicts(
+    pairs: pl.DataFrame, scorer: Scorer, settings: VerifySettings, cache: VerdictCache | None
+) -> tuple[pl.DataFrame, int]:
+    """NLI verdicts for (sentence, evidence_text) pairs: cached ones reused, the rest scored and cached."""
+    keyed = pairs.with_columns(
+        pl.col("sentence").map_elements(text_hash, return_dtype=pl.String).alias("claim_hash"),
+        pl.col("evidence_text").map_elements(text_hash, return_dtype=pl.String).alias("evidence_hash"),
+    )
+    hashes = ["claim_hash", "evidence_hash"]
+    model_key = f"{scorer.model_id}@{scorer.revision}/{scorer.backend}"
+    hits = cache.lookup(model_key, settings.key(), keyed) if cache else None
+    misses = keyed.join(hits, on=hashes, how="anti") if hits is not None else keyed
+    scored = score_windows(misses, scorer, settings)
+    if cache:
+        cache.add(model_key, settings.key(), scored)
+    known = [scored.with_columns(from_cache=pl.lit(False))]
+    if hits is not None:
+        known.append(hits.with_columns(from_cache=pl.lit(True)))
+    verdicts = keyed.join(pl.concat(known, how="diagonal_relaxed"), on=hashes, how="left")
+    label = (
+        pl.when(pl.col("p_entailment") >= settings.entail_threshold).then(pl.lit("entailment"))
+        .when(pl.col("p_contradiction") >= settings.contradict_threshold).then(pl.lit("contradiction"))
+        .otherwise(pl.lit("neutral"))
+    )  # fmt: skip
+    verdicts = verdicts.with_columns(label=label, tier=pl.lit("nli"), score=pl.col("p_entailment")).drop(hashes)
+    return verdicts, keyed.height - misses.height
+
+
+def score_windows(pairs: pl.DataFrame, scorer: Scorer, settings: VerifySettings) -> pl.DataFrame:
+    """Score every (sentence, evidence window); per pair keep the deciding window (max over windows)."""
+    hashes = ["claim_hash", "evidence_hash"]
+    if pairs.is_empty():
+        return pairs.select(hashes).with_columns(
+            *(pl.lit(None, pl.Float64).alias(c) for c in ("p_entailment", "p_neutral", "p_contradiction")),
+            *(pl.lit(None, pl.Int64).alias(c) for c in ("window_start", "window_end")),
+            pl.lit(None, pl.Int32).alias("n_windows"),
+        )
+    windows = evidence_windows(pairs["evidence_text"].unique().to_list(), scorer, settings)
+    items = pairs.join(windows, on="evidence_text").with_columns(
+        pl.col("evidence_text").str.slice(pl.col("window_start"), pl.col("window_end") - pl.col("window_start")).alias("window_text")
+    )
+    distinct = items.select("window_text", "sentence").unique(maintain_order=True)
+    probs = scorer.score(distinct["window_text"].to_list(), distinct["sentence"].to_list())
+    distinct = distinct.with_columns(
+        pl.Series("p_entailment", probs[:, 0]),
+        pl.Series("p_neutral", probs[:, 1]),
+        pl.Series("p_contradiction", probs[:, 2]).fill_nan(None),
+    )
+    items = items.join(distinct, on=["window_text", "sentence"])
+    best_entail = items.sort("p_entailment", descending=True).group_by(hashes, maintain_order=True).first()
+    best_contra = (
+        items.sort("p_contradiction", descending=True, nulls_last=True).group_by(hashes, maintain_order=True).first()
+    )
+    values = ["p_entailment", "p_neutral", "p_contradiction", "window_start", "window_end"]
+    chosen = best_entail.select(hashes + values).join(
+        best_contra.select(hashes + values), on=hashes, suffix="_c"
+    ).join(items.group_by(hashes).len("n_windows"), on=hashes)
+    contradiction_wins = (pl.col("p_entailment") < settings.entail_threshold) & (
+        pl.col("p_contradiction_c") >= settings.contradict_threshold
+    )
+    return chosen.select(
+        *hashes,
+        *(pl.when(contradiction_wins).then(pl.col(f"{v}_c")).otherwise(pl.col(v)).alias(v) for v in values),
+        pl.col("n_windows").cast(pl.Int32),
+    )
+
+
+def evidence_windows(evidences: list[str], scorer: Scorer, settings: VerifySettings) -> pl.DataFrame:
+    """(evidence_text, window_start, window_end): the whole text when it fits the model, else windows of
+    whole sentences that fit, overlapping by `window_overlap_sentences`."""
+    budget = max(16, scorer.max_tokens - settings.claim_token_reserve - 3)
+    rows: list[tuple[str, int, int]] = []
+    long_texts = []
+    for text, n_tokens in zip(evidences, scorer.count_tokens(evidences)):
+        if n_tokens <= budget:
+            rows.append((text, 0, len(text)))
+        else:
+            long_texts.append(text)
+    spans = [sentence_spans(text) or [(0, len(text))] for text in long_texts]
+    counts = iter(scorer.count_tokens([t[s:e] for t, sp in zip(long_texts, spans) for s, e in sp]))
+    for text, text_spans in zip(long_texts, spans):
+        sentence_tokens = [next(counts) for _ in text_spans]
+        for start, end in pack_windows(text_spans, sentence_tokens, budget, settings.window_overlap_sentences):
+            rows.append((text, start, end))
+    return pl.DataFrame(rows, schema={"evidence_text": pl.String, "window_start": pl.Int64, "window_end": pl.Int64}, orient="row")
+
+
+def pack_windows(spans: list[tuple[int, int]], tokens_per_span: list[int], budget: int, overlap: int) -> list[tuple[int, int]]:
+    """Greedy windows of consecutive sentences within `budget` tokens; each next window starts `overlap`
+    sentences before the previous one ended (always moving forward). A lone over-long sentence is its own
+    window (the tokenizer truncates it)."""
+    windows = []
+    first = 0
+    while first < len(spans):
+        last, total = first, tokens_per_span[first]
+        while last + 1 < len(spans) and total + tokens_per_span[last + 1] <= budget:
+            last += 1
+            total += tokens_per_span[last]
+        windows.append((spans[first][0], spans[last][1]))
+        if last == len(spans) - 1:
+            break
+        first = max(first + 1, last + 1 - overlap)
+    return windows
+
+
+def _label_pairs(pairs: pl.DataFrame, judged: pl.DataFrame) -> pl.DataFrame:
+    """Attach verdicts to every (sentence, citation) row; rows without evidence are `no_evidence`."""
+    labelled = pairs.join(judged, on=PAIR_KEY, how="left")
+    return labelled.with_columns(
+        pl.col("label").fill_null("no_evidence"),
+        pl.col("tier").fill_null("anchoring"),
+        pl.col("from_cache").fill_null(False),
+        (pl.col("evidence_start_char") + pl.col("window_start")).alias("window_start_char"),
+        (pl.col("evidence_start_char") + pl.col("window_end")).alias("window_end_char"),
+    )
+
+
+# ------------------------------------------------------------------------------------------ aggregation
+
+
+def citation_verdicts(pairs: pl.DataFrame) -> pl.DataFrame:
+    """Per citation: does its evidence entail at least one sentence of its claim; is it locatable."""
+    return pairs.group_by(CLAIM_KEY + ["citation_id"]).agg(
+        (pl.col("label") == "entailment").any().alias("supports"),
+        pl.col("locatable").first(),
+        pl.col("evidence_text").is_not_null().first().alias("has_evidence"),
+        pl.coalesce("citation_status", "anchor").first().alias("evidence_finding"),
+    )
+
+
+def sentence_labels(pairs: pl.DataFrame) -> pl.DataFrame:
+    """Best support of each claim sentence over all its citations."""
+    entail, contra = pl.col("label") == "entailment", pl.col("label") == "contradiction"
+    per_sentence = pairs.group_by(CLAIM_KEY + ["sentence_index"]).agg(
+        entail.any().alias("entailed"),
+        (entail & pl.col("anchored")).any().alias("entailed_anchored"),
+        contra.any().alias("contradicted"),
+        (pl.col("label") == "unverified").any().alias("undecided"),
+        (pl.col("tier") == "nli").any().alias("by_nli"),
+        pl.col("score").max().alias("support"),
+        pl.col("p_entailment").max(),
+        pl.col("p_contradiction").max(),
+    )
+    return per_sentence.with_columns(
+        pl.when(pl.col("entailed") & pl.col("contradicted")).then(pl.lit("conflicted"))
+        .when(pl.col("entailed")).then(pl.lit("entailed"))
+        .when(pl.col("contradicted")).then(pl.lit("contradicted"))
+        .when(pl.col("undecided")).then(pl.lit("unverified"))
+        .otherwise(pl.lit("not_entailed"))
+        .alias("sentence_label")
+    )  # fmt: skip
+
+
+def aggregate_claims(
+    claims: pl.DataFrame, sentences: pl.DataFrame, pairs: pl.DataFrame, citations: pl.DataFrame
+) -> pl.DataFrame:
+    """One status per claim, with its deciding tier, probabilities and reason."""
+    label = pl.col("sentence_label")
+    per_claim = sentence_labels(pairs).group_by(CLAIM_KEY).agg(
+        *(
+            (label == name).sum().cast(pl.Int32).alias(f"n_{name}")
+            for name in ("entailed", "conflicted", "contradicted", "unverified")
+        ),
+        pl.col("entailed_anchored").sum().cast(pl.Int32).alias("n_traceable"),
+        pl.col("by_nli").any(),
+        pl.when(pl.col("support").is_null().any()).then(None).otherwise(pl.col("support").min()).alias("support_score"),
+        pl.col("p_entailment").min(),
+        pl.col("p_contradiction").max(),
+    )
+    per_citation = citation_verdicts(pairs).group_by(CLAIM_KEY).agg(
+        pl.len().cast(pl.Int32).alias("n_citations"),
+        pl.col("supports").sum().cast(pl.Int32).alias("n_citations_supporting"),
+        pl.col("locatable").sum().cast(pl.Int32).alias("n_citations_locatable"),
+        pl.col("has_evidence").any(),
+        pl.col("evidence_finding").unique().sort().str.join(", ").alias("findings"),
+    )
+    n_sentences = sentences.group_by(CLAIM_KEY).len("n_sentences")
+    frame = (
+        claims.select(CLAIM_KEY + ["claim_index", "text"])
+        .join(n_sentences, on=CLAIM_KEY, how="left")
+        .join(per_claim, on=CLAIM_KEY, how="left")
+        .join(per_citation, on=CLAIM_KEY, how="left")
+        .with_columns(
+            pl.col("n_citations", "n_citations_supporting", "n_citations_locatable").fill_null(0),
+            pl.col("n_entailed").fill_null(0).alias("n_sentences_supported"),
+            pl.col("has_evidence").fill_null(False),
+            pl.col("text").map_elements(_needs_evidence, return_dtype=pl.Boolean).alias("needs_evidence"),
+        )
+    )
+    return frame.with_columns(status=_status_expr(), tier=_tier_expr()).with_columns(
+        reason=_reason_expr(),
+        traceable=(pl.col("status") == "supported") & (pl.col("n_traceable") == pl.col("n_sentences")),
+    )
+
+
+def _needs_evidence(text: str) -> bool:
+    return any(token not in STOPWORDS for token in tokens(text))
+
+
+def _status_expr() -> pl.Expr:
+    n = pl.col
+    return (
+        pl.when(n("n_citations") == 0).then(pl.lit("uncited"))
+        .when(~n("has_evidence")).then(pl.lit("unsupported"))
+        .when(n("n_conflicted") > 0).then(pl.lit("conflicted"))
+        .when(n("n_contradicted") > 0).then(pl.lit("contradicted"))
+        .when(n("n_unverified") > 0).then(pl.lit("unverified"))
+        .when(n("n_entailed") == n("n_sentences")).then(pl.lit("supported"))
+        .when(n("n_entailed") > 0).then(pl.lit("partially_supported"))
+        .otherwise(pl.lit("unsupported"))
+    )  # fmt: skip
+
+
+def _tier_expr() -> pl.Expr:
+    return (
+        pl.when(pl.col("n_citations") == 0).then(pl.lit("none"))
+        .when(~pl.col("has_evidence")).then(pl.lit("anchoring"))
+        .when(pl.col("by_nli")).then(pl.lit("nli"))
+        .otherwise(pl.lit("lexical"))
+    )  # fmt: skip
+
+
+def _reason_expr() -> pl.Expr:
+    n, status = pl.col, pl.col("status")
+    of_n = pl.format("{} of {} sentence(s)", n("n_entailed"), n("n_sentences"))
+    p_entail = n("p_entailment").round(3).cast(pl.String).fill_null("n/a")
+    p_contra = n("p_contradiction").round(3).cast(pl.String).fill_null("n/a")
+    return (
+        pl.when(status == "uncited").then(pl.lit("the claim has no citations"))
+        .when(~n("has_evidence")).then(
+            pl.format("none of its {} citation(s) resolves to evidence: {}", n("n_citations"), n("findings")))
+        .when(status == "conflicted").then(
+            pl.format("{} sentence(s) entailed by one citation and contradicted by another", n("n_conflicted")))
+        .when(status == "contradicted").then(
+            pl.format("{} sentence(s) contradicted by cited evidence (p_contradiction {})", n("n_contradicted"), p_contra))
+        .when(status == "unverified").then(
+            pl.format("{} sentence(s) not decided by the lexical tier and no NLI model was loaded", n("n_unverified")))
+        .when(status == "supported").then(
+            pl.format("all {} sentence(s) entailed by cited evidence ({} tier; weakest p_entailment {})",
+                      n("n_sentences"), n("tier"), p_entail))
+        .when(status == "partially_supported").then(pl.format("{} entailed, the rest not supported", of_n))
+        .otherwise(pl.format("no sentence entailed by its {} citation(s) (best p_entailment {})", n("n_citations"), p_entail))
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------ metrics
+
+
+def _ratio(numerator: str, denominator: str) -> pl.Expr:
+    return pl.when(pl.col(denominator) > 0).then(pl.col(numerator) / pl.col(denominator)).otherwise(None)
+
+
+METRICS = {
+    "evidence_coverage": _ratio("n_covered", "n_needing_evidence"),
+    "citation_precision": _ratio("n_citations_supporting", "n_citations"),
+    "claim_completeness": _ratio("n_supported", "n_claims"),
+    "locatability": _ratio("n_citations_locatable", "n_citations"),
+}
+_COUNTS = ["n_claims", "n_needing_evidence", "n_covered", "n_citations", "n_citations_supporting", "n_citations_locatable"]
+
+
+def answer_metrics(claims: pl.DataFrame) -> pl.DataFrame:
+    """Per answer: status counts, the four ratio metrics (with their counts) and traceability."""
+    status = pl.col("status")
+    covered = pl.col("needs_evidence") & status.is_in(["supported", "partially_supported"])
+    per_answer = claims.group_by("answer_id", "revision").agg(
+        pl.len().alias("n_claims"),
+        *((status == s).sum().cast(pl.Int64).alias(f"n_{s}") for s in CLAIM_STATUSES),
+        pl.col("needs_evidence").sum().cast(pl.Int64).alias("n_needing_evidence"),
+        covered.sum().cast(pl.Int64).alias("n_covered"),
+        pl.col("n_citations").sum().cast(pl.Int64),
+        pl.col("n_citations_supporting").sum().cast(pl.Int64),
+        pl.col("n_citations_locatable").sum().cast(pl.Int64),
+        pl.col("traceable").all(),
+    )
+    return per_answer.with_columns(**METRICS).sort("answer_id")
+
+
+def run_summary(answers: pl.DataFrame, stats: dict, started_at: datetime, duration_s: float) -> pl.DataFrame:
+    """Run totals: the answer-level counts summed, the same ratio metrics over them, traceability rate."""
+    totals = answers.select(
+        *(pl.col(c).sum() for c in _COUNTS),
+        *(pl.col(f"n_{s}").sum() for s in CLAIM_STATUSES),
+        pl.len().alias("n_answers"),
+        pl.when(pl.len() > 0).then(pl.col("traceable").mean()).alias("traceability_rate"),
+    )
+    return totals.with_columns(
+        **METRICS,
+        supported_rate=_ratio("n_supported", "n_claims"),
+        started_at=pl.lit(started_at),
+        duration_s=pl.lit(duration_s),
+        **{name: pl.lit(value, pl.Int64) for name, value in stats.items()},
+    )
+
+
+# ------------------------------------------------------------------------------------------ output
+
+
+def write_outputs(result: VerifyResult, out_dir: Path | str) -> dict[str, Path]:
+    """Write pairs/claims/answers/run Parquet under <out>/corpus_version=<v>/run_id=<r>/."""
+    run = result.run.row(0, named=True)
+    directory = Path(out_dir) / f"corpus_version={run['corpus_version']}" / f"run_id={run['run_id']}"
+    frames = {"pairs": result.pairs, "claims": result.claims, "answers": result.answers, "run": result.run}
+    _assert_no_nan(frames)
+    return {name: write_parquet(frame, TABLES[name], directory / f"{name}.parquet") for name, frame in frames.items()}
+
+
+def _assert_no_nan(frames: dict[str, pl.DataFrame]) -> None:
+    for name, frame in frames.items():
+        floats = [c for c, dtype in frame.schema.items() if dtype.is_float()]
+        if floats and frame.select(pl.any_horizontal(pl.col(floats).is_nan().any())).item():
+            raise ValueError(f"verification table {name!r} contains NaN in {floats}")
+
+
+# ------------------------------------------------------------------------------------------ against the store
+
+
+def verify_store(
+    store_root: Path | str,
+    out_dir: Path | str,
+    version: str | None = None,
+    answers_file: Path | str | None = None,
+    scorer: Scorer | None = None,
+    settings: VerifySettings = VerifySettings(),
+    run_id: str | None = None,
+) -> tuple[VerifyResult, dict[str, Path]]:
+    """Verify the current answers (or those of `answers_file`) against `version` (default: the latest) and
+    write the Parquet tables; verdicts are cached under <store>/verify/cache."""
+    from citekeeper.answer_store import AnswerStore
+    from citekeeper.store import CorpusStore
+    from verifiers.evidence import answers_from_file, citation_evidence, read_citation_status
+
+    store = CorpusStore(store_root)
+    if version is None:
+        latest = store.latest()
+        if latest is None:
+            raise ValueError(f"store {store.root} has no corpus versions yet; run `citekeeper ingest` first")
+        version = latest.name
+    store.manifest(version)  # UnknownVersion lists the known ones
+    if answers_file is not None:
+        claims, citations = answers_from_file(answers_file)
+    else:
+        answer_store = AnswerStore(store.root)
+        claims, citations = answer_store.claims(), answer_store.citations()
+    chunks = store.read_chunks(version, columns=["chunk_id", "doc_id", "text", "start_char"])
+    evidence = citation_evidence(citations, chunks, read_citation_status(store.root, version))
+    cache = VerdictCache(store.root / "verify" / "cache") if scorer is not None else None
+    run_id = run_id or new_run_id()
+    result = verify(claims, evidence, version, scorer, settings, cache, run_id)
+    if cache is not None:
+        cache.flush(run_id)
+    return result, write_outputs(result, out_dir)
