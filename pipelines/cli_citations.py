@@ -1,2 +1,129 @@
 """citekeeper answers add | diff | stale."""
-COMMANDS: list = []
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from citekeeper.store import CorpusStore, StoreError
+from pipelines.cli_common import store_option
+from verifiers.citations import STATUSES
+
+
+@click.group("answers")
+def answers_group() -> None:
+    """Register answers whose citations citekeeper keeps honest."""
+
+
+@answers_group.command("add")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@store_option
+def answers_add(file: Path, store_dir: Path) -> None:
+    """Register the answers of FILE (JSONL or Parquet, structured or marker form).
+
+    Good lines register even when others are malformed; each bad line is reported with its line number
+    and field, and the command then exits 1. Re-adding identical content is a no-op; changed content
+    becomes a new revision.
+    """
+    from citekeeper.answer_store import AnswerStore, AnswerStoreLocked
+
+    try:
+        result = AnswerStore(store_dir).add(file)
+    except AnswerStoreLocked as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{file}: {result.summary()}")
+    for answer_id, revision in result.revised:
+        click.echo(f"  {answer_id}: new revision {revision}")
+    for error in result.errors:
+        click.echo(f"  {file}: {error}", err=True)
+    if result.errors:
+        raise SystemExit(1)
+
+
+@click.command("diff")
+@click.argument("old")
+@click.argument("new")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the chunk diff to this Parquet file.")
+@click.option("--json", "as_json", is_flag=True, help="Print counts and changed documents as JSON.")
+@store_option
+def diff_command(old: str, new: str, out: Path | None, as_json: bool, store_dir: Path) -> None:
+    """Diff corpus versions OLD and NEW at document and chunk level."""
+    from citekeeper.schema import CHUNK_DIFF
+    from verifiers.diff import diff_versions
+    from verifiers.tables import write_parquet
+
+    try:
+        diff = diff_versions(CorpusStore(store_dir), old, new)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    if out is not None:
+        write_parquet(diff.chunks, CHUNK_DIFF, out)
+    changed = diff.changed_docs().select("change", "old_source_path", "new_source_path").to_dicts()
+    if as_json:
+        payload = {"old": old, "new": new, "documents": diff.doc_counts(), "chunks": diff.chunk_counts(), "changed_documents": changed}
+        click.echo(json.dumps(payload, indent=2))
+        return
+    click.echo(f"{old} -> {new}")
+    click.echo("  documents: " + ", ".join(f"{k} {v}" for k, v in diff.doc_counts().items()))
+    click.echo("  chunks of changed documents: " + ", ".join(f"{k} {v}" for k, v in diff.chunk_counts().items()))
+    for doc in changed:
+        paths = doc["old_source_path"] or doc["new_source_path"]
+        if doc["change"] == "renamed":
+            paths = f"{doc['old_source_path']} -> {doc['new_source_path']}"
+        click.echo(f"  {doc['change']:<9} {paths}")
+    if out is not None:
+        click.echo(f"chunk diff written to {out}")
+
+
+def _statuses(value: str | None) -> list[str]:
+    wanted = [s.strip() for s in (value or "").split(",") if s.strip()]
+    unknown = [s for s in wanted if s not in STATUSES]
+    if unknown:
+        raise click.BadParameter(f"unknown status {unknown[0]!r}; choose from {', '.join(STATUSES)}")
+    return wanted
+
+
+@click.command("stale")
+@click.option("--against", "target", required=True, help="Corpus version to judge the citations against.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the statuses to this Parquet file.")
+@click.option("--report", type=click.Path(dir_okay=False, path_type=Path), help="Write the HTML report here.")
+@click.option(
+    "--fail-on",
+    "fail_on",
+    callback=lambda _ctx, _param, value: _statuses(value),
+    help="Comma-separated statuses (e.g. stale,removed,invalid) that make the command exit 1 (CI gate).",
+)
+@click.option("--no-reanchor", is_flag=True, help="Skip re-anchoring suggestions for stale/removed citations.")
+@store_option
+def stale_command(target: str, out: Path | None, report: Path | None, fail_on: list[str], no_reanchor: bool, store_dir: Path) -> None:
+    """Judge every registered citation against corpus version --against.
+
+    Exits 0 unless a status listed in --fail-on occurs (then 1).
+    """
+    from citekeeper.answer_store import AnswerStore
+    from citekeeper.schema import CITATION_STATUS
+    from verifiers.citations import check_citations
+    from verifiers.report import terminal_summary, write_html
+    from verifiers.tables import write_parquet
+
+    store = CorpusStore(store_dir)
+    try:
+        check = check_citations(store, target, reanchor_tiers=not no_reanchor)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(terminal_summary(check.status, check.blast_radius, target))
+    click.echo(f"statuses stored at {check.status_path}")
+    if out is not None:
+        click.echo(f"statuses written to {write_parquet(check.status, CITATION_STATUS, out)}")
+    if report is not None:
+        answers = AnswerStore(store.root)
+        write_html(report, check.status, check.blast_radius, answers.answers(), answers.claims(), target)
+        click.echo(f"report written to {report}")
+    failing = {s: n for s, n in check.counts().items() if s in fail_on and n}
+    if failing:
+        click.echo("failing: " + ", ".join(f"{n} {s}" for s, n in failing.items()), err=True)
+        raise SystemExit(1)
+
+
+COMMANDS: list = [answers_group, diff_command, stale_command]
