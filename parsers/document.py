@@ -22,18 +22,23 @@ _HTML_CHARSET = re.compile(rb"<meta[^>]{0,200}?charset\s*=\s*[\"']?\s*([A-Za-z0-
 
 def parse_document(source: SourceFile, config: ParseConfig) -> ParsedDocument:
     """Raises DocumentError (naming the file) for anything that cannot be parsed into at least one chunk."""
-    raw = _raw_bytes(source)
-    elements = _partition(source, raw)
-    text, blocks = canonical_text(elements, with_pages=source.filetype == "pdf")
-    if not blocks:
-        reason = "no text extracted" + (" (no text layer? OCR is not enabled)" if source.filetype == "pdf" else "")
-        raise DocumentError(source.source_path, "parse", reason, error_type="NoText")
+    text, blocks = extract_blocks(source)
     try:
         chunks = chunk_document(source.doc_id, text, blocks, config.max_chunk_chars)
     except Exception as exc:  # a chunker bug must quarantine one document, not sink the run
         raise DocumentError(source.source_path, "chunk", f"{type(exc).__name__}: {exc}", error_type="ChunkerCrash") from exc
     title = source.title or next((text[b.start : b.end] for b in blocks if b.is_heading), None)
     return ParsedDocument(source=source, text=text, title=title, chunks=chunks)
+
+
+def extract_blocks(source: SourceFile) -> tuple[str, list[Block]]:
+    """The document's canonical text and its elements' spans; raises DocumentError when there is no text."""
+    elements = partition_elements(source)
+    text, blocks = canonical_text(elements, with_pages=source.filetype == "pdf")
+    if not blocks:
+        reason = "no text extracted" + (" (no text layer? OCR is not enabled)" if source.filetype == "pdf" else "")
+        raise DocumentError(source.source_path, "parse", reason, error_type="NoText")
+    return text, blocks
 
 
 def canonical_text(elements: list, with_pages: bool = False) -> tuple[str, list[Block]]:
@@ -76,7 +81,9 @@ def _raw_bytes(source: SourceFile) -> bytes:
     return raw
 
 
-def _partition(source: SourceFile, raw: bytes) -> list:
+def partition_elements(source: SourceFile) -> list:
+    """unstructured's elements for the document, exactly as parse_document partitions it."""
+    raw = _raw_bytes(source)
     partitioner = _PARTITIONERS[source.filetype]
     try:
         return partitioner(source, raw)

@@ -412,9 +412,13 @@ def write_version(directory: Path, documents: dict) -> None:
             sidecar_path.write_text(json.dumps(sidecar, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def write_corpus(out: Path) -> None:
+    write_version(out / "v1", V1)
+    write_version(out / "v2", make_v2(V1))
+
+
 def main() -> None:
-    write_version(OUT / "v1", V1)
-    write_version(OUT / "v2", make_v2(V1))
+    write_corpus(OUT)
     print(f"wrote {OUT / 'v1'} and {OUT / 'v2'}")
 
 

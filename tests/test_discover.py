@@ -1,0 +1,203 @@
+"""discover_sources: naming, hashing, explicit metadata, and quarantine of every kind of unusable file."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from parsers.discover import discover_sources
+from parsers.model import ParseConfig
+
+from .conftest import SAMPLE_CORPUS
+
+CONFIG = ParseConfig()
+
+
+def write(path: Path, data: bytes | str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    path.write_bytes(data)
+    return path
+
+
+def errors_by_path(errors) -> dict:
+    return {error.source_path: error for error in errors}
+
+
+def test_doc_ids_hashes_and_order(tmp_path):
+    write(tmp_path / "b" / "Guide.md", "# Guide\n\nText.\n")
+    write(tmp_path / "a.md", "# A\n\nText.\n")
+    write(tmp_path / "a.html", "<h1>A</h1><p>Text.</p>")
+    write(tmp_path / "notes.TXT", "Plain text.\n")
+    sources, errors = discover_sources(tmp_path, CONFIG)
+    assert errors == []
+    assert [s.source_path for s in sources] == ["a.html", "a.md", "b/Guide.md", "notes.TXT"]
+    # doc_id keeps case and extension, so a.md and a.html are two documents
+    assert [s.doc_id for s in sources] == ["a.html", "a.md", "b/Guide.md", "notes.TXT"]
+    assert [s.filetype for s in sources] == ["html", "md", "md", "txt"]
+    guide = sources[2]
+    raw = (tmp_path / "b" / "Guide.md").read_bytes()
+    assert guide.content_hash == "sha256:" + hashlib.sha256(raw).hexdigest()
+    assert guide.raw == raw and guide.size_bytes == len(raw)
+    assert guide.path == (tmp_path / "b" / "Guide.md").absolute()
+    assert guide.access_scope == "user_visible" and guide.title is None
+
+
+def test_hidden_skipped_unsupported_recorded(tmp_path):
+    write(tmp_path / ".git" / "config.md", "# not a doc\n")
+    write(tmp_path / ".draft.md", "# hidden\n")
+    write(tmp_path / "logo.png", b"\x89PNG....")
+    write(tmp_path / "Makefile", "all:\n")
+    write(tmp_path / "ok.md", "# ok\n")
+    sources, errors = discover_sources(tmp_path, CONFIG)
+    assert [s.source_path for s in sources] == ["ok.md"]
+    by_path = errors_by_path(errors)
+    assert set(by_path) == {"Makefile", "logo.png"}
+    assert by_path["logo.png"].error_type == "UnsupportedFileType"
+    assert "'.png'" in by_path["logo.png"].reason and ".md" in by_path["logo.png"].reason
+
+
+def test_sidecar_overrides_front_matter(tmp_path):
+    write(tmp_path / "fm.md", "---\ndoc_id: handbook/intro\ntitle: \"Intro to Acme\"\naccess_scope: internal_only\nauthor: x\n---\n# Heading\n\nBody.\n")
+    write(tmp_path / "both.md", "---\ndoc_id: from-front-matter\ntitle: FM title\n---\nBody.\n")
+    write(tmp_path / "both.md.citekeeper.json", json.dumps({"doc_id": "from-sidecar", "access_scope": "internal_only"}))
+    sources, errors = discover_sources(tmp_path, CONFIG)
+    assert errors == []
+    by_path = {s.source_path: s for s in sources}
+    assert set(by_path) == {"both.md", "fm.md"}  # the sidecar is not a document
+    assert (by_path["fm.md"].doc_id, by_path["fm.md"].title, by_path["fm.md"].access_scope) == (
+        "handbook/intro",
+        "Intro to Acme",
+        "internal_only",
+    )
+    both = by_path["both.md"]
+    assert (both.doc_id, both.title, both.access_scope) == ("from-sidecar", "FM title", "internal_only")
+
+
+def test_sample_corpus_internal_document():
+    sources, errors = discover_sources(SAMPLE_CORPUS / "v1", CONFIG)
+    assert errors == []
+    scopes = {s.doc_id: s.access_scope for s in sources}
+    assert scopes["internal/db-failover-runbook.md"] == "internal_only"
+    assert [doc_id for doc_id, scope in scopes.items() if scope == "internal_only"] == ["internal/db-failover-runbook.md"]
+    assert {s.filetype for s in sources} == {"md", "html", "pdf", "docx", "txt"}
+
+
+def test_access_scope_from_config_globs(tmp_path):
+    write(tmp_path / "ops" / "runbook.md", "# R\n")
+    write(tmp_path / "ops" / "public.md", "# P\n")
+    write(tmp_path / "ops" / "public.md.citekeeper.json", '{"access_scope": "user_visible"}')
+    write(tmp_path / "guide.md", "# G\n")
+    config = ParseConfig(access_scope_overrides=(("ops/*", "internal_only"),))
+    sources, _ = discover_sources(tmp_path, config)
+    assert {s.source_path: s.access_scope for s in sources} == {
+        "guide.md": "user_visible",
+        "ops/public.md": "user_visible",  # a sidecar beats the config glob
+        "ops/runbook.md": "internal_only",
+    }
+
+
+@pytest.mark.parametrize(
+    ("sidecar", "reason_part"),
+    [
+        ("{not json", "not valid UTF-8 JSON"),
+        ('{"access_scope": "secret"}', "access_scope 'secret'"),
+        ('{"acess_scope": "internal_only"}', "unknown keys"),
+        ('["internal_only"]', "JSON object"),
+        ('{"doc_id": ""}', "non-empty string"),
+    ],
+)
+def test_invalid_sidecar_quarantines_the_document(tmp_path, sidecar, reason_part):
+    write(tmp_path / "doc.md", "# D\n")
+    write(tmp_path / "doc.md.citekeeper.json", sidecar)
+    sources, errors = discover_sources(tmp_path, CONFIG)
+    assert sources == []
+    (error,) = errors
+    assert (error.source_path, error.stage, error.error_type) == ("doc.md", "discover", "InvalidMetadata")
+    assert reason_part in error.reason and "doc.md.citekeeper.json" in error.reason
+
+
+def test_orphan_sidecar_and_duplicate_doc_id(tmp_path):
+    write(tmp_path / "gone.md.citekeeper.json", '{"access_scope": "internal_only"}')
+    write(tmp_path / "a.md", "# A\n")
+    write(tmp_path / "b.md", "---\ndoc_id: a.md\n---\n# B\n")
+    sources, errors = discover_sources(tmp_path, CONFIG)
+    assert [s.source_path for s in sources] == ["a.md"]
+    by_path = errors_by_path(errors)
+    assert by_path["gone.md.citekeeper.json"].error_type == "OrphanSidecar"
+    assert by_path["b.md"].error_type == "DuplicateDocId" and "a.md" in by_path["b.md"].reason
+
+
+def test_empty_and_oversize_files(tmp_path):
+    write(tmp_path / "empty.md", b"")
+    write(tmp_path / "big.txt", b"word " * 300)
+    write(tmp_path / "fits.txt", b"word " * 100)
+    sources, errors = discover_sources(tmp_path, ParseConfig(max_file_bytes=1000))
+    assert [s.source_path for s in sources] == ["fits.txt"]
+    by_path = errors_by_path(errors)
+    assert by_path["empty.md"].error_type == "EmptyFile" and "empty" in by_path["empty.md"].reason
+    assert by_path["big.txt"].error_type == "FileTooLarge"
+    assert "1500 bytes" in by_path["big.txt"].reason and "1000" in by_path["big.txt"].reason
+
+
+def test_unreadable_file(tmp_path):
+    path = write(tmp_path / "secret.md", "# S\n")
+    path.chmod(0)
+    if os.access(path, os.R_OK):  # root (as in CI) reads any file; then there is nothing to quarantine
+        pytest.skip("running as a user who can read mode-000 files")
+    sources, errors = discover_sources(tmp_path, CONFIG)
+    assert sources == []
+    assert (errors[0].source_path, errors[0].stage, errors[0].error_type) == ("secret.md", "read", "PermissionDenied")
+
+
+def test_fifo_is_not_read(tmp_path):
+    os.mkfifo(tmp_path / "pipe.md")  # reading it would block forever
+    write(tmp_path / "ok.md", "# ok\n")
+    sources, errors = discover_sources(tmp_path, CONFIG)
+    assert [s.source_path for s in sources] == ["ok.md"]
+    assert [(e.source_path, e.error_type) for e in errors] == [("pipe.md", "NotARegularFile")]
+
+
+def test_symlinks(tmp_path):
+    root = tmp_path / "root"
+    outside = write(tmp_path / "outside" / "leak.md", "# secret outside the root\n")
+    write(root / "docs" / "real.md", "# Real\n\nText.\n")
+    (root / "escape.md").symlink_to(outside)
+    (root / "escape_dir").symlink_to(outside.parent, target_is_directory=True)
+    (root / "self.md").symlink_to(root / "self.md")
+    (root / "ping.md").symlink_to(root / "pong.md")
+    (root / "pong.md").symlink_to(root / "ping.md")
+    (root / "docs" / "up").symlink_to(root, target_is_directory=True)
+    (root / "dangling.md").symlink_to(root / "missing.md")
+    (root / "alias.md").symlink_to(root / "docs" / "real.md")  # inside the root: an ordinary document
+    sources, errors = discover_sources(root, CONFIG)
+    assert [s.source_path for s in sources] == ["alias.md", "docs/real.md"]
+    assert sources[0].content_hash == sources[1].content_hash
+    kinds = {e.source_path: (e.stage, e.error_type) for e in errors}
+    assert kinds == {
+        "dangling.md": ("discover", "BrokenSymlink"),
+        "docs/up": ("discover", "SymlinkLoop"),
+        "escape.md": ("discover", "SymlinkOutsideRoot"),
+        "escape_dir": ("discover", "SymlinkOutsideRoot"),
+        "ping.md": ("discover", "SymlinkLoop"),
+        "pong.md": ("discover", "SymlinkLoop"),
+        "self.md": ("discover", "SymlinkLoop"),
+    }
+    assert all(e.reason for e in errors)
+
+
+def test_symlinked_directory_inside_root_is_followed(tmp_path):
+    write(tmp_path / "shared" / "note.md", "# Note\n")
+    (tmp_path / "linked").symlink_to(tmp_path / "shared", target_is_directory=True)
+    sources, errors = discover_sources(tmp_path, CONFIG)
+    assert errors == []
+    assert [s.source_path for s in sources] == ["linked/note.md", "shared/note.md"]
+
+
+def test_missing_root_is_a_clear_error(tmp_path):
+    with pytest.raises(NotADirectoryError, match="not a directory"):
+        discover_sources(tmp_path / "nope", CONFIG)
