@@ -51,10 +51,13 @@ def save_random_nli_model(
     id2label: dict[int, str] | None = None,
     architecture: str = "bert",
     seed: int = 0,
+    favour_label: str | None = None,
 ) -> Path:
     """Save a random-weight sequence-classification model + tokenizer to `directory`; returns it.
 
     architecture "bert": a tiny BERT (fast, for tests); "deberta-v3-xsmall": the default model's real shape.
+    favour_label: raise the classifier bias of that label so it wins on every input (a known verdict that
+    only comes out right if the label order is read correctly).
     """
     import torch
     from transformers import AutoModelForSequenceClassification, BertConfig, DebertaV2Config
@@ -71,6 +74,9 @@ def save_random_nli_model(
         raise ValueError(f"unknown architecture {architecture!r}")
     torch.manual_seed(seed)
     model = AutoModelForSequenceClassification.from_config(config)
+    if favour_label is not None:
+        with torch.no_grad():
+            model.classifier.bias[config.label2id[favour_label]] += 8.0
     directory = Path(directory)
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)

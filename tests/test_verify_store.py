@@ -1,0 +1,183 @@
+"""Verification against a real store: ingest (LanceDB), registered answers, citation status from the
+stale-citation work, a tiny random-weight model, the verdict cache, Parquet outputs, the CLI and the
+Dagster asset with its check."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from citekeeper.answer_store import AnswerStore
+from citekeeper.ingest import ingest
+from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
+from citekeeper.store import CorpusStore
+from parsers.model import ParseConfig
+from pipelines.cli import main
+from verifiers.citations import check_citations
+from verifiers.nli import load_scorer
+from verifiers.random_models import save_random_nli_model
+from verifiers.verify import verify_store
+
+DOCS = {
+    f"doc{d}.md": "\n\n".join(
+        [f"# Guide {d}"]
+        + [f"Section {p} of guide {d} says the client keeps {p + d} connections alive. It shipped in release {d}.{p}."
+           for p in range(1, 5)]
+    )  # fmt: skip
+    for d in range(4)
+}
+EDITED_DOC = "doc2.md"
+
+
+def write_tree(directory: Path, docs: dict[str, str]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in docs.items():
+        (directory / name).write_text(text, encoding="utf-8")
+    return directory
+
+
+def answers_jsonl(chunks: pl.DataFrame, path: Path) -> Path:
+    """Two claims per chunk: one citing the whole chunk, one quoting its first sentence."""
+    records = []
+    for i, row in enumerate(chunks.sort("chunk_id").iter_rows(named=True)):
+        first_sentence = row["text"].split(". ")[0] + "."
+        records.append(
+            {
+                "answer_id": f"ans-{i}",
+                "question": "How many connections?",
+                "answer": "...",
+                "corpus_version": "v1",
+                "claims": [
+                    {"text": f"The client of {row['doc_id']} is configurable.", "citations": [{"chunk_id": row["chunk_id"]}]},
+                    {"text": "Connections are kept alive.", "citations": [{"chunk_id": row["chunk_id"], "quote": first_sentence}]},
+                ],
+            }
+        )
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> dict:
+    base = tmp_path_factory.mktemp("verify-world")
+    store = CorpusStore(base / "store")
+    config = ParseConfig(max_chunk_chars=160)
+    source = write_tree(base / "src", DOCS)
+    ingest(source, store, version="v1", config=config)
+    answers = answers_jsonl(store.read_chunks("v1"), base / "answers.jsonl")
+    AnswerStore(store.root).add(answers)
+    edited = dict(DOCS)
+    edited[EDITED_DOC] = DOCS[EDITED_DOC].replace("keeps 4 connections alive", "keeps 40 idle connections open")
+    assert edited != DOCS
+    ingest(write_tree(base / "src", edited), store, version="v2", config=config)
+    check_citations(store, "v2")
+    model = save_random_nli_model(base / "model", list(DOCS.values()), favour_label="entailment")
+    return {"base": base, "store": store, "answers": answers, "model": model}
+
+
+def evidence_texts(store: CorpusStore, version: str, pairs: pl.DataFrame) -> set[tuple[str, str]]:
+    """(sentence, evidence text) of every model-judged pair, cut from the documents by its stored locator."""
+    docs = store.read_documents(version, columns=["doc_id", "text"])
+    judged = pairs.filter(pl.col("tier") == "nli").join(docs, on="doc_id")
+    return {
+        (row["sentence"], row["text"][row["evidence_start_char"] : row["evidence_end_char"]])
+        for row in judged.iter_rows(named=True)
+    }
+
+
+def test_reverification_scores_only_pairs_whose_evidence_changed(world, tmp_path):
+    store = world["store"]
+    shutil.rmtree(store.root / "verify" / "cache", ignore_errors=True)
+    scorer = load_scorer(str(world["model"]), batch_size=8)
+    first, _ = verify_store(store.root, tmp_path / "out", version="v1", scorer=scorer)
+    calls_first = first.stats["model_calls"]
+    assert calls_first == len(evidence_texts(store, "v1", first.pairs)) > 10
+    second, _ = verify_store(store.root, tmp_path / "out", version="v2", scorer=scorer)
+    changed = evidence_texts(store, "v2", second.pairs) - evidence_texts(store, "v1", first.pairs)
+    assert 0 < len(changed) < calls_first / 4
+    assert second.stats["model_calls"] == len(changed)  # one window each: short chunks
+    assert second.stats["cache_hits"] == second.stats["n_unique_pairs"] - second.stats["lexical_decisions"] - len(changed)
+    rescored = second.pairs.filter((pl.col("tier") == "nli") & ~pl.col("from_cache"))
+    assert set(rescored["doc_id"]) == {EDITED_DOC}
+    statuses = set(second.pairs["citation_status"].drop_nulls())
+    assert "valid" in statuses and statuses & {"drifted", "stale", "relocated"}
+    # a third run with nothing changed costs nothing
+    third, _ = verify_store(store.root, tmp_path / "out", version="v2", scorer=scorer)
+    assert third.stats["model_calls"] == 0 and third.stats["cache_hits"] == second.stats["cache_hits"] + len(changed)
+
+
+def test_parquet_outputs_are_partitioned_and_typed(world, tmp_path):
+    scorer = load_scorer(str(world["model"]))
+    result, paths = verify_store(world["store"].root, tmp_path / "out", version="v2", scorer=scorer, run_id="r-test")
+    assert paths["claims"] == tmp_path / "out" / "corpus_version=v2" / "run_id=r-test" / "claims.parquet"
+    for name, schema in (("pairs", NLI_PAIRS), ("claims", NLI_CLAIMS), ("answers", NLI_ANSWERS), ("run", NLI_RUNS)):
+        assert pq.read_schema(paths[name]).equals(schema, check_metadata=False), name
+    claims = pl.read_parquet(paths["claims"])
+    registered = AnswerStore(world["store"].root).claims()
+    assert claims.height == registered.height and claims.select("answer_id", "claim_id").n_unique() == claims.height
+    assert set(claims["status"]) <= set(CLAIM_STATUSES)
+    pairs = pl.read_parquet(paths["pairs"])
+    judged = pairs.filter(pl.col("label") != "no_evidence")
+    assert judged["doc_id"].null_count() == 0 and judged["window_start_char"].null_count() == 0
+    assert (judged["window_start_char"] >= judged["evidence_start_char"]).all()
+
+
+def run_cli(*args: str, env: dict | None = None):
+    return CliRunner().invoke(main, ["verify", *args], env={"HF_HUB_OFFLINE": "1", **(env or {})})
+
+
+def test_cli_no_model_fail_under_and_missing_model(world, tmp_path):
+    store = str(world["store"].root)
+    out = tmp_path / "cli"
+    result = run_cli("--store", store, "--out", str(out), "--no-model")
+    assert result.exit_code == 0, result.output
+    assert "model: none (--no-model)" in result.output and "unverified" in result.output
+    run = pl.read_parquet(next(out.rglob("run.parquet")))
+    assert run["model_calls"][0] == 0 and run["corpus_version"][0] == "v2"
+    failing = run_cli("--store", store, "--out", str(out), "--no-model", "--fail-under", "0.99")
+    assert failing.exit_code == 1 and "below --fail-under 0.99" in failing.output
+    missing = run_cli("--store", store, "--out", str(out), env={"HF_HOME": str(tmp_path / "hf")})
+    assert missing.exit_code == 1
+    assert "cross-encoder/nli-deberta-v3-xsmall" in missing.output
+    assert "--model /local/dir" in missing.output and "--no-model" in missing.output
+    unknown = run_cli("--store", store, "--out", str(out), "--no-model", "--version", "v9")
+    assert unknown.exit_code == 1 and "v9" in unknown.output
+
+
+def test_cli_with_local_model_and_answers_file(world, tmp_path):
+    out = tmp_path / "cli"
+    args = ["--store", str(world["store"].root), "--out", str(out), "--model", str(world["model"]), "--version", "v1"]
+    result = run_cli(*args, "--answers", str(world["answers"]), "--fail-under", "0.5")
+    assert result.exit_code == 0, result.output
+    claims = pl.read_parquet(next(out.rglob("claims.parquet")))
+    assert claims.height == 2 * world["store"].read_chunks("v1").height
+    assert claims["status"].to_list() == ["supported"] * claims.height  # the model favours entailment
+    assert claims["model_id"][0] == str(world["model"])
+
+
+def test_dagster_asset_and_check(world):
+    from assets.verification import every_claim_has_one_status, verification
+    from pipelines.resources import CitekeeperConfig
+
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("corpus_version", ["v2"])
+    resources = {"citekeeper": CitekeeperConfig(store_dir=str(world["store"].root), nli_model=str(world["model"]))}
+    result = dg.materialize([verification, every_claim_has_one_status], partition_key="v2", resources=resources, instance=instance)
+    assert result.success
+    metadata = result.asset_materializations_for_node("verification")[0].metadata
+    counts = metadata["status_counts"].value
+    assert sum(counts.values()) == AnswerStore(world["store"].root).claims().height
+    output_dir = Path(metadata["output_dir"].value)
+    assert output_dir.parent.name == "corpus_version=v2"
+    assert pl.read_parquet(output_dir / "claims.parquet")["status"].value_counts().height >= 1
+    checks = result.get_asset_check_evaluations()
+    assert len(checks) == 1 and checks[0].passed
+    assert checks[0].metadata["n_without_exactly_one_status"].value == 0
+    assert {"model_calls", "cache_hits", "duration_s"} <= set(metadata)
