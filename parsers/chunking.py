@@ -23,6 +23,7 @@ _SENTENCE_END = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*(?=\s+[\"'\u201c\u
 _ABBREVIATIONS = frozenset(
     "e.g i.e etc vs cf al fig no nos mr mrs ms dr prof inc ltd co corp jr sr st approx dept est min max".split()
 )
+_LONGEST_ABBREVIATION = max(map(len, _ABBREVIATIONS))
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -143,8 +144,10 @@ def sentence_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
 
 
 def _is_abbreviation(text: str, sentence_start: int, dot: int) -> bool:
-    word_start = max(text.rfind(" ", sentence_start, dot), text.rfind("\n", sentence_start, dot)) + 1
-    word = text[max(word_start, sentence_start) : dot]
+    # Bounded look-back (no quadratic rescans); a longer word leaves a suffix too long to be an abbreviation.
+    lookback = max(sentence_start, dot - _LONGEST_ABBREVIATION - 1)
+    word_start = max(text.rfind(" ", lookback, dot), text.rfind("\n", lookback, dot)) + 1
+    word = text[max(word_start, lookback) : dot]
     return (len(word) == 1 and word.isalpha()) or word.lower() in _ABBREVIATIONS
 
 

@@ -19,6 +19,7 @@ from parsers.identity import sha256_hex
 from parsers.metadata import SIDECAR_SUFFIX, MetadataError, read_sidecar, split_front_matter
 from parsers.model import IngestError, ParseConfig, SourceFile
 
+UTF8_BOM = b"\xef\xbb\xbf"
 FILETYPES = {
     ".md": "md",
     ".markdown": "md",
@@ -162,8 +163,8 @@ def _explicit_metadata(path: Path, filetype: str, raw: bytes) -> dict[str, str]:
     access_scope could expose an internal document."""
     try:
         front_matter = {}
-        if filetype == "md" and raw.startswith(b"---"):
-            front_matter, _ = split_front_matter(raw.decode("utf-8", "replace"))
+        if filetype == "md" and raw.removeprefix(UTF8_BOM).startswith(b"---"):
+            front_matter, _ = split_front_matter(raw.decode("utf-8-sig", "replace"))
         return front_matter | read_sidecar(path.with_name(path.name + SIDECAR_SUFFIX))
     except MetadataError as exc:
         raise Quarantined("discover", "InvalidMetadata", str(exc)) from exc

@@ -78,6 +78,12 @@ def test_sidecar_overrides_front_matter(tmp_path):
     assert (both.doc_id, both.title, both.access_scope) == ("from-sidecar", "FM title", "internal_only")
 
 
+def test_front_matter_after_byte_order_mark(tmp_path):
+    write(tmp_path / "bom.md", "\ufeff---\ndoc_id: with-bom\n---\n# T\n".encode("utf-8"))
+    (source,), errors = discover_sources(tmp_path, CONFIG)
+    assert errors == [] and source.doc_id == "with-bom"
+
+
 def test_sample_corpus_internal_document():
     sources, errors = discover_sources(SAMPLE_CORPUS / "v1", CONFIG)
     assert errors == []
