@@ -14,15 +14,15 @@ import polars as pl
 
 from assets.partitions import corpus_versions
 from pipelines.resources import CitekeeperConfig
-from verifiers.nli import DEFAULT_MODEL
 from verifiers.verify import VerifySettings
 
 VERIFICATION = dg.AssetKey("verification")
 CITATION_STATUS = dg.AssetKey("citation_status")
 warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=dg.PreviewWarning)
 
-# code_version: the thresholds/window settings and the configured model, so a change re-marks the asset stale.
-_MODEL_SETTING = os.environ.get("CITEKEEPER_NLI_MODEL", DEFAULT_MODEL)
+# code_version: the thresholds/window settings and the model the Definitions configure (the same env vars as
+# pipelines/definitions.py), so changing either marks the asset stale.
+_MODEL_SETTING = f"{os.environ.get('CITEKEEPER_NLI_MODEL') or 'no-model'}|{os.environ.get('CITEKEEPER_NLI_BACKEND', 'torch')}"
 CODE_VERSION = "verify-" + hashlib.sha256(f"{VerifySettings().key()}|{_MODEL_SETTING}".encode()).hexdigest()[:12]
 
 
