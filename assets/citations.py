@@ -1,1 +1,125 @@
-"""Diff, citation status and stale-report assets."""
+"""Diff, citation status and stale-report assets (one partition per corpus version).
+
+The logic lives in verifiers/; these assets read and write the store themselves:
+- chunk_diff       <store>/diffs/<parent>__<version>/{chunk_diff,doc_diff}.parquet
+- citation_status  <store>/citations/target_version=<version>/{citation_status,blast_radius}.parquet
+- stale_report     <store>/citations/target_version=<version>/report.html
+"""
+
+import dagster as dg
+import polars as pl
+
+from assets.ingest import CHUNKS, DOCUMENTS
+from assets.partitions import corpus_versions
+from citekeeper.store import CorpusStore
+from pipelines.resources import CitekeeperConfig
+
+GROUP = "citations"
+
+
+def _count_metadata(counts: dict[str, int], prefix: str) -> dict[str, int]:
+    return {f"{prefix}{name}": int(n) for name, n in counts.items()}
+
+
+@dg.asset(partitions_def=corpus_versions, deps=[DOCUMENTS, CHUNKS], group_name=GROUP)
+def chunk_diff(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
+    """Chunk- and document-level diff of a corpus version against its parent version."""
+    from verifiers.diff import diff_dir, diff_versions
+
+    store = CorpusStore(citekeeper.store_path)
+    version = context.partition_key
+    parent = store.manifest(version).parent
+    if parent is None:
+        return dg.MaterializeResult(metadata={"parent": "", "note": "first corpus version: nothing to diff"})
+    diff = diff_versions(store, parent, version)
+    changed = diff.changed_docs().select("change", "old_source_path", "new_source_path")
+    return dg.MaterializeResult(
+        metadata={
+            "parent": parent,
+            "path": str(diff_dir(store.root, parent, version)),
+            **_count_metadata(diff.doc_counts(), "documents_"),
+            **_count_metadata(diff.chunk_counts(), "chunks_"),
+            "changed_documents": dg.MetadataValue.md(_markdown_table(changed)) if changed.height else "none",
+        }
+    )
+
+
+@dg.asset(partitions_def=corpus_versions, deps=[chunk_diff], group_name=GROUP)
+def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
+    """One status per registered citation against this version, re-anchoring suggestions, blast radius.
+
+    Registers `answers_path` (resource config) first when it is set; bad lines are logged, not fatal.
+    """
+    from citekeeper.answer_store import AnswerStore
+    from verifiers.citations import check_citations
+
+    store = CorpusStore(citekeeper.store_path)
+    registered = {}
+    if citekeeper.answers_path:
+        added = AnswerStore(store.root).add(citekeeper.answers_path)
+        for error in added.errors:
+            context.log.warning(f"{citekeeper.answers_path}: {error}")
+        registered = {"answers_registered": added.n_registered, "answer_input_errors": len(added.errors)}
+    check = check_citations(store, context.partition_key)
+    reanchored = check.status.filter(pl.col("suggested_chunk_id").is_not_null()).height
+    return dg.MaterializeResult(
+        metadata={
+            **registered,
+            "n_citations": check.status.height,
+            **_count_metadata(check.counts(), "status_"),
+            "reanchored": reanchored,
+            "path": str(check.status_path),
+            "blast_radius": dg.MetadataValue.md(_markdown_table(check.blast_radius.head(10).drop("target_version"))),
+        }
+    )
+
+
+@dg.asset(partitions_def=corpus_versions, deps=[citation_status], group_name=GROUP)
+def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
+    """Self-contained HTML report of the citation status of this version."""
+    from citekeeper.answer_store import AnswerStore
+    from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
+    from verifiers.citations import status_dir
+    from verifiers.report import terminal_summary, write_html
+    from verifiers.tables import read_parquet
+
+    store = CorpusStore(citekeeper.store_path)
+    version = context.partition_key
+    out = status_dir(store.root, version)
+    status = read_parquet(out / "citation_status.parquet", CITATION_STATUS)
+    radius = read_parquet(out / "blast_radius.parquet", BLAST_RADIUS)
+    answers = AnswerStore(store.root)
+    path = write_html(out / "report.html", status, radius, answers.answers(), answers.claims(), version)
+    summary = terminal_summary(status, radius, version)
+    context.log.info(summary)
+    return dg.MaterializeResult(metadata={"path": str(path), "summary": dg.MetadataValue.md(f"```\n{summary}\n```")})
+
+
+@dg.asset_check(
+    asset=citation_status,
+    partitions_def=corpus_versions,
+    description="No registered citation references a chunk that never existed in any corpus version.",
+)
+def citations_reference_existing_chunks(citekeeper: CitekeeperConfig) -> dg.AssetCheckResult:
+    from citekeeper.answer_store import AnswerStore
+
+    store = CorpusStore(citekeeper.store_path)
+    citations = AnswerStore(store.root).citations().select("answer_id", "citation_id", "chunk_id", "corpus_version")
+    known = [store.read_chunks(v.name, columns=["chunk_id"]) for v in store.versions()]
+    ever = pl.concat(known).unique() if known else pl.DataFrame(schema={"chunk_id": pl.String})
+    phantom = citations.join(ever, on="chunk_id", how="anti")
+    return dg.AssetCheckResult(
+        passed=phantom.height == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "n_phantom_citations": phantom.height,
+            "n_citations": citations.height,
+            "phantom_citations": dg.MetadataValue.md(_markdown_table(phantom.head(20))) if phantom.height else "none",
+        },
+    )
+
+
+def _markdown_table(frame: pl.DataFrame) -> str:
+    header = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns)
+    rows = ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.iter_rows()]
+    return "\n".join([header, *rows])
