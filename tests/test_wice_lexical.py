@@ -1,0 +1,60 @@
+"""The lexical fast path: its guards, and its precision on the real WiCE dev file."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from tests.conftest import REPO, WICE_DEV
+from verifiers.anchoring import locate_quote
+from verifiers.lexical import lexical_support
+from verifiers.sentences import normalize_with_offsets, split_sentences
+
+EVIDENCE = (
+    "HTTPX was first released in 2019 by Encode. It offers a broadly requests-compatible API. "
+    "The project does not support Python 2 at all."
+)
+
+
+def test_near_verbatim_claim_is_supported_with_its_window():
+    match = lexical_support("HTTPX was released in 2019 by Encode.", EVIDENCE)
+    assert match is not None and match.score >= 0.8
+    assert EVIDENCE[match.start : match.end].startswith("HTTPX was first released in 2019")
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        "HTTPX was first released in 2018 by Encode.",  # a number the evidence does not have
+        "The project does support Python 2 at all.",  # the evidence negates it
+        "HTTPX is fast.",  # too few content words to judge lexically
+        "Encode released a requests-compatible API for Python 2 in 2019.",  # scattered, not near-verbatim
+    ],
+)
+def test_guards_leave_the_decision_to_nli(claim):
+    assert lexical_support(claim, EVIDENCE) is None
+
+
+def test_sentences_and_normalised_anchoring():
+    assert split_sentences("Dr. Smith wrote v2.0 e.g. today. Then he left!  OK?") == [
+        "Dr. Smith wrote v2.0 e.g. today.",
+        "Then he left!",
+        "OK?",
+    ]
+    text, origin = normalize_with_offsets("a\u00a0 “b”\n\nﬁ")
+    assert text == 'a "b" fi' and origin[-1] == origin[-2] == 8
+    chunk = "Say  “hello”\nworld. Bye."
+    start, end, how = locate_quote(chunk, 'Say "hello" world.')
+    assert (chunk[start:end], how) == ("Say  “hello”\nworld.", "normalized")
+    assert locate_quote(chunk, "Bye.") == (20, 24, "exact") and locate_quote(chunk, "Hi.") is None
+
+
+@pytest.mark.skipif(not WICE_DEV.exists(), reason="WiCE dev file not available")
+def test_wice_dev_precision_at_least_095(capsys):
+    spec = importlib.util.spec_from_file_location("wice_bench", REPO / "bench" / "wice_lexical_precision.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    figures = bench.main(WICE_DEV)
+    assert figures["n"] == 349
+    assert figures["decided"] >= 1 and figures["precision"] >= 0.95
+    assert "precision=" in capsys.readouterr().out
