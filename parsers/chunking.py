@@ -3,8 +3,8 @@
 Input: the document's blocks (one per unstructured element, as [start, end) spans of the canonical text).
 A heading block opens a new section; a chunk never spans two sections. Within a section, blocks are packed
 greedily from the section's start up to max_chars; a block longer than max_chars is cut into sentences
-(and a sentence longer than max_chars at whitespace, then hard). Packing restarts at every heading, so an
-edit moves chunk boundaries only inside its own section.
+(a sentence longer than max_chars at whitespace, then hard), which are packed the same way. Packing restarts
+at every heading, so an edit moves chunk boundaries only inside its own section.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from parsers.model import Chunk
 HEADING_CATEGORY = "Title"
 
 # A sentence ends at . ! ? (or …) plus closing quotes/brackets, before whitespace and a capital, digit or
-# opening quote/bracket. Conservative on purpose: a missed boundary only makes a piece longer.
-_SENTENCE_END = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*(?=\s+[\"'\u201c\u2018(\[]?[A-Z0-9])")
+# opening quote/bracket (Latin-1 capitals included). Conservative on purpose: a missed boundary only makes a piece longer.
+_SENTENCE_END = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*(?=\s+[\"'\u201c\u2018(\[]?[A-Z\u00c0-\u00d6\u00d8-\u00de0-9])")
 _ABBREVIATIONS = frozenset(
     "e.g i.e etc vs cf al fig no nos mr mrs ms dr prof inc ltd co corp jr sr st approx dept est min max".split()
 )

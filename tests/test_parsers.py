@@ -185,7 +185,7 @@ def test_corrupt_docx(tmp_path, payload):
     assert error.stage == "parse" and error.error_type in {"CorruptDocx", "ParserError"}
 
 
-@pytest.mark.parametrize("name", ["notes.txt", "notes.md", "notes.rst"])
+@pytest.mark.parametrize("name", ["notes.txt", "notes.md", "notes.rst", "notes.html"])
 def test_non_utf8_text(tmp_path, name):
     error = parse_error(write(tmp_path / name, "Caf\xe9 au lait is on the menu.\n".encode("latin-1"))).error
     assert (error.stage, error.error_type) == ("read", "EncodingError")
