@@ -149,8 +149,9 @@ def _partition_pdf(source: SourceFile, raw: bytes) -> list:
         raise DocumentError(source.source_path, "parse", "not a PDF: no %PDF- header in the first 1024 bytes", error_type="NotAPdf")
     from unstructured.partition.pdf import partition_pdf
 
-    # strategy="fast": the PDF's own text layer via pdfminer; no OCR, no layout model.
-    return partition_pdf(file=io.BytesIO(raw), strategy="fast")
+    # strategy="fast": the PDF's own text layer via pdfminer; no OCR, no layout model. languages=["eng"] is
+    # unstructured's own default, given explicitly so it does not warn on every PDF.
+    return partition_pdf(file=io.BytesIO(raw), strategy="fast", languages=["eng"])
 
 
 def _partition_docx(source: SourceFile, raw: bytes) -> list:
