@@ -44,7 +44,6 @@ class _Walk:
     config: ParseConfig
     sources: list[SourceFile] = field(default_factory=list)
     errors: list[IngestError] = field(default_factory=list)
-    visited_dirs: set[Path] = field(default_factory=set)
 
     def quarantine(self, source_path: str, stage: str, error_type: str, reason: str) -> None:
         self.errors.append(IngestError(source_path, stage, error_type, reason))
@@ -56,15 +55,15 @@ def discover_sources(root: Path, config: ParseConfig) -> tuple[list[SourceFile],
     if not root.is_dir():
         raise NotADirectoryError(f"source root {root} is not a directory")
     walk = _Walk(root.resolve(), config)
-    walk.visited_dirs.add(walk.root)
-    _walk_dir(walk, walk.root, "")
+    _walk_dir(walk, walk.root, "", frozenset({walk.root}))
     _quarantine_duplicate_doc_ids(walk)
     walk.sources.sort(key=lambda source: source.source_path)
     walk.errors.sort(key=lambda error: error.source_path)
     return walk.sources, walk.errors
 
 
-def _walk_dir(walk: _Walk, directory: Path, prefix: str) -> None:
+def _walk_dir(walk: _Walk, directory: Path, prefix: str, ancestors: frozenset[Path]) -> None:
+    """Walk one directory; `ancestors` are the real paths of the directories being walked above it."""
     try:
         entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
     except OSError as exc:
@@ -76,26 +75,26 @@ def _walk_dir(walk: _Walk, directory: Path, prefix: str) -> None:
             continue
         source_path = unicodedata.normalize("NFC", prefix + entry.name)
         try:
-            _visit(walk, Path(entry.path), source_path, names)
+            _visit(walk, Path(entry.path), source_path, names, ancestors)
         except Quarantined as q:
             walk.quarantine(source_path, q.stage, q.error_type, q.reason)
         except OSError as exc:  # vanished or unreadable between listing and reading
             walk.quarantine(source_path, "read", "ReadError", f"cannot access file: {exc.strerror or exc}")
 
 
-def _visit(walk: _Walk, path: Path, source_path: str, sibling_names: set[str]) -> None:
+def _visit(walk: _Walk, path: Path, source_path: str, sibling_names: set[str], ancestors: frozenset[Path]) -> None:
     if path.is_symlink():
         target = _symlink_target(walk, path)
         if target.is_dir():
-            if target in walk.visited_dirs or walk.root.is_relative_to(target) or path.parent.resolve().is_relative_to(target):
-                raise Quarantined("discover", "SymlinkLoop", f"symlink loop: directory link points to {target}, which the walk already covers")
-            walk.visited_dirs.add(target)
-            _walk_dir(walk, target, source_path + "/")
+            # A link to a directory inside the root is followed (an alias, like a file link), unless it leads
+            # back into a directory the walk is inside of: that would never end.
+            if target in ancestors:
+                raise Quarantined("discover", "SymlinkLoop", f"symlink loop: directory link points back to its own ancestor {target}")
+            _walk_dir(walk, target, source_path + "/", ancestors | {target})
             return
     mode = path.stat().st_mode
     if stat.S_ISDIR(mode):
-        walk.visited_dirs.add(path.resolve())
-        _walk_dir(walk, path, source_path + "/")
+        _walk_dir(walk, path, source_path + "/", ancestors | {path.resolve()})
     elif not stat.S_ISREG(mode):
         raise Quarantined("discover", "NotARegularFile", "not a regular file (device, socket or FIFO)")
     elif path.name.endswith(SIDECAR_SUFFIX):

@@ -204,6 +204,16 @@ def test_symlinked_directory_inside_root_is_followed(tmp_path):
     assert [s.source_path for s in sources] == ["linked/note.md", "shared/note.md"]
 
 
+def test_directory_links_into_each_other_terminate(tmp_path):
+    write(tmp_path / "a" / "x.md", "# X\n")
+    write(tmp_path / "b" / "y.md", "# Y\n")
+    (tmp_path / "a" / "to_b").symlink_to(tmp_path / "b", target_is_directory=True)
+    (tmp_path / "b" / "to_a").symlink_to(tmp_path / "a", target_is_directory=True)
+    sources, errors = discover_sources(tmp_path, CONFIG)
+    assert [s.source_path for s in sources] == ["a/to_b/y.md", "a/x.md", "b/to_a/x.md", "b/y.md"]
+    assert [(e.source_path, e.error_type) for e in errors] == [("a/to_b/to_a", "SymlinkLoop"), ("b/to_a/to_b", "SymlinkLoop")]
+
+
 def test_missing_root_is_a_clear_error(tmp_path):
     with pytest.raises(NotADirectoryError, match="not a directory"):
         discover_sources(tmp_path / "nope", CONFIG)
