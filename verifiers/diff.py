@@ -115,33 +115,37 @@ def _same_text_links(old: pl.DataFrame, new: pl.DataFrame, by: list[str]) -> pl.
     return o.join(n, on=keys).select("old_chunk_id", "new_chunk_id")
 
 
+def _by_doc(frame: pl.DataFrame) -> dict[str, tuple[list[str], list[str]]]:
+    """doc_id -> (chunk_ids, texts), in one group_by instead of a frame per document."""
+    grouped = frame.group_by("doc_id", maintain_order=True).agg("chunk_id", "text")
+    return {doc_id: (ids, texts) for doc_id, ids, texts in grouped.iter_rows()}
+
+
 def _similar_links(old: pl.DataFrame, new: pl.DataFrame, threshold: float) -> pl.DataFrame:
     """Greedy best-first pairing by text similarity, only within each document present on both sides."""
     pairs: list[tuple[str, str, float]] = []
-    new_by_doc = new.partition_by("doc_id", as_dict=True)
-    for key, old_part in old.partition_by("doc_id", as_dict=True).items():
-        new_part = new_by_doc.get(key)
-        if new_part is None:
+    new_by_doc = _by_doc(new)
+    for doc_id, (old_ids, old_texts) in _by_doc(old).items():
+        if doc_id not in new_by_doc:
             continue
-        scores = process.cdist(old_part["text"].to_list(), new_part["text"].to_list(), scorer=fuzz.ratio, workers=1)
-        scores = np.asarray(scores, dtype=np.float64) / 100.0
-        pairs.extend(_greedy(scores, old_part["chunk_id"].to_list(), new_part["chunk_id"].to_list(), threshold))
+        new_ids, new_texts = new_by_doc[doc_id]
+        scores = process.cdist(old_texts, new_texts, scorer=fuzz.ratio, workers=1, dtype=np.float64) / 100.0
+        pairs.extend(_greedy(scores, old_ids, new_ids, threshold))
     schema = {"old_chunk_id": pl.String, "new_chunk_id": pl.String, "similarity": pl.Float64}
     return pl.DataFrame(pairs, schema=schema, orient="row")
 
 
 def _greedy(scores: np.ndarray, old_ids: list[str], new_ids: list[str], threshold: float) -> list[tuple[str, str, float]]:
-    order = np.argsort(-scores, axis=None, kind="stable")
-    used_old, used_new, pairs = set(), set(), []
-    for flat in order:
-        i, j = divmod(int(flat), scores.shape[1])
-        if scores[i, j] < threshold:
+    """Take the best remaining pair until none reaches the threshold; one numpy argmax per pair."""
+    scores = np.where(scores >= threshold, scores, -1.0)
+    pairs = []
+    while scores.size:
+        i, j = np.unravel_index(int(np.argmax(scores)), scores.shape)
+        if scores[i, j] < 0:
             break
-        if i in used_old or j in used_new:
-            continue
-        used_old.add(i)
-        used_new.add(j)
         pairs.append((old_ids[i], new_ids[j], float(scores[i, j])))
+        scores[i, :] = -1.0
+        scores[:, j] = -1.0
     return pairs
 
 
