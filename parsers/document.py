@@ -15,6 +15,7 @@ from parsers.chunking import HEADING_CATEGORY, Block, chunk_document
 from parsers.identity import sha256_hex
 from parsers.metadata import MetadataError, split_front_matter
 from parsers.model import DocumentError, ParseConfig, ParsedDocument, SourceFile
+from parsers.time_limit import ParseTimeout, time_limit
 
 ELEMENT_SEPARATOR = "\n\n"
 _HTML_CHARSET = re.compile(rb"<meta[^>]{0,200}?charset\s*=\s*[\"']?\s*([A-Za-z0-9_.:-]+)", re.I)
@@ -22,7 +23,7 @@ _HTML_CHARSET = re.compile(rb"<meta[^>]{0,200}?charset\s*=\s*[\"']?\s*([A-Za-z0-
 
 def parse_document(source: SourceFile, config: ParseConfig) -> ParsedDocument:
     """Raises DocumentError (naming the file) for anything that cannot be parsed into at least one chunk."""
-    text, blocks = extract_blocks(source)
+    text, blocks = extract_blocks(source, config)
     try:
         chunks = chunk_document(source.doc_id, text, blocks, config.max_chunk_chars)
     except Exception as exc:  # a chunker bug must quarantine one document, not sink the run
@@ -31,9 +32,9 @@ def parse_document(source: SourceFile, config: ParseConfig) -> ParsedDocument:
     return ParsedDocument(source=source, text=text, title=title, chunks=chunks)
 
 
-def extract_blocks(source: SourceFile) -> tuple[str, list[Block]]:
+def extract_blocks(source: SourceFile, config: ParseConfig) -> tuple[str, list[Block]]:
     """The document's canonical text and its elements' spans; raises DocumentError when there is no text."""
-    elements = partition_elements(source)
+    elements = partition_elements(source, config)
     text, blocks = canonical_text(elements, with_pages=source.filetype == "pdf")
     if not blocks:
         reason = "no text extracted" + (" (no text layer? OCR is not enabled)" if source.filetype == "pdf" else "")
@@ -81,12 +82,16 @@ def _raw_bytes(source: SourceFile) -> bytes:
     return raw
 
 
-def partition_elements(source: SourceFile) -> list:
+def partition_elements(source: SourceFile, config: ParseConfig) -> list:
     """unstructured's elements for the document, exactly as parse_document partitions it."""
     raw = _raw_bytes(source)
     partitioner = _PARTITIONERS[source.filetype]
     try:
-        return partitioner(source, raw)
+        with time_limit(config.parse_timeout_s):
+            return partitioner(source, raw)
+    except ParseTimeout:
+        reason = f"parsing took longer than {config.parse_timeout_s:g} s (parse_timeout_s); file skipped"
+        raise DocumentError(source.source_path, "parse", reason, error_type="ParseTimeout") from None
     except DocumentError:
         raise
     except Exception as exc:  # unstructured and its backends raise anything on malformed input

@@ -12,6 +12,8 @@ class ParseConfig:
     max_chunk_chars: int = 1000
     max_file_bytes: int = 50 * 1024 * 1024
     default_access_scope: str = "user_visible"
+    # Wall-clock limit for partitioning one document (None: no limit); enforced in the main thread only.
+    parse_timeout_s: float | None = 300.0
     # (glob on source_path, access_scope), first match wins; a sidecar or front matter still overrides.
     access_scope_overrides: tuple[tuple[str, str], ...] = ()
 

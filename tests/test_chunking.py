@@ -25,7 +25,7 @@ class Parsed:
 
     def __init__(self, source, max_chars: int = CONFIG.max_chunk_chars):
         self.source = source
-        self.text, self.blocks = extract_blocks(source)
+        self.text, self.blocks = extract_blocks(source, CONFIG)
         self.chunks = chunk_document(source.doc_id, self.text, self.blocks, max_chars)
 
     def rechunk(self, max_chars: int):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import io
+import signal
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -195,6 +196,19 @@ def test_non_utf8_text(tmp_path, name):
 def test_whitespace_only_file(tmp_path):
     error = parse_error(write(tmp_path / "blank.md", "\n\n   \n")).error
     assert (error.stage, error.error_type) == ("parse", "NoText")
+
+
+def test_parse_time_limit(tmp_path):
+    write(tmp_path / "long.md", "\n\n".join(f"Paragraph {i} has a sentence. And another one." for i in range(300)))
+    outer_timer_before = signal.getitimer(signal.ITIMER_REAL)[0]
+    (source,), _ = discover_sources(tmp_path, CONFIG)
+    with pytest.raises(DocumentError) as caught:
+        parse_document(source, ParseConfig(parse_timeout_s=0.001))
+    assert (caught.value.error.stage, caught.value.error.error_type) == ("parse", "ParseTimeout")
+    assert "long.md" in str(caught.value) and "parse_timeout_s" in caught.value.error.reason
+    assert len(parse_document(source, CONFIG).chunks) > 10  # the default limit lets it through
+    if outer_timer_before:  # pytest-timeout's own alarm is re-armed, not lost
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 0
 
 
 def test_changed_after_discovery(tmp_path):
