@@ -110,8 +110,9 @@ def _link(old: pl.DataFrame, new: pl.DataFrame, links: pl.DataFrame) -> pl.DataF
 def _same_text_links(old: pl.DataFrame, new: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Pair chunks with equal `by` keys; the k-th occurrence on one side pairs with the k-th on the other."""
     keys = [*by, "_occ"]
-    o = _with_occurrence(old, by, "start_char").select(*keys, pl.col("chunk_id").alias("old_chunk_id"))
-    n = _with_occurrence(new, by, "start_char").select(*keys, pl.col("chunk_id").alias("new_chunk_id"))
+    columns = list(dict.fromkeys([*by, "chunk_id", "start_char"]))
+    o = _with_occurrence(old.select(columns), by, "start_char").select(*keys, pl.col("chunk_id").alias("old_chunk_id"))
+    n = _with_occurrence(new.select(columns), by, "start_char").select(*keys, pl.col("chunk_id").alias("new_chunk_id"))
     return o.join(n, on=keys).select("old_chunk_id", "new_chunk_id")
 
 
@@ -136,16 +137,18 @@ def _similar_links(old: pl.DataFrame, new: pl.DataFrame, threshold: float) -> pl
 
 
 def _greedy(scores: np.ndarray, old_ids: list[str], new_ids: list[str], threshold: float) -> list[tuple[str, str, float]]:
-    """Take the best remaining pair until none reaches the threshold; one numpy argmax per pair."""
+    """Greedy best-first pairing. A pair that is the best of both its row and its column is one greedy
+    would take, so each round takes all such mutual-best pairs at once (usually one or two rounds)."""
     scores = np.where(scores >= threshold, scores, -1.0)
     pairs = []
-    while scores.size:
-        i, j = np.unravel_index(int(np.argmax(scores)), scores.shape)
-        if scores[i, j] < 0:
-            break
-        pairs.append((old_ids[i], new_ids[j], float(scores[i, j])))
-        scores[i, :] = -1.0
-        scores[:, j] = -1.0
+    while scores.size and scores.max() >= 0:
+        rows = np.arange(scores.shape[0])
+        best_col = scores.argmax(axis=1)
+        mutual = (scores.argmax(axis=0)[best_col] == rows) & (scores[rows, best_col] >= 0)
+        for i, j in zip(rows[mutual], best_col[mutual]):
+            pairs.append((old_ids[i], new_ids[j], float(scores[i, j])))
+        scores[rows[mutual], :] = -1.0
+        scores[:, best_col[mutual]] = -1.0
     return pairs
 
 
