@@ -59,38 +59,39 @@ def _with_occurrence(frame: pl.DataFrame, key: str | list[str], order: str) -> p
     return frame.sort(order).with_columns(pl.int_range(pl.len()).over(key).alias("_occ"))
 
 
-def diff_documents(old_docs: Frame, new_docs: Frame) -> pl.DataFrame:
-    """Document-level changes; columns of DOC_DIFF without the version columns."""
-    old = old_docs.lazy().select(DOC_COLUMNS).collect()
-    new = new_docs.lazy().select(DOC_COLUMNS).collect()
-    both = old.join(new, on="doc_id", how="inner", suffix="_new").select(
-        pl.when(pl.col("doc_content_hash") == pl.col("doc_content_hash_new"))
-        .then(pl.lit("unchanged"))
-        .otherwise(pl.lit("modified"))
-        .alias("change"),
-        pl.col("doc_id").alias("old_doc_id"),
-        pl.col("doc_id").alias("new_doc_id"),
-        pl.col("source_path").alias("old_source_path"),
-        pl.col("source_path_new").alias("new_source_path"),
-        pl.col("doc_content_hash").alias("old_content_hash"),
-        pl.col("doc_content_hash_new").alias("new_content_hash"),
-    )
-    gone = _with_occurrence(old.join(new, on="doc_id", how="anti"), "doc_content_hash", "doc_id")
-    came = _with_occurrence(new.join(old, on="doc_id", how="anti"), "doc_content_hash", "doc_id")
-    paired = gone.join(came, on=["doc_content_hash", "_occ"], how="full", suffix="_new", coalesce=False)
-    unpaired = paired.select(
-        pl.when(pl.col("doc_id").is_null())
-        .then(pl.lit("added"))
-        .when(pl.col("doc_id_new").is_null())
-        .then(pl.lit("removed"))
-        .otherwise(pl.lit("renamed"))
-        .alias("change"),
+def _doc_rows(paired: pl.DataFrame, change: pl.Expr) -> pl.DataFrame:
+    """DOC_DIFF columns from an old/new join whose new-side columns carry the suffix `_new`."""
+    return paired.select(
+        change.alias("change"),
         pl.col("doc_id").alias("old_doc_id"),
         pl.col("doc_id_new").alias("new_doc_id"),
         pl.col("source_path").alias("old_source_path"),
         pl.col("source_path_new").alias("new_source_path"),
         pl.col("doc_content_hash").alias("old_content_hash"),
         pl.col("doc_content_hash_new").alias("new_content_hash"),
+    )
+
+
+def diff_documents(old_docs: Frame, new_docs: Frame) -> pl.DataFrame:
+    """Document-level changes; columns of DOC_DIFF without the version columns."""
+    old = old_docs.lazy().select(DOC_COLUMNS).collect()
+    new = new_docs.lazy().select(DOC_COLUMNS).collect()
+    same_id = old.join(new, on="doc_id", how="inner", suffix="_new", coalesce=False)
+    both = _doc_rows(
+        same_id,
+        pl.when(pl.col("doc_content_hash") == pl.col("doc_content_hash_new")).then(pl.lit("unchanged")).otherwise(pl.lit("modified")),
+    )
+    # Documents on one side only: equal content under another doc_id is a rename.
+    gone = _with_occurrence(old.join(new, on="doc_id", how="anti"), "doc_content_hash", "doc_id")
+    came = _with_occurrence(new.join(old, on="doc_id", how="anti"), "doc_content_hash", "doc_id")
+    paired = gone.join(came, on=["doc_content_hash", "_occ"], how="full", suffix="_new", coalesce=False)
+    unpaired = _doc_rows(
+        paired,
+        pl.when(pl.col("doc_id").is_null())
+        .then(pl.lit("added"))
+        .when(pl.col("doc_id_new").is_null())
+        .then(pl.lit("removed"))
+        .otherwise(pl.lit("renamed")),
     )
     return pl.concat([both, unpaired]).sort("change", "old_doc_id", "new_doc_id", nulls_last=True)
 
@@ -154,8 +155,18 @@ def _greedy(scores: np.ndarray, old_ids: list[str], new_ids: list[str], threshol
 
 def _ratio(old_text: pl.Expr, new_text: pl.Expr) -> pl.Expr:
     return pl.struct(old_text.alias("a"), new_text.alias("b")).map_batches(
-        lambda s: pl.Series([fuzz.ratio(a, b) / 100.0 for a, b in zip(s.struct.field("a"), s.struct.field("b"))], dtype=pl.Float64),
+        lambda s: pl.Series(
+            [1.0 if a == b else fuzz.ratio(a, b) / 100.0 for a, b in zip(s.struct.field("a"), s.struct.field("b"))],
+            dtype=pl.Float64,
+        ),
         return_dtype=pl.Float64,
+    )
+
+
+def _unmatched(old: pl.DataFrame, new: pl.DataFrame, matched: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    return (
+        old.join(matched.select(chunk_id="old_chunk_id"), on="chunk_id", how="anti"),
+        new.join(matched.select(chunk_id="new_chunk_id"), on="chunk_id", how="anti"),
     )
 
 
@@ -186,14 +197,12 @@ def diff_chunks(old: pl.DataFrame, new: pl.DataFrame, threshold: float = DEFAULT
         (lambda o, n: _similar_links(o, n, threshold), "modified"),
     ]
     for matcher, change in matchers:
-        old = old.join(stages[-1].select(chunk_id="old_chunk_id"), on="chunk_id", how="anti")
-        new = new.join(stages[-1].select(chunk_id="new_chunk_id"), on="chunk_id", how="anti")
+        old, new = _unmatched(old, new, stages[-1])
         links = matcher(old, new)
         if "similarity" not in links.columns:
             links = links.with_columns(similarity=pl.lit(1.0))
         stages.append(_link(old, new, links).with_columns(change=pl.lit(change)))
-    old = old.join(stages[-1].select(chunk_id="old_chunk_id"), on="chunk_id", how="anti")
-    new = new.join(stages[-1].select(chunk_id="new_chunk_id"), on="chunk_id", how="anti")
+    old, new = _unmatched(old, new, stages[-1])
     stages.append(_side(old, "old").with_columns(change=pl.lit("removed")))
     stages.append(_side(new, "new").with_columns(change=pl.lit("added")))
     return pl.concat(stages, how="diagonal_relaxed")
@@ -237,7 +246,8 @@ def diff_versions(store, old_version: str, new_version: str, threshold: float = 
     chunk_path, doc_path = out / "chunk_diff.parquet", out / "doc_diff.parquet"
     if chunk_path.exists() and doc_path.exists():
         return VersionDiff(old_version, new_version, read_parquet(chunk_path, CHUNK_DIFF), read_parquet(doc_path, DOC_DIFF))
-    store.manifest(old_version), store.manifest(new_version)  # UnknownVersion with a clear message
+    for version in (old_version, new_version):
+        store.manifest(version)  # raises UnknownVersion naming the known versions
     result = diff_frames(
         old_version,
         new_version,
