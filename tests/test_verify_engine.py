@@ -201,3 +201,12 @@ def test_output_frames_match_schemas():
         assert frame.to_arrow().schema.equals(schema, check_metadata=False) or frame.to_arrow().cast(schema)
     assert set(result.claims["status"]) <= set(CLAIM_STATUSES)
     assert result.pairs["run_id"].unique().to_list() == ["r1"]
+
+
+def test_no_claims_gives_empty_tables_and_null_metrics():
+    claims, citations = world()
+    result = verify(claims.head(0), citations.head(0), "v1", TableScorer(SCORES))
+    assert result.claims.is_empty() and result.pairs.is_empty() and result.answers.is_empty()
+    run = result.run.row(0, named=True)
+    assert run["n_claims"] == 0 and run["supported_rate"] is None and run["traceability_rate"] is None
+    assert run["model_calls"] == 0

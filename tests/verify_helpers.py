@@ -21,8 +21,11 @@ def claims_frame(rows: list[tuple[str, str, str, int]]) -> pl.DataFrame:
             "text_hash": [text_hash(r[2]) for r in rows],
             "n_citations": [r[3] for r in rows],
         },
-        schema_overrides={"revision": pl.Int32, "claim_index": pl.Int32, "n_citations": pl.Int32},
-    )
+        schema={
+            "answer_id": pl.String, "revision": pl.Int32, "claim_id": pl.String, "claim_index": pl.Int32,
+            "text": pl.String, "text_hash": pl.String, "n_citations": pl.Int32,
+        },
+    )  # fmt: skip
 
 
 def citations_frame(rows: list[dict]) -> pl.DataFrame:

@@ -184,7 +184,7 @@ def claim_sentences(claims: pl.DataFrame) -> pl.DataFrame:
     spans = [sentence_spans(text) or [(0, len(text))] for text in texts]
     return (
         claims.select(CLAIM_KEY)
-        .with_columns(pl.Series("sentence", [[text[s:e] for s, e in sp] for text, sp in zip(texts, spans)]))
+        .with_columns(pl.Series("sentence", [[text[s:e] for s, e in sp] for text, sp in zip(texts, spans)], dtype=pl.List(pl.String)))
         .explode("sentence")
         .with_columns(pl.int_range(pl.len()).over(CLAIM_KEY).cast(pl.Int32).alias("sentence_index"))
     )
