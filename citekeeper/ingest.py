@@ -260,38 +260,30 @@ def _parse_all(
     return parsed, errors
 
 
+def _document_fields(doc: ParsedDocument, ingested_at: datetime) -> dict:
+    """The columns a document and each of its chunks share."""
+    return {
+        "doc_id": doc.source.doc_id,
+        "doc_content_hash": doc.source.content_hash,
+        "source_path": doc.source.source_path,
+        "title": doc.title,
+        "filetype": doc.source.filetype,
+        "access_scope": doc.source.access_scope,
+        "ingested_at": ingested_at,
+    }
+
+
 def chunk_table(docs: list[ParsedDocument], ingested_at: datetime) -> pa.Table:
     rows = [
-        {
-            **asdict(chunk),
-            "doc_id": doc.source.doc_id,
-            "doc_content_hash": doc.source.content_hash,
-            "source_path": doc.source.source_path,
-            "title": doc.title,
-            "filetype": doc.source.filetype,
-            "access_scope": doc.source.access_scope,
-            "ingested_at": ingested_at,
-        }
-        for doc in docs
-        for chunk in doc.chunks
+        {**asdict(chunk), **_document_fields(doc, ingested_at)} for doc in docs for chunk in doc.chunks
     ]
     return pa.Table.from_pylist(rows, schema=STORED_SCHEMAS["chunks"])
 
 
 def document_table(docs: list[ParsedDocument], ingested_at: datetime) -> pa.Table:
     rows = [
-        {
-            "doc_id": doc.source.doc_id,
-            "doc_content_hash": doc.source.content_hash,
-            "source_path": doc.source.source_path,
-            "title": doc.title,
-            "filetype": doc.source.filetype,
-            "access_scope": doc.source.access_scope,
-            "size_bytes": doc.source.size_bytes,
-            "n_chunks": len(doc.chunks),
-            "text": doc.text,
-            "ingested_at": ingested_at,
-        }
+        {**_document_fields(doc, ingested_at), "size_bytes": doc.source.size_bytes, "n_chunks": len(doc.chunks),
+         "text": doc.text}
         for doc in docs
     ]
     return pa.Table.from_pylist(rows, schema=STORED_SCHEMAS["documents"])
