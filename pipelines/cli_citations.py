@@ -109,7 +109,7 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
 
     store = CorpusStore(store_dir)
     try:
-        check = check_citations(store, target, reanchor_tiers=not no_reanchor)
+        check = check_citations(store, target, suggest=not no_reanchor)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(terminal_summary(check.status, check.blast_radius, target))

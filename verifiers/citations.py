@@ -54,9 +54,10 @@ def judge(
     version is the target itself.
     """
     cited_version = citations["corpus_version"][0]
-    old = (cited_chunks if cited_chunks is not None else pl.DataFrame(schema=target_chunks.select(CHUNK_COLUMNS).schema)).select(
-        CHUNK_COLUMNS
-    )
+    version_known = cited_chunks is not None
+    if cited_chunks is None:  # every citation of an unknown version is invalid; keep the columns
+        cited_chunks = target_chunks.clear()
+    old = cited_chunks.select(CHUNK_COLUMNS)
     frame = citations.join(
         old.rename({c: f"old_{c}" for c in CHUNK_COLUMNS if c != "chunk_id"}), on="chunk_id", how="left"
     ).with_columns(evidence=pl.coalesce("quote", "old_text"))
@@ -77,7 +78,7 @@ def judge(
         .join(new, on="new_chunk_id", how="left")
         .with_columns(evidence_in_new=pl.col("new_text").str.contains(pl.col("evidence"), literal=True).fill_null(False))
     )
-    return frame.with_columns(_status_and_reason(cited_version, cited_chunks is not None)).pipe(
+    return frame.with_columns(_status_and_reason(cited_version, version_known)).pipe(
         _locators, target_version, cited_version
     )
 
@@ -125,33 +126,29 @@ def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]
 
 
 def _locators(frame: pl.DataFrame, target_version: str, cited_version: str) -> pl.DataFrame:
+    """Old and new locators: the evidence span where the evidence is found, else the chunk's span."""
     old_start, old_end = _evidence_span(pl.col("old_text"), pl.col("evidence"), pl.col("old_start_char"))
     new_start, new_end = _evidence_span(pl.col("new_text"), pl.col("evidence"), pl.col("new_start_char"))
-    invalid = pl.col("status") == "invalid"
+    quote_in_old = pl.col("old_text").str.contains(pl.col("evidence"), literal=True).fill_null(False)
     has_successor = pl.col("status").is_in(["valid", "relocated", "drifted", "stale"])
 
-    def keep(expr: pl.Expr, when: pl.Expr) -> pl.Expr:
-        return pl.when(when).then(expr).otherwise(None)
+    def successor(expr: pl.Expr) -> pl.Expr:
+        return pl.when(has_successor).then(expr).otherwise(None)
 
-    quote_in_old = pl.col("old_text").str.contains(pl.col("evidence"), literal=True).fill_null(False)
     return frame.with_columns(
         target_version=pl.lit(target_version),
         cited_version=pl.lit(cited_version),
-        revision=pl.col("revision"),
         doc_id=pl.col("old_doc_id"),
         source_path=pl.col("old_source_path"),
         access_scope=pl.col("old_access_scope"),
         old_start_char=pl.when(quote_in_old).then(old_start).otherwise("old_start_char"),
         old_end_char=pl.when(quote_in_old).then(old_end).otherwise("old_end_char"),
-        new_chunk_id=keep(pl.col("new_chunk_id"), ~invalid & has_successor),
-        new_doc_id=keep(pl.col("new_doc_id"), ~invalid & has_successor),
-        new_source_path=keep(pl.col("new_source_path"), ~invalid & has_successor),
-        new_access_scope=keep(pl.col("new_access_scope"), ~invalid & has_successor),
-        new_text=keep(pl.col("new_text"), ~invalid & has_successor),
-        new_text_hash=keep(pl.col("new_text_hash"), ~invalid & has_successor),
-        new_start_char=keep(pl.when(pl.col("evidence_in_new")).then(new_start).otherwise("new_start_char"), ~invalid & has_successor),
-        new_end_char=keep(pl.when(pl.col("evidence_in_new")).then(new_end).otherwise("new_end_char"), ~invalid & has_successor),
-        similarity=keep(pl.col("similarity"), ~invalid & has_successor),
+        new_start_char=successor(pl.when(pl.col("evidence_in_new")).then(new_start).otherwise("new_start_char")),
+        new_end_char=successor(pl.when(pl.col("evidence_in_new")).then(new_end).otherwise("new_end_char")),
+        **{
+            name: successor(pl.col(name))
+            for name in ("new_chunk_id", "new_doc_id", "new_source_path", "new_access_scope", "new_text", "new_text_hash", "similarity")
+        },
     )
 
 
@@ -212,7 +209,7 @@ def _version_known(store, version: str) -> bool:
     return True
 
 
-def check_citations(store, target_version: str, reanchor_tiers: bool = True, embedding_store=None) -> CitationCheck:
+def check_citations(store, target_version: str, suggest: bool = True, embedding_store=None) -> CitationCheck:
     """Judge every current citation of the answer store against `target_version`, re-anchor what went
     stale or was removed, and write citation_status.parquet and blast_radius.parquet under
     <store.root>/citations/target_version=<v>/."""
@@ -228,7 +225,7 @@ def check_citations(store, target_version: str, reanchor_tiers: bool = True, emb
         cited_chunks = store.read_chunks(cited_version, columns=CHUNK_COLUMNS) if known else None
         parts.append(judge(group, cited_chunks, diff, target_chunks, target_version))
     status = pl.concat(parts, how="diagonal_relaxed") if parts else empty(CITATION_STATUS)
-    if reanchor_tiers and status.height:
+    if suggest and status.height:
         status = _with_suggestions(store, target_version, status, target_chunks, embedding_store)
     status = conform(status, CITATION_STATUS).sort("answer_id", "claim_id", "citation_id")
     radius = blast_radius(status, doc_diffs, target_version)
