@@ -210,3 +210,17 @@ def test_no_claims_gives_empty_tables_and_null_metrics():
     run = result.run.row(0, named=True)
     assert run["n_claims"] == 0 and run["supported_rate"] is None and run["traceability_rate"] is None
     assert run["model_calls"] == 0
+
+
+def test_stale_citation_with_a_suggestion_is_judged_but_not_traceable():
+    claims = claims_frame([("a", "c", "A river crosses the French capital.", 1)])
+    citations = citations_frame(
+        [{"answer_id": "a", "claim_id": "c", "citation_id": "k", "chunk_text": RIVER, "citation_status": "stale",
+          "stored_start_char": 100, "stored_end_char": 100 + len(RIVER)}]
+    )  # fmt: skip
+    result = verify(claims, citations, "v2", TableScorer({("Seine", "A river crosses the French capital."): (0.9, 0.05, 0.05)}))
+    claim = result.claims.row(0, named=True)
+    pair = result.pairs.row(0, named=True)
+    assert claim["status"] == "supported" and pair["label"] == "entailment"  # the suggestion does support it
+    assert not pair["locatable"] and not claim["traceable"]
+    assert result.answers["traceable"][0] is False and result.answers["locatability"][0] == 0.0

@@ -7,7 +7,6 @@ frames with the NLI_* schemas of citekeeper.schema; `write_outputs` puts them un
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -17,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
+from verifiers.answers import sha256_text
 from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
 from verifiers.lexical import STOPWORDS, LexicalSettings, lexical_support, tokens
 from verifiers.nli import Scorer
@@ -64,10 +64,6 @@ class VerifyResult:
         return counts
 
 
-def text_hash(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
 
@@ -92,7 +88,7 @@ def verify(
     pairs = sentences.join(evidence, on=CLAIM_KEY, how="inner")
     judged, stats = judge_pairs(pairs.filter(pl.col("evidence_text").is_not_null()).select(PAIR_KEY).unique(), scorer, settings, cache)
     pairs = _label_pairs(pairs, judged).with_columns(**model)
-    claim_rows = aggregate_claims(claims, sentences, pairs, evidence).with_columns(**model)
+    claim_rows = aggregate_claims(claims, sentences, pairs).with_columns(**model)
     answers = answer_metrics(claim_rows)
     stats |= {"n_pairs": pairs.height, "n_unique_pairs": judged.height}
     keys = {"run_id": pl.lit(run_id), "corpus_version": pl.lit(corpus_version)}
@@ -135,6 +131,7 @@ def resolve_spans(citations: pl.DataFrame) -> pl.DataFrame:
     The span is the anchored quote; the whole chunk when there is no quote; the stored span (e.g. a
     re-anchoring suggestion for a stale citation) when the quote is not in the chunk; else no evidence.
     `locatable`: the stored offsets (or, without any, the anchored ones) reproduce the quote exactly.
+    `anchored` / `locatable` are false for a citation whose status says it no longer holds.
     """
     frame = anchor_quotes(citations)
     chunk_len = pl.col("chunk_text").str.len_chars()
@@ -162,16 +159,19 @@ def resolve_spans(citations: pl.DataFrame) -> pl.DataFrame:
         pl.when(no_quote).then(chunk_len).otherwise(pl.coalesce(stored_end, pl.when(exact).then(pl.col("quote_end"))))
         .cast(pl.Int64).alias("_loc_end"),
     )  # fmt: skip
+    # A stale / removed / invalid citation does not hold, even when a re-anchoring suggestion gives evidence.
+    holding = pl.col("citation_status").is_null() | pl.col("citation_status").is_in(["valid", "relocated", "drifted"])
     reproduced = pl.col("chunk_text").str.slice(pl.col("_loc_start"), pl.col("_loc_end") - pl.col("_loc_start"))
     return frame.with_columns(
         pl.col("chunk_text").str.slice(pl.col("_span_start"), pl.col("_span_end") - pl.col("_span_start")).alias("evidence_text"),
         (pl.col("chunk_start_char") + pl.col("_span_start")).alias("evidence_start_char"),
         (pl.col("chunk_start_char") + pl.col("_span_end")).alias("evidence_end_char"),
-        pl.col("anchor").is_in([ANCHOR_EXACT, ANCHOR_NORMALIZED, ANCHOR_NO_QUOTE]).alias("anchored"),
+        (pl.col("anchor").is_in([ANCHOR_EXACT, ANCHOR_NORMALIZED, ANCHOR_NO_QUOTE]) & holding).alias("anchored"),
         (
             (pl.col("_loc_start") >= 0)
             & (pl.col("_loc_end") <= chunk_len)
             & (reproduced == pl.coalesce(pl.col("quote"), pl.col("chunk_text")))
+            & holding
         )
         .fill_null(False)
         .alias("locatable"),
@@ -234,8 +234,8 @@ def nli_verdicts(
 ) -> tuple[pl.DataFrame, int]:
     """NLI verdicts for (sentence, evidence_text) pairs: cached ones reused, the rest scored and cached."""
     keyed = pairs.with_columns(
-        pl.col("sentence").map_elements(text_hash, return_dtype=pl.String).alias("claim_hash"),
-        pl.col("evidence_text").map_elements(text_hash, return_dtype=pl.String).alias("evidence_hash"),
+        pl.col("sentence").map_elements(sha256_text, return_dtype=pl.String).alias("claim_hash"),
+        pl.col("evidence_text").map_elements(sha256_text, return_dtype=pl.String).alias("evidence_hash"),
     )
     hashes = ["claim_hash", "evidence_hash"]
     model_key = f"{scorer.model_id}@{scorer.revision}/{scorer.backend}"
@@ -382,9 +382,7 @@ def sentence_labels(pairs: pl.DataFrame) -> pl.DataFrame:
     )  # fmt: skip
 
 
-def aggregate_claims(
-    claims: pl.DataFrame, sentences: pl.DataFrame, pairs: pl.DataFrame, citations: pl.DataFrame
-) -> pl.DataFrame:
+def aggregate_claims(claims: pl.DataFrame, sentences: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
     """One status per claim, with its deciding tier, probabilities and reason."""
     label = pl.col("sentence_label")
     per_claim = sentence_labels(pairs).group_by(CLAIM_KEY).agg(
