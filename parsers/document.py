@@ -6,6 +6,7 @@ Headings stay in the text as their own elements; each heading opens its section'
 """
 from __future__ import annotations
 
+import codecs
 import io
 import re
 import zipfile
@@ -100,12 +101,14 @@ def partition_elements(source: SourceFile, config: ParseConfig) -> list:
 
 
 def decode_utf8(source: SourceFile, raw: bytes) -> str:
-    """Strict UTF-8 (a BOM is dropped): silently replacing bytes would make citations quote text that isn't there."""
+    """Strict UTF-8 (a BOM is dropped; a UTF-16 BOM means UTF-16): silently replacing bytes would make
+    citations quote text that isn't there."""
+    encoding = "utf-16" if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"
     try:
-        return raw.decode("utf-8-sig")
+        return raw.decode(encoding)
     except UnicodeDecodeError as exc:
         bad = raw[exc.start : exc.start + 1].hex()
-        reason = f"not valid UTF-8: byte 0x{bad} at offset {exc.start} ({exc.reason}); re-save the file as UTF-8"
+        reason = f"not valid {encoding.upper().removesuffix('-SIG')}: byte 0x{bad} at offset {exc.start} ({exc.reason}); re-save the file as UTF-8"
         raise DocumentError(source.source_path, "read", reason, error_type="EncodingError") from exc
 
 
@@ -145,8 +148,8 @@ def _partition_txt(source: SourceFile, raw: bytes) -> list:
 def _partition_rst(source: SourceFile, raw: bytes) -> list:
     from unstructured.partition.rst import partition_rst
 
-    decode_utf8(source, raw)  # pandoc would replace bad bytes silently
-    return partition_rst(file=io.BytesIO(raw))
+    text = decode_utf8(source, raw)  # pandoc would replace bad bytes silently
+    return partition_rst(file=io.BytesIO(text.encode("utf-8")))
 
 
 def _partition_pdf(source: SourceFile, raw: bytes) -> list:

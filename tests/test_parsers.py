@@ -193,6 +193,11 @@ def test_non_utf8_text(tmp_path, name):
     assert "offset 3" in error.reason and "0xe9" in error.reason
 
 
+def test_utf16_with_bom(tmp_path):
+    doc = parse_file(write(tmp_path / "notes.txt", "Caf\xe9 au lait is on the menu.\n".encode("utf-16")))
+    assert doc.text == "Café au lait is on the menu."
+
+
 def test_whitespace_only_file(tmp_path):
     error = parse_error(write(tmp_path / "blank.md", "\n\n   \n")).error
     assert (error.stage, error.error_type) == ("parse", "NoText")
