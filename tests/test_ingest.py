@@ -158,6 +158,33 @@ def test_killed_run_leaves_previous_version_and_rerun_completes(
     assert store.read_chunks("one").equals(before)
 
 
+def test_process_killed_before_manifest_leaves_previous_version(source: Path, store_dir: Path) -> None:
+    store = CorpusStore(store_dir)
+    ingest(source, store, version="one")
+    before = store.read_chunks("one")
+    (source / "gamma.md").write_text(markdown("gamma", 3))
+    # a real death: no exception handlers, no finally blocks, the lock released by the OS
+    code = textwrap.dedent(f"""
+        import os
+        from citekeeper.ingest import ingest
+        from citekeeper.store import CorpusStore
+        CorpusStore._write_manifest = lambda self, manifest: os._exit(9)
+        ingest({str(source)!r}, CorpusStore({str(store_dir)!r}), version="two")
+    """)
+    killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert killed.returncode == 9, killed.stderr
+    assert [v.name for v in store.versions()] == ["one"]
+    assert store.read_chunks("one").equals(before)
+
+    result = ingest(source, store, version="two", lock_timeout=5)
+    assert result.created and (result.n_parsed, result.n_reused) == (1, 3)
+    two = assert_sound(store, "two")
+    documents = store.read_documents("two")
+    assert documents["doc_id"].is_unique().all() and documents.height == 4
+    assert two.height == documents["n_chunks"].sum() == store.manifest("two").n_chunks
+    assert store.read_chunks("one").equals(before)
+
+
 def hold_lock(store_dir: Path, seconds: float | None) -> subprocess.Popen:
     """A second process holding the writer lock: until stdin closes, or for `seconds`."""
     release = "sys.stdin.read()" if seconds is None else f"time.sleep({seconds})"
