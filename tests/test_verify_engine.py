@@ -224,3 +224,17 @@ def test_stale_citation_with_a_suggestion_is_judged_but_not_traceable():
     assert claim["status"] == "supported" and pair["label"] == "entailment"  # the suggestion does support it
     assert not pair["locatable"] and not claim["traceable"]
     assert result.answers["traceable"][0] is False and result.answers["locatability"][0] == 0.0
+
+
+def test_empty_evidence_never_supports():
+    claims = claims_frame([("a", "c1", "Paris is the capital.", 1), ("a", "c2", "Paris is the capital.", 1)])
+    citations = citations_frame(
+        [
+            {"answer_id": "a", "claim_id": "c1", "citation_id": "k1", "chunk_text": "   \n "},
+            {"answer_id": "a", "claim_id": "c2", "citation_id": "k2", "chunk_text": PARIS, "quote": ""},
+        ]
+    )
+    scorer = TableScorer({}, default=(0.99, 0.005, 0.005))  # a scorer that would say "entailed" to anything
+    result = verify(claims, citations, "v1", scorer)
+    assert result.claims["status"].to_list() == ["unsupported", "unsupported"]
+    assert result.pairs["label"].to_list() == ["no_evidence", "no_evidence"] and scorer.model_calls == 0

@@ -162,8 +162,10 @@ def resolve_spans(citations: pl.DataFrame) -> pl.DataFrame:
     # A stale / removed / invalid citation does not hold, even when a re-anchoring suggestion gives evidence.
     holding = pl.col("citation_status").is_null() | pl.col("citation_status").is_in(["valid", "relocated", "drifted"])
     reproduced = pl.col("chunk_text").str.slice(pl.col("_loc_start"), pl.col("_loc_end") - pl.col("_loc_start"))
+    evidence = pl.col("chunk_text").str.slice(pl.col("_span_start"), pl.col("_span_end") - pl.col("_span_start"))
     return frame.with_columns(
-        pl.col("chunk_text").str.slice(pl.col("_span_start"), pl.col("_span_end") - pl.col("_span_start")).alias("evidence_text"),
+        # empty or blank evidence is no evidence: it must never support a claim
+        pl.when(evidence.str.strip_chars().str.len_chars() > 0).then(evidence).alias("evidence_text"),
         (pl.col("chunk_start_char") + pl.col("_span_start")).alias("evidence_start_char"),
         (pl.col("chunk_start_char") + pl.col("_span_end")).alias("evidence_end_char"),
         (pl.col("anchor").is_in([ANCHOR_EXACT, ANCHOR_NORMALIZED, ANCHOR_NO_QUOTE]) & holding).alias("anchored"),
