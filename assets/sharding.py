@@ -9,6 +9,7 @@ finds the tree already committed and the rest of the pipeline runs as usual.
 """
 
 import os
+import warnings
 
 import dagster as dg
 
@@ -19,6 +20,10 @@ from pipelines.resources import CitekeeperConfig
 # stage and commit. Set CITEKEEPER_INGEST_SHARDS before the code location loads.
 N_SHARDS = int(os.environ.get("CITEKEEPER_INGEST_SHARDS", "4"))
 SHARD_GROUP = "ingest_shards"
+
+with warnings.catch_warnings():  # the mapping is marked beta; it is the documented way to fan shards in
+    warnings.simplefilter("ignore", dg.BetaWarning)
+    version_of_shard = dg.MultiToSingleDimensionPartitionMapping("corpus_version")
 
 doc_shards = dg.StaticPartitionsDefinition([str(i) for i in range(N_SHARDS)])
 shard_x_version = dg.MultiPartitionsDefinition({"corpus_version": corpus_versions, "doc_shard": doc_shards})
@@ -53,8 +58,7 @@ def ingest_shard_stage(context: dg.AssetExecutionContext, citekeeper: Citekeeper
 @dg.asset(
     partitions_def=corpus_versions,
     group_name=SHARD_GROUP,
-    deps=[dg.AssetDep(ingest_shard_stage,
-                      partition_mapping=dg.MultiToSingleDimensionPartitionMapping("corpus_version"))],
+    deps=[dg.AssetDep(ingest_shard_stage, partition_mapping=version_of_shard)],
     pool="citekeeper_store_writer",
 )
 def ingest_shard_commit(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:

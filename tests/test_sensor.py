@@ -18,7 +18,9 @@ FAQ_V2 = "# FAQ\n\nTimeouts default to ten seconds since the last release.\n"
 
 def _tick(defs: dg.Definitions, instance: dg.DagsterInstance, cursor: str | None):
     """Evaluate the sensor as the daemon does, and apply its dynamic-partition requests."""
-    context = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
+    context = dg.build_sensor_context(
+        instance=instance, instance_ref=instance.get_ref(), cursor=cursor, definitions=defs, resources=defs.resources
+    )
     data = source_change_sensor.evaluate_tick(context)
     for request in data.dynamic_partitions_requests:
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))

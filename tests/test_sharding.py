@@ -1,0 +1,99 @@
+"""Sharded ingest (doc shard x corpus version stage partitions, then one commit) commits exactly the corpus
+version a single-process ingest commits, for a first and an incremental version, whether the shards run
+as Dagster runs in any order or side by side."""
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from assets.sharding import N_SHARDS
+from citekeeper.ingest import Shard, ingest, stage
+from citekeeper.store import CorpusStore
+from parsers.model import ParseConfig
+from pipelines.definitions import build_definitions
+from pipelines.resources import CitekeeperConfig
+
+N_DOCS = 12
+VOLATILE = ["ingested_at"]  # the wall-clock time of the ingest, the only column allowed to differ
+
+
+def _write_corpus(source: Path) -> None:
+    source.mkdir(exist_ok=True)
+    for i in range(N_DOCS):
+        sections = "\n\n".join(
+            f"## Section {j}\n\nDocument {i} explains topic {j}. It has a second sentence about {i * j} items."
+            for j in range(3)
+        )
+        (source / f"doc-{i:02d}.md").write_text(f"# Document {i}\n\n{sections}\n")
+
+
+def _table(read, version: str, key: list[str]) -> pl.DataFrame:
+    return read(version).drop(VOLATILE).sort(key)
+
+
+def _assert_same_version(sharded: CorpusStore, single: CorpusStore, version: str) -> None:
+    assert _table(sharded.read_chunks, version, ["chunk_id"]).equals(_table(single.read_chunks, version, ["chunk_id"]))
+    assert _table(sharded.read_documents, version, ["doc_id"]).equals(
+        _table(single.read_documents, version, ["doc_id"])
+    )
+    a, b = sharded.manifest(version), single.manifest(version)
+    assert (a.parent, a.corpus_hash, a.n_documents, a.n_chunks) == (b.parent, b.corpus_hash, b.n_documents, b.n_chunks)
+
+
+def _stage_through_dagster(defs: dg.Definitions, instance: dg.DagsterInstance, version: str) -> list[dict]:
+    """One stage run per shard partition, last shard first: a shard's output does not depend on order."""
+    stage_job = defs.resolve_job_def("citekeeper_ingest_shard_stage")
+    staged = []
+    for shard in reversed(range(N_SHARDS)):
+        key = dg.MultiPartitionKey({"corpus_version": version, "doc_shard": str(shard)})
+        result = stage_job.execute_in_process(partition_key=key, instance=instance)
+        assert result.success
+        (materialization,) = result.asset_materializations_for_node("ingest_shard_stage")
+        staged.append({k: v.value for k, v in materialization.metadata.items()})
+    return staged
+
+
+def _stage_side_by_side(source: Path, store: CorpusStore, version: str, parse_config: ParseConfig) -> list[dict]:
+    """All shards at once in threads (Dagster's in-process executor is not thread-safe, its runs are
+    separate processes or pods in deployment): staging takes no lock and writes disjoint directories."""
+    with ThreadPoolExecutor(max_workers=N_SHARDS) as pool:
+        results = list(pool.map(lambda i: stage(source, store, version, shard=Shard(i, N_SHARDS), config=parse_config),
+                                range(N_SHARDS)))
+    return [{"n_parsed": r.n_parsed, "n_reused": r.n_reused} for r in results]
+
+
+def _commit(defs: dg.Definitions, instance: dg.DagsterInstance, version: str) -> None:
+    job = defs.resolve_job_def("citekeeper_ingest_shard_commit")
+    assert job.execute_in_process(partition_key=version, instance=instance).success
+
+
+def test_sharded_ingest_equals_single_ingest(tmp_path: Path):
+    source = tmp_path / "source"
+    _write_corpus(source)
+    config = CitekeeperConfig(store_dir=str(tmp_path / "sharded"), source_dir=str(source))
+    defs = build_definitions(config)
+    sharded, single = CorpusStore(tmp_path / "sharded"), CorpusStore(tmp_path / "single")
+    parse_config = ParseConfig(max_chunk_chars=config.max_chunk_chars)
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("corpus_version", ["v1", "v2"])
+        staged = _stage_through_dagster(defs, instance, "v1")
+        _commit(defs, instance, "v1")
+        parsed_per_shard = [s["n_parsed"] for s in staged]
+        assert sum(parsed_per_shard) == N_DOCS and max(parsed_per_shard) < N_DOCS  # the work was split
+        ingest(source, single, version="v1", config=parse_config)
+        _assert_same_version(sharded, single, "v1")
+
+        (source / "doc-03.md").write_text("# Document 3\n\n## Section 0\n\nRewritten text for version two.\n")
+        (source / "doc-07.md").unlink()
+        staged = _stage_side_by_side(source, sharded, "v2", parse_config)
+        _commit(defs, instance, "v2")
+        assert sum(s["n_parsed"] for s in staged) == 1 and sum(s["n_reused"] for s in staged) == N_DOCS - 2
+        ingest(source, single, version="v2", config=parse_config)
+        _assert_same_version(sharded, single, "v2")
+
+        # The regular pipeline's ingest of the same version finds it committed and lets downstream run.
+        assert defs.resolve_job_def("citekeeper_ingest").execute_in_process(partition_key="v2", instance=instance).success
+    assert [m.name for m in sharded.versions()] == ["v1", "v2"]
+    assert not any((sharded.staging_dir).glob("*/shard-*"))
