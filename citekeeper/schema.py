@@ -139,6 +139,7 @@ CITATION_STATUS = pa.schema(
         pa.field("old_text", pa.string()),  # cited chunk text at the cited version
         pa.field("new_text", pa.string()),  # successor chunk text in the target version
         pa.field("suggested_text", pa.string()),  # text of the suggested replacement span
+        pa.field("suggested_source_path", pa.string()),
         pa.field("suggested_access_scope", pa.string()),
     ]
 )

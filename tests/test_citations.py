@@ -166,8 +166,7 @@ def test_real_httpx_statuses_match_the_text(httpx_check):
         elif anywhere:
             # Every moved sentence is re-anchored exactly, in its own document when it is still there.
             assert row["suggested_method"] == "exact", row
-            suggested = text_by_id[store.read_chunks(NEW_TAG, columns=["chunk_id", "doc_id"]).filter(
-                pl.col("chunk_id") == row["suggested_chunk_id"])["doc_id"].item()]
+            suggested = text_by_path[row["suggested_source_path"]]
             assert suggested[row["suggested_start_char"] : row["suggested_end_char"]] == quote
             if in_same_doc:
                 assert suggested == text_by_path[row["source_path"]]

@@ -83,7 +83,7 @@ def test_word_diff_marks_changed_words_and_reanchor_shown():
     assert "<ins>great </ins>" in html or "<ins>great" in html
     moved = status.filter(pl.col("quote") == MOVED).row(0, named=True)
     assert moved["suggested_method"] == "exact"
-    assert f"suggested re-anchor (exact, score 1.000): <span class=\"loc\">{moved['suggested_chunk_id']}" in html
+    assert f"suggested re-anchor (exact, score 1.000): <span class=\"loc\">other.md · {moved['suggested_chunk_id']}" in html
     assert word_diff("a <b> c", "a <x> c") == "a <del>&lt;b&gt;</del><ins>&lt;x&gt;</ins> c"
     table = html[html.index('id="blast-radius"') : html.index('id="answers"')]
     assert re.search(r"<td>1</td><td>public.md</td><td>modified</td>", table)

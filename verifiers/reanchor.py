@@ -44,7 +44,7 @@ class Reanchorer:
 
     def __init__(self, target_docs: pl.DataFrame, target_chunks: pl.DataFrame, index_factory=None):
         self.docs = target_docs.select("doc_id", "text")
-        self.chunks = target_chunks.select("chunk_id", "doc_id", "text", "start_char", "end_char", "access_scope")
+        self.chunks = target_chunks.select("chunk_id", "doc_id", "text", "start_char", "end_char", "access_scope", "source_path")
         self._index_factory = index_factory
         self._index = None
 
@@ -135,5 +135,7 @@ def reanchor(rows: pl.DataFrame, reanchorer: Reanchorer) -> pl.DataFrame:
                 else {}
             )
         )
-    scopes = reanchorer.chunks.select(suggested_chunk_id="chunk_id", suggested_access_scope="access_scope")
-    return pl.DataFrame(out, schema=SUGGESTION_SCHEMA).join(scopes, on="suggested_chunk_id", how="left")
+    where = reanchorer.chunks.select(
+        suggested_chunk_id="chunk_id", suggested_source_path="source_path", suggested_access_scope="access_scope"
+    )
+    return pl.DataFrame(out, schema=SUGGESTION_SCHEMA).join(where, on="suggested_chunk_id", how="left")

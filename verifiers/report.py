@@ -94,8 +94,8 @@ def _card(row: dict) -> str:
     if row["suggested_chunk_id"] is not None:
         parts.append(
             f'<p>suggested re-anchor ({escape(row["suggested_method"])}, score {row["suggested_score"]:.3f}): '
-            f'<span class="loc">{escape(row["suggested_chunk_id"])} · chars {row["suggested_start_char"]}–'
-            f'{row["suggested_end_char"]}</span></p>'
+            f'<span class="loc">{_locator(row["suggested_source_path"], row["suggested_chunk_id"], row["suggested_start_char"], row["suggested_end_char"])}'
+            "</span></p>"
             f'<div class="text">{_text(row["suggested_text"], row["suggested_access_scope"])}</div>'
         )
     elif status in ("stale", "removed"):
