@@ -85,6 +85,7 @@ CLAIMS = pa.schema(
         pa.field("text_hash", pa.string(), nullable=False),
         pa.field("n_citations", pa.int32(), nullable=False),  # 0 -> the claim is uncited
         pa.field("source_claim_id", pa.string()),  # claim_id as given in structured input
+        pa.field("status", pa.string(), nullable=False),  # cited | uncited (a marker-form sentence without markers)
     ]
 )
 

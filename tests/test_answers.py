@@ -103,6 +103,7 @@ def test_add_registers_good_lines_and_reports_bad_ones(tmp_path):
     claims = pl.read_parquet(tmp_path / "store/answers/claims.parquet")
     assert claims.columns == CLAIMS.names
     assert claims.filter(pl.col("answer_id") == "m1")["n_citations"].to_list() == [1, 2, 0, 1]
+    assert claims.filter(pl.col("answer_id") == "m1")["status"].to_list() == ["cited", "cited", "uncited", "cited"]
     citations = pl.read_parquet(tmp_path / "store/answers/citations.parquet")
     assert citations.columns == CITATIONS.names
     assert citations.height == 3 + 4

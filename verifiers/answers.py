@@ -284,6 +284,7 @@ def answer_rows(answer: ParsedAnswer, revision: int, source_file: str | None, re
                 "text_hash": sha256_text(claim.text),
                 "n_citations": len(claim.citations),
                 "source_claim_id": claim.source_claim_id,
+                "status": "cited" if claim.citations else "uncited",
             }
         )
         for citation_index, cit in enumerate(claim.citations):

@@ -146,8 +146,8 @@ def _answers(status: pl.DataFrame, answers: pl.DataFrame, claims: pl.DataFrame) 
         )
         for claim in claims.filter(pl.col("answer_id") == answer["answer_id"]).sort("claim_index").iter_rows(named=True):
             out.append(f'<h4>claim: {escape(claim["text"])}</h4>')
-            if claim["n_citations"] == 0:
-                out.append('<p class="loc">uncited claim</p>')
+            if claim["status"] == "uncited":
+                out.append('<p class="loc">uncited claim: no citation supports it</p>')
             for row in cards.get(claim["claim_id"], pl.DataFrame()).iter_rows(named=True):
                 out.append(_card(row))
         out.append("</article>")
