@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 from dagster._core.instance.ref import InstanceRef
 
 from tests.conftest import REPO
@@ -34,7 +35,8 @@ def test_code_location_loads_with_the_repo_instance_config() -> None:
     assert "citekeeper" in defs.resources
 
 
-def test_dagster_yaml_limits_store_writers(tmp_path: Path) -> None:
+def test_dagster_yaml_limits_store_writers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # dagster.yaml's storage paths are relative to the working directory
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path), config_dir=str(REPO))) as instance:
         config = instance.get_concurrency_config()
         assert config.pool_config.default_pool_limit == 1
