@@ -24,7 +24,10 @@ def postgres_instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     dagster_home = tmp_path / "dagster_home"
     dagster_home.mkdir()
     shutil.copy(REPO / "deploy" / "dagster-postgres.yaml", dagster_home / "dagster.yaml")
-    monkeypatch.setenv("DAGSTER_PG_URL", PG_URL)
+    url = sa.engine.make_url(PG_URL)
+    for name, value in {"HOST": url.host, "PORT": url.port, "DB": url.database, "USER": url.username,
+                        "PASSWORD": url.password or "unused-with-trust-auth"}.items():
+        monkeypatch.setenv(f"DAGSTER_PG_{name}", str(value))
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         yield instance
 
@@ -44,7 +47,7 @@ def test_pipeline_with_postgres_run_and_event_storage(postgres_instance: dg.Dags
     assert type(postgres_instance.run_storage).__name__ == "PostgresRunStorage"
     assert type(postgres_instance.event_log_storage).__name__ == "PostgresEventLogStorage"
 
-    engine = sa.create_engine(PG_URL)
+    engine = sa.create_engine(sa.engine.make_url(PG_URL).set(drivername="postgresql+psycopg2"))
     try:
         with engine.connect() as db:
             run_status = db.execute(sa.text("SELECT status FROM runs WHERE run_id = :r"), {"r": result.run_id}).scalar()
