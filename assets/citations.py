@@ -80,6 +80,7 @@ def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
     from citekeeper.answer_store import AnswerStore
     from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
     from verifiers.citations import status_dir
+    from verifiers.plots import report_plots
     from verifiers.report import terminal_summary, write_html
     from verifiers.tables import read_parquet
 
@@ -89,7 +90,8 @@ def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
     status = read_parquet(out / "citation_status.parquet", CITATION_STATUS)
     radius = read_parquet(out / "blast_radius.parquet", BLAST_RADIUS)
     answers = AnswerStore(store.root)
-    path = write_html(out / "report.html", status, radius, answers.answers(), answers.claims(), version)
+    plots = report_plots(store.root, [m.name for m in store.versions()], version, radius)
+    path = write_html(out / "report.html", status, radius, answers.answers(), answers.claims(), version, plots_html=plots)
     summary = terminal_summary(status, radius, version)
     context.log.info(summary)
     return dg.MaterializeResult(metadata={"path": str(path), "summary": dg.MetadataValue.md(f"```\n{summary}\n```")})

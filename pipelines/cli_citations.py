@@ -104,6 +104,7 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
     from citekeeper.answer_store import AnswerStore
     from citekeeper.schema import CITATION_STATUS
     from verifiers.citations import check_citations
+    from verifiers.plots import report_plots
     from verifiers.report import terminal_summary, write_html
     from verifiers.tables import write_parquet
 
@@ -118,7 +119,8 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
         click.echo(f"statuses written to {write_parquet(check.status, CITATION_STATUS, out)}")
     if report is not None:
         answers = AnswerStore(store.root)
-        write_html(report, check.status, check.blast_radius, answers.answers(), answers.claims(), target)
+        plots = report_plots(store.root, [m.name for m in store.versions()], target, check.blast_radius)
+        write_html(report, check.status, check.blast_radius, answers.answers(), answers.claims(), target, plots_html=plots)
         click.echo(f"report written to {report}")
     failing = {s: n for s, n in check.counts().items() if s in fail_on and n}
     if failing:

@@ -6,6 +6,7 @@ report stays self-contained and renders the same in any browser or mail client.
 from __future__ import annotations
 
 from html import escape
+from pathlib import Path
 
 import polars as pl
 
@@ -24,7 +25,7 @@ WIDTH = 640
 BAR_AREA_HEIGHT = 180
 MARGIN_LEFT = 48
 MARGIN_TOP = 16
-AXIS_LABEL_HEIGHT = 56
+AXIS_LABEL_HEIGHT = 44
 
 
 def status_counts(citation_status: pl.DataFrame) -> pl.DataFrame:
@@ -131,7 +132,7 @@ def stale_over_time_svg(counts: pl.DataFrame, versions: list[str]) -> str:
     return _svg(height, "Stale, removed or invalid citations per corpus version", body)
 
 
-def blast_radius_svg(blast: pl.DataFrame, value_column: str = "n_citations", label_column: str = "doc_id", top: int = 10) -> str:
+def blast_radius_svg(blast: pl.DataFrame, value_column: str = "n_citations", label_column: str = "document", top: int = 10) -> str:
     """Horizontal bars: the documents whose change affects the most citations."""
     rows = blast.sort(value_column, descending=True).head(top).select(label_column, value_column).rows()
     max_value = max(max((v for _, v in rows), default=0), 1)
@@ -150,19 +151,36 @@ def blast_radius_svg(blast: pl.DataFrame, value_column: str = "n_citations", lab
         )
         body.append(f'<text x="{label_width + w + 4:.1f}" y="{y + 14}">{value}</text>')
     if not rows:
-        body.append(f'<text x="{MARGIN_LEFT}" y="{MARGIN_TOP + 14}">no changed document affects a citation</text>')
+        body.append(f'<text x="{MARGIN_LEFT}" y="{MARGIN_TOP + 14}">no changed document broke a citation</text>')
     height = MARGIN_TOP + max(len(rows), 1) * row_height + 12
-    return _svg(height, f"Top documents by {value_column}", body)
+    return _svg(height, "Documents whose change broke the most citations", body)
 
 
-def plots_html(counts: pl.DataFrame, versions: list[str], blast: pl.DataFrame | None) -> str:
+def plots_html(counts: pl.DataFrame, versions: list[str], blast: pl.DataFrame) -> str:
     """The report's plots section: three figures, inline SVG."""
     figures = [
         ("Citation statuses per version", statuses_per_version_svg(counts, versions)),
         ("Stale citations over time", stale_over_time_svg(counts, versions)),
+        ("Top blast-radius documents", blast_radius_svg(blast)),
     ]
-    if blast is not None:
-        figures.append(("Top blast-radius documents", blast_radius_svg(blast)))
     return "".join(
         f'<figure class="plot"><figcaption>{escape(caption)}</figcaption>{svg}</figure>' for caption, svg in figures
     )
+
+
+def report_plots(store_root: Path, versions: list[str], target_version: str, blast_radius: pl.DataFrame) -> str:
+    """Plots for the report of `target_version`: citation statuses of every version up to it (from the
+    citation_status.parquet files already written) and the target's blast radius."""
+    from verifiers.citations import status_dir
+
+    shown = versions[: versions.index(target_version) + 1] if target_version in versions else [target_version]
+    paths = [status_dir(store_root, v) / "citation_status.parquet" for v in shown]
+    frames = [pl.read_parquet(p, columns=["target_version", "status"]) for p in paths if p.is_file()]
+    if not frames:
+        return ""
+    counts = status_counts(pl.concat(frames))
+    shown = [v for v in shown if v in set(counts["target_version"].to_list())]
+    blast = blast_radius.filter(pl.col("n_citations") > 0).with_columns(
+        pl.coalesce("source_path", "doc_id").alias("document")
+    )
+    return plots_html(counts, shown, blast.select("document", "n_citations"))
