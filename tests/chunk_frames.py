@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timezone
+from pathlib import Path
 
 import polars as pl
 
@@ -77,3 +78,9 @@ def build_version(version: str, docs: dict[str, str], internal: frozenset[str] =
         )
     return from_rows(doc_rows, DOCUMENTS), from_rows(chunk_rows, CHUNKS)
 
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root

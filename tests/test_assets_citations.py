@@ -13,6 +13,7 @@ from assets.partitions import corpus_versions
 from citekeeper.schema import BLAST_RADIUS, CHUNK_DIFF, CITATION_STATUS, DOC_DIFF
 from citekeeper.store import CorpusStore
 from pipelines.resources import CitekeeperConfig
+from tests.chunk_frames import write_tree
 
 ASSETS = [
     ingest_assets.ingested_corpus,
@@ -21,13 +22,6 @@ ASSETS = [
     citation_assets.stale_report,
     citation_assets.citations_reference_existing_chunks,
 ]
-
-
-def write_tree(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    return root
 
 
 def materialize(instance, source: Path, store_dir: Path, version: str, answers: Path | None = None):

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from citekeeper.schema import CHUNK_DIFF, CITATION_STATUS
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
+from tests.chunk_frames import write_tree
 
 V1 = {
     "guide.md": "# Guide\n\nThe client keeps connections alive for reuse across requests.\n\n"
@@ -19,13 +20,6 @@ V2 = {
     "guide.md": "# Guide\n\nThe client keeps connections alive for reuse across requests.\n\n"
     "## Timeouts\n\nThe default timeout is ten seconds for every network operation.\n",
 }
-
-
-def write_tree(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    return root
 
 
 @pytest.fixture(scope="module")
