@@ -102,3 +102,13 @@ def test_stale_rejects_unknown_status_and_version(store_root):
     assert bad_status.exit_code == 2 and "unknown status 'bogus'" in bad_status.output
     bad_version = run("stale", "--against", "v9", "--store", str(store_root))
     assert bad_version.exit_code == 1 and "unknown corpus version 'v9'" in bad_version.output
+
+
+def test_citation_status_function_matches_stored_parquet(store_root):
+    from verifiers.citations import citation_status
+
+    run("answers", "add", str(store_root.parent / "answers.jsonl"), "--store", str(store_root))
+    frame = citation_status(CorpusStore(store_root), "v1")
+    stored = pl.read_parquet(store_root / "citations" / "target_version=v1" / "citation_status.parquet")
+    assert frame.equals(stored)
+    assert set(frame["status"]) == {"valid"} and frame.height == 3
