@@ -1,2 +1,128 @@
-"""citekeeper demo."""
-COMMANDS: list = []
+"""citekeeper demo: the whole pipeline on the bundled sample corpus, through the real Dagster job.
+
+v1 is ingested and the sample answers (sample_corpus/answers.jsonl, citing real v1 chunk_ids) are registered
+and checked; then v2 is ingested, diffed against v1, every citation judged against v2, the stale report
+written and the claims re-verified. Running it again reuses the committed versions, the registered answers
+and the verdict cache, and gives the same results.
+"""
+from pathlib import Path
+
+import click
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_CORPUS = REPO / "sample_corpus"
+DEMO_STORE = ".citekeeper/demo"
+VERSIONS = ("v1", "v2")
+QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def nli_model_or_reason(model: str | None, no_model: bool) -> tuple[str | None, str]:
+    """The NLI model to use, or None with the plain reason why only the model-free tiers run."""
+    from verifiers.nli import DEFAULT_MODEL, LabelSetError, ModelUnavailable, load_scorer
+
+    if no_model:
+        return None, "NLI: --no-model given; running the anchoring and lexical tiers only."
+    wanted = model or DEFAULT_MODEL
+    try:
+        load_scorer(wanted)
+    except (ModelUnavailable, LabelSetError) as exc:
+        first_line = str(exc).splitlines()[0]
+        return None, (
+            f"NLI: model {wanted} could not be loaded ({first_line}).\n"
+            "     Running the anchoring and lexical tiers only: claims they cannot decide are reported as "
+            "'unverified', never guessed. Pass --model /local/dir to use a local NLI model."
+        )
+    return wanted, f"NLI: model {wanted}"
+
+
+def run_version(instance, store_dir: Path, version: str, source: Path, answers: Path, nli_model: str | None) -> None:
+    """Materialize every asset of one corpus version with the pipeline job; raise with the failing steps."""
+    from pipelines.definitions import build_definitions
+    from pipelines.resources import CitekeeperConfig
+
+    if not instance.has_dynamic_partition("corpus_version", version):
+        instance.add_dynamic_partitions("corpus_version", [version])
+    config = CitekeeperConfig(
+        store_dir=str(store_dir), source_dir=str(source), answers_path=str(answers), nli_model=nli_model
+    )
+    job = build_definitions(config).resolve_job_def("citekeeper_pipeline")
+    result = job.execute_in_process(
+        partition_key=version, instance=instance, run_config=QUIET_RUN_CONFIG, raise_on_error=False
+    )
+    if not result.success:
+        failures = [
+            f"  {event.step_key}: {event.event_specific_data.error.message.strip()}"
+            for event in result.all_events
+            if event.is_step_failure
+        ]
+        raise click.ClickException(f"pipeline run for {version} failed:\n" + "\n".join(failures))
+
+
+def summary(store_dir: Path, nli_note: str) -> str:
+    """Where everything went, and what the v1 -> v2 update did to the sample answers."""
+    import polars as pl
+
+    from assets.verification import latest_run_dir
+    from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
+    from citekeeper.store import CorpusStore
+    from verifiers.citations import status_dir
+    from verifiers.diff import diff_dir
+    from verifiers.report import terminal_summary
+    from verifiers.tables import read_parquet
+
+    store = CorpusStore(store_dir)
+    old, new = VERSIONS
+    status_path = status_dir(store.root, new)
+    status = read_parquet(status_path / "citation_status.parquet", CITATION_STATUS)
+    radius = read_parquet(status_path / "blast_radius.parquet", BLAST_RADIUS)
+    verify_dir = latest_run_dir(store.root, new)
+    claims = pl.read_parquet(verify_dir / "claims.parquet")
+    run = pl.read_parquet(verify_dir / "run.parquet").row(0, named=True)
+    claim_counts = dict(sorted(claims.group_by("status").len().iter_rows()))
+    lines = [
+        "",
+        f"citekeeper demo: sample corpus {old} -> {new}, store {store.root}",
+        "",
+        *(f"  corpus {m.name}: {m.n_documents} documents, {m.n_chunks} chunks, {m.n_errors} quarantined "
+          f"-> {store.parquet_path('chunks', m.name)}" for m in store.versions()),
+        f"  diff {old} -> {new}:        {diff_dir(store.root, old, new)}",
+        f"  citation status:       {status_path / 'citation_status.parquet'}",
+        f"  blast radius:          {status_path / 'blast_radius.parquet'}",
+        f"  stale report (HTML):   {status_path / 'report.html'}",
+        f"  verification:          {verify_dir}",
+        "",
+        terminal_summary(status, radius, new),
+        "",
+        nli_note,
+        f"claims against {new}: " + ", ".join(f"{s} {n}" for s, n in claim_counts.items())
+        + f" (model calls {run['model_calls']}, cache hits {run['cache_hits']}, "
+        f"lexical decisions {run['lexical_decisions']})",
+    ]
+    return "\n".join(lines)
+
+
+@click.command("demo")
+@click.option("--store", "store_dir", type=click.Path(file_okay=False, path_type=Path), default=DEMO_STORE,
+              show_default=True, help="Where the demo's store (and its Dagster run history) goes.")
+@click.option("--corpus", type=click.Path(file_okay=False, exists=True, path_type=Path), default=SAMPLE_CORPUS,
+              show_default="sample_corpus/", help="A corpus dir with v1/, v2/ and answers.jsonl.")
+@click.option("--model", default=None, help="NLI model (hub id or local dir); default: try the default model.")
+@click.option("--no-model", is_flag=True, help="Skip NLI; run the anchoring and lexical tiers only.")
+def demo_command(store_dir: Path, corpus: Path, model: str | None, no_model: bool) -> None:
+    """Run the whole pipeline on the sample corpus: ingest v1, register answers, ingest v2, diff,
+    stale report, re-verify. Idempotent."""
+    import dagster as dg
+
+    nli_model, nli_note = nli_model_or_reason(model, no_model)
+    click.echo(nli_note)
+    dagster_home = store_dir / "dagster_home"  # DAGSTER_HOME=<this> dagster dev shows the demo's runs
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        for version in VERSIONS:
+            click.echo(f"running the pipeline for corpus version {version} ({corpus / version}) ...")
+            run_version(instance, store_dir, version, corpus / version, corpus / "answers.jsonl", nli_model)
+    click.echo(summary(store_dir, nli_note))
+
+
+COMMANDS = [demo_command]

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import polars as pl
 
-STATUS_COLORS = {
-    "valid": "#2e7d32",
-    "relocated": "#1565c0",
-    "drifted": "#00897b",
-    "stale": "#ef6c00",
-    "removed": "#c62828",
-    "invalid": "#6a1b9a",
+STATUS_COLORS = {  # the badge colours of verifiers/report.py
+    "valid": "#1a7f37",
+    "relocated": "#0969da",
+    "drifted": "#8250df",
+    "stale": "#bc4c00",
+    "removed": "#cf222e",
+    "invalid": "#6e7781",
 }
 OTHER_COLOR = "#9e9e9e"
 NOT_VALID = ("stale", "removed", "invalid")
