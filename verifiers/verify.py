@@ -467,8 +467,8 @@ def _reason_expr() -> pl.Expr:
         .when(status == "unverified").then(
             pl.format("{} sentence(s) not decided by the lexical tier and no NLI model was loaded", n("n_unverified")))
         .when(status == "supported").then(
-            pl.format("all {} sentence(s) entailed by cited evidence ({} tier; weakest p_entailment {})",
-                      n("n_sentences"), n("tier"), p_entail))
+            pl.format("all {} sentence(s) entailed by cited evidence ({} tier; weakest support {})",
+                      n("n_sentences"), n("tier"), n("support_score").round(3).cast(pl.String).fill_null("n/a")))
         .when(status == "partially_supported").then(pl.format("{} entailed, the rest not supported", of_n))
         .otherwise(pl.format("no sentence entailed by its {} citation(s) (best p_entailment {})", n("n_citations"), p_entail))
     )  # fmt: skip
