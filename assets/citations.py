@@ -6,6 +6,8 @@ The logic lives in verifiers/; these assets read and write the store themselves:
 - stale_report     <store>/citations/target_version=<version>/report.html
 """
 
+import time
+
 import dagster as dg
 import polars as pl
 
@@ -17,6 +19,10 @@ from pipelines.resources import CitekeeperConfig
 GROUP = "citations"
 
 
+def _seconds_since(started: float) -> float:
+    return round(time.perf_counter() - started, 3)
+
+
 def _count_metadata(counts: dict[str, int], prefix: str) -> dict[str, int]:
     return {f"{prefix}{name}": int(n) for name, n in counts.items()}
 
@@ -26,11 +32,13 @@ def chunk_diff(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) 
     """Chunk- and document-level diff of a corpus version against its parent version."""
     from verifiers.diff import diff_dir, diff_versions
 
+    started = time.perf_counter()
     store = CorpusStore(citekeeper.store_path)
     version = context.partition_key
     parent = store.manifest(version).parent
     if parent is None:
-        return dg.MaterializeResult(metadata={"parent": "", "note": "first corpus version: nothing to diff"})
+        return dg.MaterializeResult(metadata={"parent": "", "note": "first corpus version: nothing to diff",
+                                              "duration_s": _seconds_since(started)})
     diff = diff_versions(store, parent, version)
     changed = diff.changed_docs().select("change", "old_source_path", "new_source_path")
     return dg.MaterializeResult(
@@ -40,6 +48,7 @@ def chunk_diff(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) 
             **_count_metadata(diff.doc_counts(), "documents_"),
             **_count_metadata(diff.chunk_counts(), "chunks_"),
             "changed_documents": dg.MetadataValue.md(_markdown_table(changed)) if changed.height else "none",
+            "duration_s": _seconds_since(started),
         }
     )
 
@@ -53,6 +62,7 @@ def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
     from citekeeper.answer_store import AnswerStore
     from verifiers.citations import check_citations
 
+    started = time.perf_counter()
     store = CorpusStore(citekeeper.store_path)
     registered = {}
     if citekeeper.answers_path:
@@ -70,6 +80,7 @@ def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
             "reanchored": reanchored,
             "path": str(check.status_path),
             "blast_radius": dg.MetadataValue.md(_markdown_table(check.blast_radius.head(10).drop("target_version"))),
+            "duration_s": _seconds_since(started),
         }
     )
 
@@ -84,6 +95,7 @@ def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
     from verifiers.report import terminal_summary, write_html
     from verifiers.tables import read_parquet
 
+    started = time.perf_counter()
     store = CorpusStore(citekeeper.store_path)
     version = context.partition_key
     out = status_dir(store.root, version)
@@ -94,7 +106,8 @@ def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
     path = write_html(out / "report.html", status, radius, answers.answers(), answers.claims(), version, plots_html=plots)
     summary = terminal_summary(status, radius, version)
     context.log.info(summary)
-    return dg.MaterializeResult(metadata={"path": str(path), "summary": dg.MetadataValue.md(f"```\n{summary}\n```")})
+    return dg.MaterializeResult(metadata={"path": str(path), "summary": dg.MetadataValue.md(f"```\n{summary}\n```"),
+                                          "duration_s": _seconds_since(started)})
 
 
 @dg.asset_check(

@@ -32,6 +32,24 @@ def _run(defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequ
     return job.execute_in_process(partition_key=request.partition_key, instance=instance, tags=request.tags)
 
 
+# Observability: what each materialization must record in Dagster (counts, quarantine, model use, durations).
+REQUIRED_METADATA = {
+    "documents": {"n_documents", "n_quarantined", "quarantined", "stage_seconds", "commit_seconds"},
+    "chunks": {"n_chunks"},
+    "chunk_diff": {"duration_s"},
+    "citation_status": {"n_citations", "duration_s"},
+    "stale_report": {"path", "duration_s"},
+    "verification": {"status_counts", "model_calls", "cache_hits", "duration_s"},
+}
+
+
+def _metadata(instance: dg.DagsterInstance, key: str, partition: str) -> dict:
+    (record,) = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(key), asset_partitions=[partition]), limit=1
+    ).records
+    return record.asset_materialization.metadata
+
+
 def _materialized_keys(instance: dg.DagsterInstance, keys, partition: str) -> set[dg.AssetKey]:
     return {
         key
@@ -86,7 +104,11 @@ def test_changed_document_triggers_new_version_with_downstream_assets(tmp_path: 
         result = _run(defs, instance, request_v2)
         assert result.success
         assert _materialized_keys(instance, job_keys, v2) == set(job_keys)
-        assert dg.AssetKey("chunks") in job_keys and len(job_keys) > 2  # ingest and what follows it
+        assert {dg.AssetKey(k) for k in REQUIRED_METADATA} <= set(job_keys)
+        for key, required in REQUIRED_METADATA.items():
+            assert required <= set(_metadata(instance, key, v2)), key
+        diff_counts = {k: v.value for k, v in _metadata(instance, "chunk_diff", v2).items() if k.startswith("chunks_")}
+        assert sum(diff_counts.values()) > 0, diff_counts  # the changed faq.md shows up in the diff
 
     assert [m.name for m in store.versions()] == [v1, v2]
     assert store.manifest(v2).parent == v1
