@@ -1,13 +1,14 @@
 """A changed document under the source root triggers the sensor, which adds a corpus-version partition
 and requests a run; that run materializes ingest and every downstream asset of the new version."""
 import os
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
 from citekeeper.store import CorpusStore
-from pipelines.automation import source_change_sensor, source_fingerprint
+from pipelines.automation import nightly_reindex_schedule, source_change_sensor, source_fingerprint
 from pipelines.definitions import build_definitions
 from pipelines.resources import CitekeeperConfig
 
@@ -117,3 +118,30 @@ def test_changed_document_triggers_new_version_with_downstream_assets(tmp_path: 
     assert any("ten seconds" in text for text in chunks_v2["text"])
     guide_ids = lambda chunks: set(chunks.filter(pl.col("source_path") == "guide.md")["chunk_id"])  # noqa: E731
     assert guide_ids(chunks_v1) == guide_ids(chunks_v2)
+
+
+def test_nightly_schedule_reindexes_changed_tree_and_skips_unchanged(tmp_path: Path):
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "faq.md").write_text(FAQ_V1)
+    defs = build_definitions(CitekeeperConfig(store_dir=str(tmp_path / "store"), source_dir=str(source)))
+    night = datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)
+
+    def tick(when: datetime):
+        with dg.build_schedule_context(instance=instance, instance_ref=instance.get_ref(), scheduled_execution_time=when,
+                                       resources=defs.resources, repository_def=defs.get_repository_def()) as context:
+            return nightly_reindex_schedule.evaluate_tick(context)
+
+    with dg.instance_for_test() as instance:
+        (request,) = tick(night).run_requests
+        assert request.partition_key == "nightly-20261130T020000Z"
+        assert instance.get_dynamic_partitions("corpus_version") == [request.partition_key]
+        job = defs.resolve_job_def("citekeeper_ingest")
+        assert job.execute_in_process(partition_key=request.partition_key, instance=instance).success
+
+        unchanged = tick(night + timedelta(days=1))
+        assert not unchanged.run_requests and "nightly-20261130T020000Z" in unchanged.skip_message
+        (source / "faq.md").write_text(FAQ_V2)
+        (changed,) = tick(night + timedelta(days=2)).run_requests
+        assert changed.partition_key == "nightly-20261202T020000Z"
+    assert [m.name for m in CorpusStore(tmp_path / "store").versions()] == ["nightly-20261130T020000Z"]
