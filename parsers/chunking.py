@@ -12,18 +12,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from citekeeper.text import sentence_spans
 from parsers.identity import chunk_ids, text_hash
 from parsers.model import Chunk
 
 HEADING_CATEGORY = "Title"
 
-# A sentence ends at . ! ? (or …) plus closing quotes/brackets, before whitespace and a capital, digit or
-# opening quote/bracket (Latin-1 capitals included). Conservative on purpose: a missed boundary only makes a piece longer.
-_SENTENCE_END = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*(?=\s+[\"'\u201c\u2018(\[]?[A-Z\u00c0-\u00d6\u00d8-\u00de0-9])")
-_ABBREVIATIONS = frozenset(
-    "e.g i.e etc vs cf al fig no nos mr mrs ms dr prof inc ltd co corp jr sr st approx dept est min max".split()
-)
-_LONGEST_ABBREVIATION = max(map(len, _ABBREVIATIONS))
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -127,28 +121,6 @@ def _pieces(text: str, blocks: list[Block], max_chars: int) -> Iterator[_Piece]:
             else:
                 for part_start, part_end in _split_overlong(text, start, end, max_chars):
                     yield _Piece(part_start, part_end, block)
-
-
-def sentence_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """Sentences of text[start:end] as absolute, whitespace-trimmed spans that tile the range."""
-    spans = []
-    sentence_start = start
-    for match in _SENTENCE_END.finditer(text, start, end):
-        if _is_abbreviation(text, sentence_start, match.start()):
-            continue
-        spans.append((sentence_start, match.end()))
-        sentence_start = _skip_whitespace(text, match.end(), end)
-    if sentence_start < end:
-        spans.append((sentence_start, end))
-    return spans
-
-
-def _is_abbreviation(text: str, sentence_start: int, dot: int) -> bool:
-    # Bounded look-back (no quadratic rescans); a longer word leaves a suffix too long to be an abbreviation.
-    lookback = max(sentence_start, dot - _LONGEST_ABBREVIATION - 1)
-    word_start = max(text.rfind(" ", lookback, dot), text.rfind("\n", lookback, dot)) + 1
-    word = text[max(word_start, lookback) : dot]
-    return (len(word) == 1 and word.isalpha()) or word.lower() in _ABBREVIATIONS
 
 
 def _skip_whitespace(text: str, pos: int, end: int) -> int:

@@ -1,13 +1,15 @@
 """Content-derived identity: chunk_id, text_hash, content_hash.
 
-A chunk_id depends only on the doc_id, the chunk's normalised text and how many chunks with that same
+A chunk_id depends only on the doc_id, the chunk's normalised text (citekeeper.text.normalize_text: NFKC,
+typographic quotes/dashes folded, whitespace collapsed) and how many chunks with that same
 normalised text came before it in the document, so it survives edits elsewhere and moves within the document.
 """
 from __future__ import annotations
 
 import hashlib
-import unicodedata
 from collections.abc import Iterable
+
+from citekeeper.text import normalize_text
 
 CHUNK_ID_HEX_CHARS = 20  # 80 bits: collisions are negligible for any corpus this tool will see
 
@@ -21,13 +23,8 @@ def text_hash(text: str) -> str:
     return sha256_hex(text.encode("utf-8", "surrogatepass"))
 
 
-def normalise_text(text: str) -> str:
-    """NFKC with whitespace runs collapsed, so reflowed or re-encoded text keeps its identity."""
-    return " ".join(unicodedata.normalize("NFKC", text).split())
-
-
 def chunk_id(doc_id: str, text: str, occurrence: int) -> str:
-    return _chunk_id(doc_id, normalise_text(text), occurrence)
+    return _chunk_id(doc_id, normalize_text(text), occurrence)
 
 
 def _chunk_id(doc_id: str, normalised_text: str, occurrence: int) -> str:
@@ -40,7 +37,7 @@ def chunk_ids(doc_id: str, texts: Iterable[str]) -> list[str]:
     seen: dict[str, int] = {}
     ids = []
     for text in texts:
-        norm = normalise_text(text)
+        norm = normalize_text(text)
         occurrence = seen.get(norm, 0)
         seen[norm] = occurrence + 1
         ids.append(_chunk_id(doc_id, norm, occurrence))

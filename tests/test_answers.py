@@ -7,7 +7,8 @@ import pytest
 
 from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
-from verifiers.answers import AnswerInputError, parse_answer, split_sentences
+from citekeeper.text import split_sentences
+from verifiers.answers import AnswerInputError, parse_answer
 
 STRUCTURED = {
     "answer_id": "a1",

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from parsers.chunking import chunk_document, sentence_spans
+from citekeeper.text import normalize_text, sentence_spans
+from parsers.chunking import chunk_document
 from parsers.discover import discover_sources
 from parsers.document import extract_blocks, parse_document
-from parsers.identity import chunk_id, chunk_ids, normalise_text, text_hash
+from parsers.identity import chunk_id, chunk_ids, text_hash
 from parsers.model import ParseConfig
 
 from .conftest import HTTPX_DOCS, SAMPLE_CORPUS
@@ -315,7 +316,7 @@ def test_sentence_spans_tile_the_range():
 
 def test_chunk_id_normalises_whitespace_and_unicode_but_text_hash_does_not():
     a, b = "Caf\u00e9  au\nlait \uff21", "Cafe\u0301 au lait A"  # composed vs decomposed, spacing, full-width A
-    assert normalise_text(a) == normalise_text(b)
+    assert normalize_text(a) == normalize_text(b)
     assert chunk_id("d", a, 0) == chunk_id("d", b, 0)
     assert text_hash(a) != text_hash(b)
     assert chunk_id("d", a, 0) != chunk_id("other", a, 0) != chunk_id("d", a, 1)

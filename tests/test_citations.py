@@ -6,9 +6,10 @@ import pytest
 
 from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import CITATION_STATUS, CITATIONS
+from citekeeper.text import split_sentences
 from tests.chunk_frames import build_version, doc_id_of, sha
 from tests.conftest import HTTPX_DOCS
-from verifiers.answers import answer_rows, parse_answer, split_sentences
+from verifiers.answers import answer_rows, parse_answer
 from verifiers.citations import CHUNK_COLUMNS, check_citations, judge
 from verifiers.diff import diff_frames
 from verifiers.tables import from_rows

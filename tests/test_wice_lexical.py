@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import REPO, WICE_DEV
 from verifiers.anchoring import locate_quote
 from verifiers.lexical import lexical_support
-from verifiers.sentences import normalize_with_offsets, split_sentences
+from citekeeper.text import normalize_with_offsets, split_sentences
 
 EVIDENCE = (
     "HTTPX was first released in 2019 by Encode. It offers a broadly requests-compatible API. "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from verifiers.sentences import normalize_with_offsets
+from citekeeper.text import normalize_with_offsets
 
 # anchor values: how (or whether) the quote was found in the evidence chunk.
 ANCHOR_EXACT = "exact"

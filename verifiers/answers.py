@@ -18,9 +18,9 @@ from pathlib import Path
 
 import polars as pl
 
+from citekeeper.text import split_sentences
+
 MARKER = re.compile(r"\[(\d+)\]")
-# A sentence runs to ., ! or ? plus any markers that follow it, and ends at whitespace or the end.
-SENTENCE = re.compile(r"\S.*?(?:[.!?]+(?:\s*\[\d+\])*(?=\s|$)|$)", re.S)
 
 
 class AnswerInputError(ValueError):
@@ -164,10 +164,6 @@ def _structured_claims(record: dict) -> tuple[ParsedClaim, ...]:
             )
         )
     return tuple(claims)
-
-
-def split_sentences(text: str) -> list[str]:
-    return [m.group(0).strip() for m in SENTENCE.finditer(text) if m.group(0).strip()]
 
 
 def _marker_claims(record: dict, answer: str) -> tuple[ParsedClaim, ...]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from rapidfuzz.distance import LCSseq
 
-from verifiers.sentences import normalize_text, sentence_spans
+from citekeeper.text import normalize_text, sentence_spans
 
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|\w+")
 _NUMBER = re.compile(r"^\d")

@@ -20,7 +20,7 @@ from verifiers.answers import sha256_text
 from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
 from verifiers.lexical import STOPWORDS, LexicalSettings, lexical_support, tokens
 from verifiers.nli import Scorer
-from verifiers.sentences import sentence_spans
+from citekeeper.text import sentence_spans
 from verifiers.tables import conform, write_parquet
 from verifiers.verdict_cache import VerdictCache
 
