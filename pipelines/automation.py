@@ -30,41 +30,26 @@ WRITER_TAGS = {
 # Step-level retry for transient failures inside an asset (store lock held, object-store hiccup).
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
 
-pipeline_job = dg.define_asset_job(
-    "citekeeper_pipeline",
-    selection=dg.AssetSelection.all() - dg.AssetSelection.groups(SHARD_GROUP),
-    partitions_def=corpus_versions,
-    tags=WRITER_TAGS,
-    op_retry_policy=TRANSIENT_RETRY,
-    description="One corpus version end to end: ingest, diff, citation status, re-verification, report.",
-)
 
-ingest_job = dg.define_asset_job(
-    "citekeeper_ingest",
-    selection=dg.AssetSelection.groups("ingest"),
-    partitions_def=corpus_versions,
-    tags=WRITER_TAGS,
-    op_retry_policy=TRANSIENT_RETRY,
-    description="Ingest one corpus version (documents and chunks) and nothing downstream.",
-)
 
-# Sharded ingest (assets/sharding.py): one run per (version, shard) partition, no store-writer tag since
-# staging takes no lock; then one commit run per version, which does write.
-shard_stage_job = dg.define_asset_job(
-    "citekeeper_ingest_shard_stage",
-    selection=dg.AssetSelection.assets(ingest_shard_stage),
-    partitions_def=shard_x_version,
-    op_retry_policy=TRANSIENT_RETRY,
-    description="Parse one document shard of a corpus version into staging; run all shards in parallel.",
-)
-shard_commit_job = dg.define_asset_job(
-    "citekeeper_ingest_shard_commit",
-    selection=dg.AssetSelection.assets(ingest_shard_commit),
-    partitions_def=corpus_versions,
-    tags=WRITER_TAGS,
-    op_retry_policy=TRANSIENT_RETRY,
-    description="Commit the staged shards of a corpus version as one version.",
-)
+def _job(name: str, selection: dg.AssetSelection, description: str,
+         partitions_def: dg.PartitionsDefinition = corpus_versions, writes_store: bool = True):
+    return dg.define_asset_job(name, selection=selection, partitions_def=partitions_def,
+                               tags=WRITER_TAGS if writes_store else {}, op_retry_policy=TRANSIENT_RETRY,
+                               description=description)
+
+
+pipeline_job = _job("citekeeper_pipeline", dg.AssetSelection.all() - dg.AssetSelection.groups(SHARD_GROUP),
+                    "One corpus version end to end: ingest, diff, citation status, re-verification, report.")
+ingest_job = _job("citekeeper_ingest", dg.AssetSelection.groups("ingest"),
+                  "Ingest one corpus version (documents and chunks) and nothing downstream.")
+# Sharded ingest (assets/sharding.py): one run per (version, shard) partition, without the store-writer tag
+# since staging takes no lock; then one commit run per version, which does write.
+shard_stage_job = _job("citekeeper_ingest_shard_stage", dg.AssetSelection.assets(ingest_shard_stage),
+                       "Parse one document shard of a corpus version into staging; run all shards in parallel.",
+                       partitions_def=shard_x_version, writes_store=False)
+shard_commit_job = _job("citekeeper_ingest_shard_commit", dg.AssetSelection.assets(ingest_shard_commit),
+                        "Commit the staged shards of a corpus version as one version.")
 
 
 def source_fingerprint(source_root: Path) -> str:
