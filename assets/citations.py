@@ -68,7 +68,7 @@ def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
     if citekeeper.answers_path:
         added = AnswerStore(store.root).add(citekeeper.answers_path)
         for error in added.errors:
-            context.log.warning(f"{citekeeper.answers_path}: {error}")
+            context.log.warning(f"event=answer_input_error file={citekeeper.answers_path!r} error={str(error)!r}")
         registered = {"answers_registered": added.n_registered, "answer_input_errors": len(added.errors)}
     check = check_citations(store, context.partition_key)
     reanchored = check.status.filter(pl.col("suggested_chunk_id").is_not_null()).height
@@ -93,7 +93,7 @@ def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
     from verifiers.citations import status_dir
     from verifiers.plots import report_plots
     from verifiers.report import terminal_summary, write_html
-    from verifiers.tables import read_parquet
+    from citekeeper.tables import read_parquet
 
     started = time.perf_counter()
     store = CorpusStore(citekeeper.store_path)

@@ -56,8 +56,11 @@ def ingested_corpus(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
         "store_dir": str(store.root),
     }
     quarantined = {e.source_path: f"{e.stage}: {e.reason}" for e in result.errors}
-    context.log.info(f"corpus version {manifest.name}: parsed {result.n_parsed}, reused {result.n_reused}, "
-                     f"removed {result.n_removed}, quarantined {result.n_quarantined}")
+    context.log.info(f"event=ingested version={manifest.name} created={result.created} parsed={result.n_parsed} "
+                     f"reused={result.n_reused} removed={result.n_removed} quarantined={result.n_quarantined}")
+    for error in result.errors:
+        context.log.warning(f"event=quarantined version={manifest.name} path={error.source_path!r} "
+                            f"stage={error.stage} reason={error.reason!r}")
     yield dg.MaterializeResult(
         asset_key=DOCUMENTS,
         metadata={

@@ -55,7 +55,7 @@ def verification(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
         except ModelUnavailable as exc:
             raise dg.Failure(str(exc)) from exc
     else:
-        context.log.warning("no NLI model configured (nli_model): running the anchoring and lexical tiers only")
+        context.log.warning("event=no_nli_model tiers=anchoring,lexical reason='no NLI model configured (nli_model)'")
     result, paths = verify_store(citekeeper.store_path, runs_dir(citekeeper.store_path), version=version, scorer=scorer)
     run = result.run.row(0, named=True)
     return dg.MaterializeResult(
