@@ -25,10 +25,10 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from citekeeper.text import split_sentences  # noqa: E402
 from verifiers.answers import sha256_text  # noqa: E402
 from verifiers.nli import load_scorer  # noqa: E402
 from verifiers.random_models import save_random_nli_model  # noqa: E402
-from citekeeper.text import split_sentences  # noqa: E402
 from verifiers.verdict_cache import VerdictCache  # noqa: E402
 from verifiers.verify import verify, write_outputs  # noqa: E402
 

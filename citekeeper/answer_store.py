@@ -14,8 +14,8 @@ import polars as pl
 from filelock import FileLock, Timeout
 
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
+from citekeeper.tables import from_rows, read_parquet, write_parquet
 from verifiers.answers import LineError, ParsedAnswer, answer_rows, read_answer_records
-from verifiers.tables import from_rows, read_parquet, write_parquet
 
 TABLES = {"answers": ANSWERS, "claims": CLAIMS, "citations": CITATIONS}
 

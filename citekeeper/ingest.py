@@ -34,11 +34,10 @@ from citekeeper.store import (
     StoreError,
     VersionExists,
     VersionManifest,
-    conform,
     corpus_hash,
     validate_version_name,
-    write_parquet,
 )
+from citekeeper.tables import to_arrow, write_parquet
 from parsers.discover import discover_sources
 from parsers.document import parse_document
 from parsers.model import DocumentError, IngestError, ParseConfig, ParsedDocument, SourceFile
@@ -160,13 +159,13 @@ def stage(
     out = store.staging_dir / version / shard.dirname
     shutil.rmtree(out, ignore_errors=True)  # leftovers of an interrupted stage of this shard
     ingested_at = datetime.now(timezone.utc)
-    write_parquet(chunk_table(parsed, ingested_at), out / "chunks.parquet")
-    write_parquet(document_table(parsed, ingested_at), out / "documents.parquet")
-    write_parquet(_error_rows(errors, version, ingested_at), out / "errors.parquet")
+    write_parquet(chunk_table(parsed, ingested_at), STORED_SCHEMAS["chunks"], out / "chunks.parquet")
+    write_parquet(document_table(parsed, ingested_at), STORED_SCHEMAS["documents"], out / "documents.parquet")
+    write_parquet(_error_rows(errors, version, ingested_at), schema.INGEST_ERRORS, out / "errors.parquet")
     failed = {e.source_path for e in parse_errors}
     outcome = dict.fromkeys(reused, "reused")
     outcome |= {s.doc_id: "failed" if s.source_path in failed else "parsed" for s in to_parse}
-    write_parquet(_source_rows(sources, outcome), out / "sources.parquet")
+    write_parquet(_source_rows(sources, outcome), SOURCES, out / "sources.parquet")
     done = {"version": version, "parent": parent.name if parent else None, "config_hash": config_hash(config),
             "source_dir": str(root), "shard": asdict(shard)}
     (out / STAGE_DONE).write_text(json.dumps(done, indent=2))
@@ -319,7 +318,7 @@ def _load_staged(store: CorpusStore, version: str, n_shards: int) -> dict:
         )
 
     def read(name: str, target: pa.Schema) -> pa.Table:
-        return pa.concat_tables([conform(pq.read_table(s / name), target) for s in shards])
+        return pa.concat_tables([to_arrow(pq.read_table(s / name), target) for s in shards])
 
     return {
         **{k: stages[0][k] for k in ("parent", "config_hash", "source_dir")},

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from citekeeper import schema
+from citekeeper.tables import to_arrow, write_parquet
 from parsers.identity import text_hash
 
 TABLES = ("chunks", "documents")
@@ -102,20 +103,6 @@ def validate_version_name(name: str) -> str:
             "(starting with a letter or digit, at most 128 characters)"
         )
     return name
-
-
-def conform(table: pa.Table | pl.DataFrame, target: pa.Schema) -> pa.Table:
-    """Select and cast columns to a citekeeper schema (polars writes large_string, nullable fields)."""
-    arrow = table.to_arrow() if isinstance(table, pl.DataFrame) else table
-    return arrow.select(target.names).cast(target)
-
-
-def write_parquet(table: pa.Table, path: Path) -> None:
-    """Write atomically: a reader never sees a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
 
 
 class CorpusStore:
@@ -237,12 +224,12 @@ class CorpusStore:
             lance_table = self._open_at_parent(db, table, parent)
             _delete_docs(lance_table, replaced)
             if rows.num_rows:
-                lance_table.add(conform(rows, STORED_SCHEMAS[table]))
+                lance_table.add(to_arrow(rows, STORED_SCHEMAS[table]))
             if name in lance_table.tags.list():  # left by a run that died before its manifest
                 lance_table.tags.delete(name)
             lance_table.tags.create(name, lance_table.version)
             lance_versions[table], counts[table] = lance_table.version, lance_table.count_rows()
-        self._export_parquet(name, conform(errors, schema.INGEST_ERRORS))
+        self._export_parquet(name, errors)
         committed = VersionManifest(
             **{
                 **asdict(manifest),
@@ -269,8 +256,8 @@ class CorpusStore:
     def _export_parquet(self, version: str, errors: pa.Table) -> None:
         for table in TABLES:
             rows = self._read_lance(table, version, None)
-            write_parquet(conform(rows, READ_SCHEMAS[table]), self.parquet_path(table, version))
-        write_parquet(errors, self.parquet_path("errors", version))
+            write_parquet(rows, READ_SCHEMAS[table], self.parquet_path(table, version))
+        write_parquet(errors, schema.INGEST_ERRORS, self.parquet_path("errors", version))
 
     def _write_manifest(self, manifest: VersionManifest) -> None:
         """Last step of a commit, atomic: the version exists from this rename on."""

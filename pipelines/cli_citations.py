@@ -51,7 +51,7 @@ def diff_command(old: str, new: str, out: Path | None, as_json: bool, store_dir:
     """Diff corpus versions OLD and NEW at document and chunk level."""
     from citekeeper.schema import CHUNK_DIFF
     from verifiers.diff import diff_versions
-    from verifiers.tables import write_parquet
+    from citekeeper.tables import write_parquet
 
     try:
         diff = diff_versions(CorpusStore(store_dir), old, new)
@@ -106,7 +106,7 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
     from verifiers.citations import check_citations
     from verifiers.plots import report_plots
     from verifiers.report import terminal_summary, write_html
-    from verifiers.tables import write_parquet
+    from citekeeper.tables import write_parquet
 
     store = CorpusStore(store_dir)
     try:

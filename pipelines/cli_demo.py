@@ -68,7 +68,7 @@ def summary(store_dir: Path, nli_note: str) -> str:
     from verifiers.citations import status_dir
     from verifiers.diff import diff_dir
     from verifiers.report import terminal_summary
-    from verifiers.tables import read_parquet
+    from citekeeper.tables import read_parquet
 
     store = CorpusStore(store_dir)
     old, new = VERSIONS

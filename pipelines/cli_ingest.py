@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
-from citekeeper.store import DEFAULT_LOCK_TIMEOUT, READ_SCHEMAS, CorpusStore, StoreError, conform, write_parquet
+from citekeeper.store import DEFAULT_LOCK_TIMEOUT, READ_SCHEMAS, CorpusStore, StoreError
+from citekeeper.tables import write_parquet
 from pipelines.cli_common import store_option
 
 
@@ -82,7 +83,7 @@ def export_command(table: str, version: str, out: Path, store_dir: Path) -> None
         rows = readers[table](version)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
-    write_parquet(conform(rows, READ_SCHEMAS[table]), out)
+    write_parquet(rows, READ_SCHEMAS[table], out)
     click.echo(f"wrote {rows.height} {table} rows of corpus version {version} to {out}")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.schema import CHUNKS, DOCUMENTS
-from verifiers.tables import from_rows
+from citekeeper.tables import from_rows
 
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 

@@ -11,7 +11,8 @@ import pytest
 from assets import ingest as ingest_assets
 from assets.partitions import corpus_versions
 from citekeeper import schema
-from citekeeper.store import STORED_SCHEMAS, CorpusStore, conform
+from citekeeper.store import STORED_SCHEMAS, CorpusStore
+from citekeeper.tables import to_arrow
 from pipelines.resources import CitekeeperConfig
 
 CHECKS = [ingest_assets.chunk_ids_unique, ingest_assets.text_hash_matches_text, ingest_assets.offsets_reproduce_text]
@@ -86,9 +87,9 @@ def test_checks_fail_on_a_version_with_broken_offsets(source: Path, store_dir: P
         store.commit_version(
             dataclasses.replace(store.manifest("v1"), name="broken", parent="v1"),
             replaced_doc_ids=["alpha.md"],
-            chunks=conform(chunks, STORED_SCHEMAS["chunks"]),
-            documents=conform(store.read_documents("v1").filter(alpha), STORED_SCHEMAS["documents"]),
-            errors=conform(store.read_errors("v1").head(0), schema.INGEST_ERRORS),
+            chunks=to_arrow(chunks, STORED_SCHEMAS["chunks"]),
+            documents=to_arrow(store.read_documents("v1").filter(alpha), STORED_SCHEMAS["documents"]),
+            errors=to_arrow(store.read_errors("v1").head(0), schema.INGEST_ERRORS),
         )
     # the tree equals "broken" (same corpus hash), so the ingest step accepts it and the checks judge it
     result = materialize(instance, source, store_dir, "broken", raise_on_error=False)

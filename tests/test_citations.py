@@ -6,13 +6,13 @@ import pytest
 
 from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import CITATION_STATUS, CITATIONS
+from citekeeper.tables import from_rows
 from citekeeper.text import split_sentences
 from tests.chunk_frames import build_version, doc_id_of, sha
 from tests.conftest import HTTPX_DOCS
 from verifiers.answers import answer_rows, parse_answer
 from verifiers.citations import CHUNK_COLUMNS, check_citations, judge
 from verifiers.diff import diff_frames
-from verifiers.tables import from_rows
 
 STABLE = "HTTPX is a fully featured HTTP client for Python 3."
 SHIFT = "Requests are sent with the client.get method and friends."

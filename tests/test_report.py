@@ -4,13 +4,13 @@ import re
 import polars as pl
 
 from citekeeper.schema import ANSWERS, CITATION_STATUS, CITATIONS, CLAIMS
+from citekeeper.tables import conform, from_rows
 from tests.chunk_frames import build_version, sha
 from verifiers.answers import answer_rows, parse_answer
 from verifiers.citations import CHUNK_COLUMNS, blast_radius, judge
 from verifiers.diff import diff_frames
 from verifiers.reanchor import Reanchorer, reanchor
 from verifiers.report import REDACTED, render_html, terminal_summary, word_diff
-from verifiers.tables import conform, from_rows
 
 SCRIPT_OLD = 'Use <script>alert("pwned")</script> tags with care & escape them.'
 SCRIPT_NEW = 'Use <script>alert("pwned")</script> tags with great care & escape them.'

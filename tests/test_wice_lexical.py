@@ -5,10 +5,10 @@ import importlib.util
 
 import pytest
 
+from citekeeper.text import normalize_with_offsets, split_sentences
 from tests.conftest import REPO, WICE_DEV
 from verifiers.anchoring import locate_quote
 from verifiers.lexical import lexical_support
-from citekeeper.text import normalize_with_offsets, split_sentences
 
 EVIDENCE = (
     "HTTPX was first released in 2019 by Encode. It offers a broadly requests-compatible API. "

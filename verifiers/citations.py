@@ -21,9 +21,9 @@ import polars as pl
 
 from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, DOC_DIFF
+from citekeeper.tables import conform, empty, write_parquet
 from verifiers.diff import VersionDiff, diff_versions
 from verifiers.reanchor import Reanchorer, reanchor
-from verifiers.tables import conform, empty, write_parquet
 
 STATUSES = ("valid", "relocated", "drifted", "stale", "removed", "invalid")
 NOT_HOLDING = ("stale", "removed", "invalid")

@@ -21,7 +21,7 @@ import polars as pl
 from rapidfuzz import fuzz, process
 
 from citekeeper.schema import CHUNK_DIFF, DOC_DIFF
-from verifiers.tables import conform, read_parquet, write_parquet
+from citekeeper.tables import conform, read_parquet, write_parquet
 
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "text_hash", "start_char", "end_char", "section_path", "text"]
 DOC_COLUMNS = ["doc_id", "doc_content_hash", "source_path"]

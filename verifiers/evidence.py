@@ -13,9 +13,9 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.schema import CITATION_STATUS, CITATIONS, CLAIMS
+from citekeeper.tables import from_rows, read_parquet
 from verifiers.answers import LineError, answer_rows, read_answer_records
 from verifiers.citations import status_dir
-from verifiers.tables import from_rows, read_parquet
 
 CITATION_KEY = ["answer_id", "revision", "claim_id", "citation_id"]
 

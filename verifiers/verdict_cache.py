@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.schema import NLI_CACHE
-from verifiers.tables import empty, write_parquet
+from citekeeper.tables import empty, write_parquet
 
 KEY = ["model_key", "settings_key", "claim_hash", "evidence_hash"]
 VALUES = ["p_entailment", "p_neutral", "p_contradiction", "window_start", "window_end", "n_windows"]

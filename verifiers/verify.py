@@ -16,12 +16,12 @@ import numpy as np
 import polars as pl
 
 from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
-from verifiers.answers import sha256_text
+from citekeeper.tables import conform, write_parquet
+from citekeeper.text import sentence_spans
 from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
+from verifiers.answers import sha256_text
 from verifiers.lexical import STOPWORDS, LexicalSettings, lexical_support, tokens
 from verifiers.nli import Scorer
-from citekeeper.text import sentence_spans
-from verifiers.tables import conform, write_parquet
 from verifiers.verdict_cache import VerdictCache
 
 CLAIM_KEY = ["answer_id", "revision", "claim_id"]
