@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,12 +14,16 @@ from dagster._core.instance.ref import InstanceRef
 from tests.conftest import REPO
 
 
-def test_code_location_loads_with_the_repo_instance_config() -> None:
-    # Exactly what `dagster dev` does from the repo root: [tool.dagster] names the module, and with
-    # DAGSTER_HOME unset the instance is configured by ./dagster.yaml.
+def test_code_location_loads_with_the_repo_instance_config(tmp_path: Path) -> None:
+    # What `dagster dev` does from the repo root: [tool.dagster] names the module, and with DAGSTER_HOME
+    # unset the instance is configured by ./dagster.yaml. Run from a tmp copy of those two files, so the
+    # instance's relative storage (.dagster_home/, .tmp_dagster_home_*) lands under tmp, not in the repo.
+    for name in ("pyproject.toml", "dagster.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     dagster_cli = Path(sys.executable).parent / "dagster"
-    validated = subprocess.run([str(dagster_cli), "definitions", "validate"], cwd=REPO, env=env,
+    validated = subprocess.run([str(dagster_cli), "definitions", "validate"], cwd=tmp_path, env=env,
                                capture_output=True, text=True, timeout=300)
     assert validated.returncode == 0, validated.stdout + validated.stderr
     assert "Validation successful for code location citekeeper" in validated.stderr + validated.stdout
