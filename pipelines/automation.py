@@ -31,7 +31,6 @@ WRITER_TAGS = {
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
 
 
-
 def _job(name: str, selection: dg.AssetSelection, description: str,
          partitions_def: dg.PartitionsDefinition = corpus_versions, writes_store: bool = True):
     return dg.define_asset_job(name, selection=selection, partitions_def=partitions_def,
