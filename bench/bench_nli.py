@@ -26,7 +26,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from citekeeper.text import split_sentences  # noqa: E402
-from verifiers.answers import sha256_text  # noqa: E402
+from parsers.identity import text_hash  # noqa: E402
 from verifiers.nli import load_scorer  # noqa: E402
 from verifiers.random_models import save_random_nli_model  # noqa: E402
 from verifiers.verdict_cache import VerdictCache  # noqa: E402
@@ -54,7 +54,7 @@ def frames(evidence: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     ids = [f"c{i:05d}" for i in range(n)]
     claims = pl.DataFrame({
         "answer_id": [f"a{i // 4:05d}" for i in range(n)], "revision": [1] * n, "claim_id": ids,
-        "claim_index": [i % 4 for i in range(n)], "text": claim_texts, "text_hash": [sha256_text(t) for t in claim_texts],
+        "claim_index": [i % 4 for i in range(n)], "text": claim_texts, "text_hash": [text_hash(t) for t in claim_texts],
         "n_citations": [1] * n,
     }, schema_overrides={"revision": pl.Int32, "claim_index": pl.Int32, "n_citations": pl.Int32})  # fmt: skip
     citations = pl.DataFrame({

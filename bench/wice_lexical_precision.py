@@ -17,7 +17,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from verifiers.answers import sha256_text  # noqa: E402
+from parsers.identity import text_hash  # noqa: E402
 from verifiers.verify import verify  # noqa: E402
 
 WICE_DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "wice" / "claim-dev.jsonl"
@@ -42,7 +42,7 @@ def main(path: Path = WICE_DEV) -> dict:
     claims = wice.select(
         pl.col("claim_id").alias("answer_id"), pl.lit(1, pl.Int32).alias("revision"), "claim_id",
         pl.lit(0, pl.Int32).alias("claim_index"), pl.col("claim").alias("text"),
-        pl.col("claim").map_elements(sha256_text, return_dtype=pl.String).alias("text_hash"),
+        pl.col("claim").map_elements(text_hash, return_dtype=pl.String).alias("text_hash"),
         pl.lit(1, pl.Int32).alias("n_citations"),
     )  # fmt: skip
     citations = wice.select(

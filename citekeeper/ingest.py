@@ -40,6 +40,7 @@ from citekeeper.store import (
 from citekeeper.tables import to_arrow, write_parquet
 from parsers.discover import discover_sources
 from parsers.document import parse_document
+from parsers.identity import sha256_hex
 from parsers.model import DocumentError, IngestError, ParseConfig, ParsedDocument, SourceFile
 
 Progress = Callable[[str, int, int], None]  # (source_path, documents parsed so far, documents to parse)
@@ -109,7 +110,7 @@ class IngestResult:
 
 
 def config_hash(config: ParseConfig) -> str:
-    return "sha256:" + hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode()).hexdigest()
+    return sha256_hex(json.dumps(asdict(config), sort_keys=True).encode())
 
 
 def ingest(

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from verifiers.answers import sha256_text
+from parsers.identity import text_hash
 
 
 def claims_frame(rows: list[tuple[str, str, str, int]]) -> pl.DataFrame:
@@ -18,7 +18,7 @@ def claims_frame(rows: list[tuple[str, str, str, int]]) -> pl.DataFrame:
             "claim_id": [r[1] for r in rows],
             "claim_index": list(range(len(rows))),
             "text": [r[2] for r in rows],
-            "text_hash": [sha256_text(r[2]) for r in rows],
+            "text_hash": [text_hash(r[2]) for r in rows],
             "n_citations": [r[3] for r in rows],
         },
         schema={

@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.text import split_sentences
+from parsers.identity import text_hash
 
 MARKER = re.compile(r"\[(\d+)\]")
 
@@ -69,11 +70,7 @@ class ParsedAnswer:
                 for c in self.claims
             ],
         }
-        return sha256_text(json.dumps(payload, sort_keys=True, ensure_ascii=False))
-
-
-def sha256_text(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return text_hash(json.dumps(payload, sort_keys=True, ensure_ascii=False))
 
 
 def _short_id(prefix: str, *parts: object) -> str:
@@ -277,7 +274,7 @@ def answer_rows(answer: ParsedAnswer, revision: int, source_file: str | None, re
                 "claim_id": claim_id,
                 "claim_index": claim_index,
                 "text": claim.text,
-                "text_hash": sha256_text(claim.text),
+                "text_hash": text_hash(claim.text),
                 "n_citations": len(claim.citations),
                 "source_claim_id": claim.source_claim_id,
                 "status": "cited" if claim.citations else "uncited",

@@ -18,8 +18,8 @@ import polars as pl
 from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
 from citekeeper.tables import conform, write_parquet
 from citekeeper.text import sentence_spans
+from parsers.identity import text_hash
 from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
-from verifiers.answers import sha256_text
 from verifiers.lexical import STOPWORDS, LexicalSettings, lexical_support, tokens
 from verifiers.nli import Scorer
 from verifiers.verdict_cache import VerdictCache
@@ -236,8 +236,8 @@ def nli_verdicts(
 ) -> tuple[pl.DataFrame, int]:
     """NLI verdicts for (sentence, evidence_text) pairs: cached ones reused, the rest scored and cached."""
     keyed = pairs.with_columns(
-        pl.col("sentence").map_elements(sha256_text, return_dtype=pl.String).alias("claim_hash"),
-        pl.col("evidence_text").map_elements(sha256_text, return_dtype=pl.String).alias("evidence_hash"),
+        pl.col("sentence").map_elements(text_hash, return_dtype=pl.String).alias("claim_hash"),
+        pl.col("evidence_text").map_elements(text_hash, return_dtype=pl.String).alias("evidence_hash"),
     )
     hashes = ["claim_hash", "evidence_hash"]
     model_key = f"{scorer.model_id}@{scorer.revision}/{scorer.backend}"
