@@ -45,14 +45,6 @@ from parsers.model import DocumentError, IngestError, ParseConfig, ParsedDocumen
 
 Progress = Callable[[str, int, int], None]  # (source_path, documents parsed so far, documents to parse)
 
-SOURCES = pa.schema(
-    [
-        pa.field("doc_id", pa.string(), nullable=False),
-        pa.field("source_path", pa.string(), nullable=False),
-        pa.field("content_hash", pa.string(), nullable=False),
-        pa.field("outcome", pa.string(), nullable=False),  # parsed | reused | failed
-    ]
-)
 STAGE_DONE = "stage.json"  # written last: a shard without it is incomplete
 
 
@@ -166,7 +158,7 @@ def stage(
     failed = {e.source_path for e in parse_errors}
     outcome = dict.fromkeys(reused, "reused")
     outcome |= {s.doc_id: "failed" if s.source_path in failed else "parsed" for s in to_parse}
-    write_parquet(_source_rows(sources, outcome), SOURCES, out / "sources.parquet")
+    write_parquet(_source_rows(sources, outcome), schema.STAGED_SOURCES, out / "sources.parquet")
     done = {"version": version, "parent": parent.name if parent else None, "config_hash": config_hash(config),
             "source_dir": str(root), "shard": asdict(shard)}
     (out / STAGE_DONE).write_text(json.dumps(done, indent=2))
@@ -299,7 +291,7 @@ def _source_rows(sources: list[SourceFile], outcome: dict[str, str]) -> pa.Table
         {"doc_id": s.doc_id, "source_path": s.source_path, "content_hash": s.content_hash, "outcome": outcome[s.doc_id]}
         for s in sources
     ]
-    return pa.Table.from_pylist(rows, schema=SOURCES)
+    return pa.Table.from_pylist(rows, schema=schema.STAGED_SOURCES)
 
 
 def _load_staged(store: CorpusStore, version: str, n_shards: int) -> dict:
@@ -323,7 +315,7 @@ def _load_staged(store: CorpusStore, version: str, n_shards: int) -> dict:
 
     return {
         **{k: stages[0][k] for k in ("parent", "config_hash", "source_dir")},
-        "sources": pl.from_arrow(read("sources.parquet", SOURCES)),
+        "sources": pl.from_arrow(read("sources.parquet", schema.STAGED_SOURCES)),
         "chunks": read("chunks.parquet", STORED_SCHEMAS["chunks"]),
         "documents": read("documents.parquet", STORED_SCHEMAS["documents"]),
         "errors": read("errors.parquet", schema.INGEST_ERRORS),

@@ -57,6 +57,16 @@ INGEST_ERRORS = pa.schema(
     ]
 )
 
+# One row per document a staged shard saw (staging/<version>/shard-i-of-n/sources.parquet).
+STAGED_SOURCES = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("source_path", pa.string(), nullable=False),
+        pa.field("content_hash", pa.string(), nullable=False),
+        pa.field("outcome", pa.string(), nullable=False),  # parsed | reused | failed
+    ]
+)
+
 # ---------------------------------------------------------------- answers (issue 3)
 # Stored under <store>/answers/. Every (answer_id, revision) is kept; the highest revision is current.
 
