@@ -7,6 +7,8 @@ handling and speed are real.
 """
 from __future__ import annotations
 
+import re
+from collections import Counter
 from pathlib import Path
 
 # cross-encoder/nli-deberta-v3-xsmall: the published config of the default model, minus the weights.
@@ -23,16 +25,34 @@ TINY_BERT = dict(
 )  # fmt: skip
 
 
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def wordpiece_vocab(texts: list[str], vocab_size: int) -> dict[str, int]:
+    """Specials, every character (alone and as a ##continuation), then the most frequent words.
+
+    Built by counting rather than with the `tokenizers` trainer, whose ties break differently from run to
+    run: the same texts must give the same token ids, or a seeded random model gives different verdicts.
+    """
+    words = Counter(word for text in texts for word in re.findall(r"\w+|[^\w\s]", text.lower()))
+    chars = sorted({char for word in words for char in word})
+    frequent = sorted(words, key=lambda word: (-words[word], word))
+    pieces = dict.fromkeys([*SPECIAL_TOKENS, *chars, *("##" + c for c in chars)])
+    for word in frequent:
+        if len(pieces) >= vocab_size:
+            break
+        pieces.setdefault(word)
+    return {piece: index for index, piece in enumerate(pieces)}
+
+
 def build_tokenizer(texts: list[str], vocab_size: int = 2000, model_max_length: int = 512):
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer = Tokenizer(models.WordPiece(wordpiece_vocab(texts, vocab_size), unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece()
-    tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials))
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
