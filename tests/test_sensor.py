@@ -1,5 +1,6 @@
 """A changed document under the source root triggers the sensor, which adds a corpus-version partition
 and requests a run; that run materializes ingest and every downstream asset of the new version."""
+import json
 import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -7,10 +8,13 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from assets.verification import latest_run_dir
+from citekeeper.answer_store import AnswerStore
 from citekeeper.store import CorpusStore
 from pipelines.automation import nightly_reindex_schedule, source_change_sensor, source_fingerprint
 from pipelines.definitions import build_definitions
 from pipelines.resources import CitekeeperConfig
+from verifiers.citations import status_dir
 
 GUIDE = "# Guide\n\nInstall the client with pip.\n\n## Usage\n\nCall get() with a URL.\n"
 FAQ_V1 = "# FAQ\n\nTimeouts default to five seconds.\n"
@@ -51,6 +55,19 @@ def _metadata(instance: dg.DagsterInstance, key: str, partition: str) -> dict:
     return record.asset_materialization.metadata
 
 
+def _register_answer_on_faq(store: CorpusStore, version: str, path: Path) -> None:
+    """An answer quoting the FAQ sentence that the test then edits (what `citekeeper answers add` does)."""
+    chunks = store.read_chunks(version)
+    faq = chunks.filter(pl.col("text").str.contains("five seconds", literal=True))
+    path.write_text(json.dumps({
+        "answer_id": "timeouts", "question": "What is the default timeout?", "corpus_version": version,
+        "answer": "Timeouts default to five seconds.",
+        "claims": [{"text": "Timeouts default to five seconds.",
+                    "citations": [{"chunk_id": faq["chunk_id"][0], "quote": "Timeouts default to five seconds."}]}],
+    }) + "\n")
+    assert AnswerStore(store.root).add(path).n_registered == 1
+
+
 def _materialized_keys(instance: dg.DagsterInstance, keys, partition: str) -> set[dg.AssetKey]:
     return {
         key
@@ -89,6 +106,7 @@ def test_changed_document_triggers_new_version_with_downstream_assets(tmp_path: 
         (request_v1,) = first.run_requests
         assert instance.get_dynamic_partitions("corpus_version") == [request_v1.partition_key]
         assert _run(defs, instance, request_v1).success
+        _register_answer_on_faq(store, request_v1.partition_key, tmp_path / "answers.jsonl")
 
         unchanged = _tick(defs, instance, cursor=first.cursor)
         assert not unchanged.run_requests and "no change" in unchanged.skip_message
@@ -118,6 +136,11 @@ def test_changed_document_triggers_new_version_with_downstream_assets(tmp_path: 
     assert any("ten seconds" in text for text in chunks_v2["text"])
     guide_ids = lambda chunks: set(chunks.filter(pl.col("source_path") == "guide.md")["chunk_id"])  # noqa: E731
     assert guide_ids(chunks_v1) == guide_ids(chunks_v2)
+    # the change reached the answers: the citation on the edited sentence went stale and was re-verified
+    status = pl.read_parquet(status_dir(store.root, v2) / "citation_status.parquet")
+    assert status["status"].to_list() == ["stale"]
+    claims = pl.read_parquet(latest_run_dir(store.root, v2) / "claims.parquet")
+    assert claims["answer_id"].to_list() == ["timeouts"] and claims["corpus_version"].to_list() == [v2]
 
 
 def test_nightly_schedule_reindexes_changed_tree_and_skips_unchanged(tmp_path: Path):
