@@ -19,8 +19,8 @@ import pytest
 from citekeeper.store import CorpusStore
 from tests.conftest import REPO
 
-STARTUP_TIMEOUT_S = 240
-RUN_TIMEOUT_S = 180
+STARTUP_TIMEOUT_S = 300
+RUN_TIMEOUT_S = 400  # a subprocess per step on a loaded 2-core CI machine
 SHUTDOWN_TIMEOUT_S = 30
 
 DEFINITIONS_QUERY = """
