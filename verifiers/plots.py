@@ -10,6 +10,8 @@ from pathlib import Path
 
 import polars as pl
 
+from verifiers.citations import status_dir
+
 STATUS_COLORS = {  # the badge colours of verifiers/report.py
     "valid": "#1a7f37",
     "relocated": "#0969da",
@@ -171,8 +173,6 @@ def plots_html(counts: pl.DataFrame, versions: list[str], blast: pl.DataFrame) -
 def report_plots(store_root: Path, versions: list[str], target_version: str, blast_radius: pl.DataFrame) -> str:
     """Plots for the report of `target_version`: citation statuses of every version up to it (from the
     citation_status.parquet files already written) and the target's blast radius."""
-    from verifiers.citations import status_dir
-
     shown = versions[: versions.index(target_version) + 1] if target_version in versions else [target_version]
     paths = [status_dir(store_root, v) / "citation_status.parquet" for v in shown]
     frames = [pl.read_parquet(p, columns=["target_version", "status"]) for p in paths if p.is_file()]
