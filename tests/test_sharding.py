@@ -97,3 +97,31 @@ def test_sharded_ingest_equals_single_ingest(tmp_path: Path):
         assert defs.resolve_job_def("citekeeper_ingest").execute_in_process(partition_key="v2", instance=instance).success
     assert [m.name for m in sharded.versions()] == ["v1", "v2"]
     assert not any((sharded.staging_dir).glob("*/shard-*"))
+
+
+def test_blocking_checks_stop_a_corrupted_shard_before_anything_downstream(tmp_path: Path):
+    """A staged shard whose chunk text no longer matches its text_hash commits, but the pipeline's blocking
+    chunk checks fail and no diff, citation status, report or verification runs for that version."""
+    source = tmp_path / "source"
+    _write_corpus(source)
+    defs = build_definitions(CitekeeperConfig(store_dir=str(tmp_path / "store"), source_dir=str(source)))
+    store = CorpusStore(tmp_path / "store")
+    parse_config = ParseConfig(max_chunk_chars=1000)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("corpus_version", ["v1"])
+        _stage_side_by_side(source, store, "v1", parse_config)
+        staged = next(p for p in store.staging_dir.glob("v1/shard-*/chunks.parquet") if pl.read_parquet(p).height)
+        chunks = pl.read_parquet(staged)
+        chunks.with_columns(pl.col("text").str.replace("explains", "EXPLAINS")).write_parquet(staged)
+        _commit(defs, instance, "v1")
+
+        result = defs.resolve_job_def("citekeeper_pipeline").execute_in_process(
+            partition_key="v1", instance=instance, raise_on_error=False
+        )
+        assert not result.success
+        checks = {e.asset_check_key.name: e.passed for e in result.get_asset_check_evaluations()}
+        assert checks["text_hash_matches_text"] is False
+        downstream = ["chunk_diff", "citation_status", "stale_report", "verification"]
+        assert not [k for k in downstream if result.asset_materializations_for_node(k)]
+        started = {e.step_key for e in result.all_events if e.event_type_value == "STEP_START"}
+        assert "ingested_corpus" in started and not started & set(downstream)
