@@ -40,6 +40,7 @@ defs = build_definitions(
     CitekeeperConfig(
         store_dir=os.environ.get("CITEKEEPER_STORE", ".citekeeper/store"),
         source_dir=os.environ.get("CITEKEEPER_SOURCE", "sample_corpus/v1"),
+        answers_path=os.environ.get("CITEKEEPER_ANSWERS") or None,  # registered before each citation check
         nli_model=os.environ.get("CITEKEEPER_NLI_MODEL") or None,
         nli_backend=os.environ.get("CITEKEEPER_NLI_BACKEND", "torch"),
     )
