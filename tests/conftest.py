@@ -7,7 +7,8 @@ os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_EVAL = (REPO.parent / "shared" / "eval").resolve()
+# The shared evaluation data sits beside the checkout (CI lays a copy there); override to point elsewhere.
+SHARED_EVAL = Path(os.environ.get("CITEKEEPER_EVAL_DIR", REPO.parent / "shared" / "eval")).resolve()
 HTTPX_DOCS = SHARED_EVAL / "httpx-docs"
 WICE_DEV = SHARED_EVAL / "wice" / "claim-dev.jsonl"
 SAMPLE_CORPUS = REPO / "sample_corpus"

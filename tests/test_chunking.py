@@ -18,7 +18,10 @@ from parsers.model import ParseConfig
 from .conftest import HTTPX_DOCS, SAMPLE_CORPUS
 
 CONFIG = ParseConfig()
-HTTPX_TAGS = sorted((p.name for p in HTTPX_DOCS.iterdir() if p.is_dir()), key=lambda t: tuple(map(int, t.split("."))))
+HTTPX_TAGS = sorted(
+    (p.name for p in HTTPX_DOCS.iterdir() if p.is_dir()) if HTTPX_DOCS.is_dir() else (),
+    key=lambda t: tuple(map(int, t.split("."))),
+)
 
 
 class Parsed:
