@@ -13,7 +13,6 @@ import polars as pl
 
 from assets.ingest import CHUNKS, DOCUMENTS
 from assets.partitions import corpus_versions
-from citekeeper.store import CorpusStore
 from pipelines.resources import CitekeeperConfig
 
 GROUP = "citations"
@@ -33,7 +32,7 @@ def chunk_diff(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) 
     from verifiers.diff import diff_dir, diff_versions
 
     started = time.perf_counter()
-    store = CorpusStore(citekeeper.store_path)
+    store = citekeeper.corpus_store()
     version = context.partition_key
     parent = store.manifest(version).parent
     if parent is None:
@@ -63,7 +62,7 @@ def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
     from verifiers.citations import check_citations
 
     started = time.perf_counter()
-    store = CorpusStore(citekeeper.store_path)
+    store = citekeeper.corpus_store()
     registered = {}
     if citekeeper.answers_path:
         added = AnswerStore(store.root).add(citekeeper.answers_path)
@@ -96,7 +95,7 @@ def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
     from citekeeper.tables import read_parquet
 
     started = time.perf_counter()
-    store = CorpusStore(citekeeper.store_path)
+    store = citekeeper.corpus_store()
     version = context.partition_key
     out = status_dir(store.root, version)
     status = read_parquet(out / "citation_status.parquet", CITATION_STATUS)
@@ -118,7 +117,7 @@ def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
 def citations_reference_existing_chunks(citekeeper: CitekeeperConfig) -> dg.AssetCheckResult:
     from citekeeper.answer_store import AnswerStore
 
-    store = CorpusStore(citekeeper.store_path)
+    store = citekeeper.corpus_store()
     citations = AnswerStore(store.root).citations().select("answer_id", "citation_id", "chunk_id", "corpus_version")
     known = [store.read_chunks(v.name, columns=["chunk_id"]) for v in store.versions()]
     ever = pl.concat(known).unique() if known else pl.DataFrame(schema={"chunk_id": pl.String})

@@ -11,7 +11,7 @@ import warnings
 import dagster as dg
 
 from assets.partitions import corpus_versions
-from citekeeper.store import CorpusStore, duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
+from citekeeper.store import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
 from pipelines.resources import CitekeeperConfig
 
 DOCUMENTS = dg.AssetKey("documents")
@@ -39,7 +39,7 @@ def ingested_corpus(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
     from parsers.model import ParseConfig
 
     version = context.partition_key
-    store = CorpusStore(citekeeper.store_path)
+    store = citekeeper.corpus_store()
     result = ingest(citekeeper.source_path, store, version=version,
                     config=ParseConfig(max_chunk_chars=citekeeper.max_chunk_chars))
     if not result.created and result.equals != version:
@@ -54,6 +54,8 @@ def ingested_corpus(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
         "created": result.created,
         "corpus_hash": manifest.corpus_hash,
         "store_dir": str(store.root),
+        "lance_uri": store.lance_uri,
+        "chunks_parquet": str(store.parquet_path("chunks", manifest.name)),
     }
     quarantined = {e.source_path: f"{e.stage}: {e.reason}" for e in result.errors}
     context.log.info(f"event=ingested version={manifest.name} created={result.created} parsed={result.n_parsed} "
@@ -92,7 +94,7 @@ def _check_result(offending, what: str) -> dg.AssetCheckResult:
 @dg.asset_check(asset=CHUNKS, blocking=True, partitions_def=corpus_versions,
                 description="Every chunk_id occurs once within the corpus version.")
 def chunk_ids_unique(context: dg.AssetCheckExecutionContext, citekeeper: CitekeeperConfig) -> dg.AssetCheckResult:
-    chunks = CorpusStore(citekeeper.store_path).read_chunks(context.partition_key, columns=["chunk_id"])
+    chunks = citekeeper.corpus_store().read_chunks(context.partition_key, columns=["chunk_id"])
     return _check_result(duplicate_chunk_ids(chunks), "duplicate_chunk_ids")
 
 
@@ -100,7 +102,7 @@ def chunk_ids_unique(context: dg.AssetCheckExecutionContext, citekeeper: Citekee
                 description="text_hash is sha256 of the chunk text.")
 def text_hash_matches_text(context: dg.AssetCheckExecutionContext,
                            citekeeper: CitekeeperConfig) -> dg.AssetCheckResult:
-    chunks = CorpusStore(citekeeper.store_path).read_chunks(
+    chunks = citekeeper.corpus_store().read_chunks(
         context.partition_key, columns=["chunk_id", "text", "text_hash"]
     )
     return _check_result(mismatched_text_hashes(chunks), "mismatched_chunks")
@@ -110,7 +112,7 @@ def text_hash_matches_text(context: dg.AssetCheckExecutionContext,
                 description="documents.text[start_char:end_char] reproduces every chunk's text.")
 def offsets_reproduce_text(context: dg.AssetCheckExecutionContext,
                            citekeeper: CitekeeperConfig) -> dg.AssetCheckResult:
-    store = CorpusStore(citekeeper.store_path)
+    store = citekeeper.corpus_store()
     chunks = store.read_chunks(context.partition_key, columns=["chunk_id", "doc_id", "start_char", "end_char", "text"])
     documents = store.read_documents(context.partition_key, columns=["doc_id", "text"])
     return _check_result(misplaced_offsets(chunks, documents), "misplaced_chunks")

@@ -33,12 +33,11 @@ shard_x_version = dg.MultiPartitionsDefinition({"corpus_version": corpus_version
 def ingest_shard_stage(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
     """Parse one document shard of a corpus version into the staging area (nothing committed yet)."""
     from citekeeper.ingest import Shard, stage
-    from citekeeper.store import CorpusStore
     from parsers.model import ParseConfig
 
     keys = context.partition_key.keys_by_dimension
     version, shard = keys["corpus_version"], Shard(int(keys["doc_shard"]), N_SHARDS)
-    result = stage(citekeeper.source_path, CorpusStore(citekeeper.store_path), version, shard=shard,
+    result = stage(citekeeper.source_path, citekeeper.corpus_store(), version, shard=shard,
                    config=ParseConfig(max_chunk_chars=citekeeper.max_chunk_chars))
     context.log.info(f"event=shard_staged version={version} shard={shard.index}/{shard.count} "
                      f"parsed={result.n_parsed} reused={result.n_reused} quarantined={len(result.errors)}")
@@ -64,9 +63,8 @@ def ingest_shard_stage(context: dg.AssetExecutionContext, citekeeper: Citekeeper
 def ingest_shard_commit(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
     """Merge all staged shards of a corpus version into one committed version, under the writer lock."""
     from citekeeper.ingest import commit
-    from citekeeper.store import CorpusStore
 
-    result = commit(CorpusStore(citekeeper.store_path), context.partition_key, n_shards=N_SHARDS)
+    result = commit(citekeeper.corpus_store(), context.partition_key, n_shards=N_SHARDS)
     manifest = result.manifest
     if not result.created and result.equals != context.partition_key:
         raise dg.Failure(f"source tree {citekeeper.source_dir} is unchanged since corpus version {result.equals}; "

@@ -56,7 +56,7 @@ def verification(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
             raise dg.Failure(str(exc)) from exc
     else:
         context.log.warning("event=no_nli_model tiers=anchoring,lexical reason='no NLI model configured (nli_model)'")
-    result, paths = verify_store(citekeeper.store_path, runs_dir(citekeeper.store_path), version=version, scorer=scorer)
+    result, paths = verify_store(citekeeper.corpus_store(), runs_dir(citekeeper.store_path), version=version, scorer=scorer)
     run = result.run.row(0, named=True)
     return dg.MaterializeResult(
         metadata={

@@ -8,6 +8,9 @@ Layout under the store root:
     staging/<name>/                             ingest output waiting to be committed (citekeeper.ingest)
     .lock                                       the exclusive writer lock
 
+`lance_uri` / `parquet_uri` move the LanceDB tables / Parquet exports elsewhere, e.g. to `s3://...`
+(citekeeper.locations); manifests, staging and the lock always stay under the root.
+
 Rows carried over from the parent version are never rewritten: a new version deletes the rows of
 changed/removed documents and appends the rows of new/changed ones, so storage grows with the change,
 not with the corpus. The `corpus_version` column is therefore not stored; it is filled in at read time.
@@ -31,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from citekeeper import schema
+from citekeeper.locations import is_remote, locations_from_env, parquet_filesystem
 from citekeeper.tables import to_arrow, write_parquet
 from parsers.identity import text_hash
 
@@ -106,15 +110,25 @@ def validate_version_name(name: str) -> str:
 
 
 class CorpusStore:
-    def __init__(self, root: Path | str):
+    def __init__(
+        self,
+        root: Path | str,
+        lance_uri: str | None = None,
+        parquet_uri: str | None = None,
+        storage_options: dict[str, str] | None = None,
+    ):
         self.root = Path(root)
+        self.lance_uri = lance_uri or str(self.root / "lance")
+        self.parquet_uri = parquet_uri.rstrip("/") if parquet_uri else None
+        self.storage_options = dict(storage_options or {})
         self._lock = filelock.FileLock(str(self.root / ".lock"))
 
-    # ------------------------------------------------------------------ paths
+    @classmethod
+    def from_env(cls, root: Path | str) -> CorpusStore:
+        """The store at `root` with the object-store locations of $CITEKEEPER_LANCE_URI & co."""
+        return cls(root, **locations_from_env())
 
-    @property
-    def lance_dir(self) -> Path:
-        return self.root / "lance"
+    # ------------------------------------------------------------------ paths
 
     @property
     def versions_dir(self) -> Path:
@@ -124,8 +138,31 @@ class CorpusStore:
     def staging_dir(self) -> Path:
         return self.root / "staging"
 
-    def parquet_path(self, table: str, version: str) -> Path:
-        return self.root / "parquet" / table / f"corpus_version={version}" / f"{table}.parquet"
+    def parquet_path(self, table: str, version: str) -> Path | str:
+        """Where a version's export lives: a local path, or a URI when parquet_uri is remote."""
+        relative = f"{table}/corpus_version={version}/{table}.parquet"
+        if self.parquet_uri is None:
+            return self.root / "parquet" / relative
+        location = f"{self.parquet_uri}/{relative}"
+        return location if is_remote(location) else Path(location.removeprefix("file://"))
+
+    def write_export(self, table: str, version: str, rows: pl.DataFrame | pa.Table) -> Path | str:
+        """The one writer of Parquet exports (READ_SCHEMAS); a local file is replaced atomically, an
+        object-store PUT is atomic by itself."""
+        location = self.parquet_path(table, version)
+        if isinstance(location, Path):
+            return write_parquet(rows, READ_SCHEMAS[table], location)
+        filesystem, path = parquet_filesystem(location, self.storage_options)
+        pq.write_table(to_arrow(rows, READ_SCHEMAS[table]), path, filesystem=filesystem)
+        return location
+
+    def read_export(self, table: str, version: str) -> pl.DataFrame:
+        """The one reader of Parquet exports."""
+        location = self.parquet_path(table, self.manifest(version).name)  # UnknownVersion lists the known ones
+        if isinstance(location, Path):
+            return pl.from_arrow(pq.read_table(location, schema=READ_SCHEMAS[table]))
+        filesystem, path = parquet_filesystem(location, self.storage_options)
+        return pl.from_arrow(pq.read_table(path, schema=READ_SCHEMAS[table], filesystem=filesystem))
 
     # ------------------------------------------------------------------ versions
 
@@ -164,8 +201,7 @@ class CorpusStore:
         return self._read_lance("documents", self.manifest(version).name, columns)
 
     def read_errors(self, version: str) -> pl.DataFrame:
-        name = self.manifest(version).name
-        return pl.from_arrow(pq.read_table(self.parquet_path("errors", name), schema=schema.INGEST_ERRORS))
+        return self.read_export("errors", version)
 
     def _read_lance(self, table: str, version: str, columns: list[str] | None) -> pl.DataFrame:
         """Time travel: check the table out at the tag named after the version."""
@@ -174,7 +210,7 @@ class CorpusStore:
         unknown = [c for c in wanted if c not in READ_SCHEMAS[table].names]
         if unknown:
             raise StoreError(f"unknown {table} columns {unknown}; known: {READ_SCHEMAS[table].names}")
-        lance_table = lancedb.connect(self.lance_dir).open_table(table)
+        lance_table = self._lance().open_table(table)
         lance_table.checkout(version)
         read = [c for c in dict.fromkeys(SORT_KEYS[table] + wanted) if c in stored]
         frame = pl.from_arrow(lance_table.to_lance().to_table(columns=read)).sort(SORT_KEYS[table])
@@ -217,7 +253,7 @@ class CorpusStore:
         if self.has_version(name):
             raise VersionExists(f"corpus version {name!r} already exists in {self.root}; versions are immutable")
         parent = self.manifest(manifest.parent) if manifest.parent else None
-        db = lancedb.connect(self.lance_dir)
+        db = self._lance()
         replaced = sorted(set(replaced_doc_ids))
         lance_versions, counts = {}, {}
         for table, rows in (("chunks", chunks), ("documents", documents)):
@@ -243,6 +279,9 @@ class CorpusStore:
         self._write_manifest(committed)
         return committed
 
+    def _lance(self) -> lancedb.DBConnection:
+        return lancedb.connect(self.lance_uri, storage_options=self.storage_options or None)
+
     def _open_at_parent(self, db, table: str, parent: VersionManifest | None):
         """The table as of the parent version, undoing whatever a crashed run appended after it."""
         lance_table = db.create_table(table, schema=STORED_SCHEMAS[table], exist_ok=True)
@@ -255,9 +294,8 @@ class CorpusStore:
 
     def _export_parquet(self, version: str, errors: pa.Table) -> None:
         for table in TABLES:
-            rows = self._read_lance(table, version, None)
-            write_parquet(rows, READ_SCHEMAS[table], self.parquet_path(table, version))
-        write_parquet(errors, schema.INGEST_ERRORS, self.parquet_path("errors", version))
+            self.write_export(table, version, self._read_lance(table, version, None))
+        self.write_export("errors", version, errors)
 
     def _write_manifest(self, manifest: VersionManifest) -> None:
         """Last step of a commit, atomic: the version exists from this rename on."""

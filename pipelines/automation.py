@@ -13,7 +13,7 @@ import dagster as dg
 
 from assets.partitions import corpus_versions
 from assets.sharding import SHARD_GROUP, ingest_shard_commit, ingest_shard_stage, shard_x_version
-from citekeeper.store import CorpusStore, corpus_hash
+from citekeeper.store import corpus_hash
 from parsers.discover import discover_sources
 from parsers.model import ParseConfig
 from pipelines.resources import CitekeeperConfig
@@ -79,7 +79,7 @@ def unchanged_since(citekeeper: CitekeeperConfig) -> str | None:
     Reads and hashes the files but parses nothing; it keeps a touched-but-identical tree from starting
     a run that would only fail with "unchanged since version X".
     """
-    latest = CorpusStore(citekeeper.store_path).latest()
+    latest = citekeeper.corpus_store().latest()
     if latest is None:
         return None
     sources, _ = discover_sources(citekeeper.source_path, ParseConfig(max_chunk_chars=citekeeper.max_chunk_chars))

@@ -54,7 +54,7 @@ def diff_command(old: str, new: str, out: Path | None, as_json: bool, store_dir:
     from citekeeper.tables import write_parquet
 
     try:
-        diff = diff_versions(CorpusStore(store_dir), old, new)
+        diff = diff_versions(CorpusStore.from_env(store_dir), old, new)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
     if out is not None:
@@ -108,7 +108,7 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
     from verifiers.report import terminal_summary, write_html
     from citekeeper.tables import write_parquet
 
-    store = CorpusStore(store_dir)
+    store = CorpusStore.from_env(store_dir)
     try:
         check = check_citations(store, target, suggest=not no_reanchor)
     except StoreError as exc:

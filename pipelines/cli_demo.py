@@ -37,13 +37,15 @@ def nli_model_or_reason(model: str | None, no_model: bool) -> tuple[str | None, 
 
 def run_version(instance, store_dir: Path, version: str, source: Path, answers: Path, nli_model: str | None) -> None:
     """Materialize every asset of one corpus version with the pipeline job; raise with the failing steps."""
+    from citekeeper.locations import locations_from_env
     from pipelines.definitions import build_definitions
     from pipelines.resources import CitekeeperConfig
 
     if not instance.has_dynamic_partition("corpus_version", version):
         instance.add_dynamic_partitions("corpus_version", [version])
     config = CitekeeperConfig(
-        store_dir=str(store_dir), source_dir=str(source), answers_path=str(answers), nli_model=nli_model
+        store_dir=str(store_dir), source_dir=str(source), answers_path=str(answers), nli_model=nli_model,
+        **locations_from_env(),
     )
     job = build_definitions(config).resolve_job_def("citekeeper_pipeline")
     result = job.execute_in_process(
@@ -70,7 +72,7 @@ def summary(store_dir: Path, nli_note: str) -> str:
     from verifiers.report import terminal_summary
     from citekeeper.tables import read_parquet
 
-    store = CorpusStore(store_dir)
+    store = CorpusStore.from_env(store_dir)
     old, new = VERSIONS
     status_path = status_dir(store.root, new)
     status = read_parquet(status_path / "citation_status.parquet", CITATION_STATUS)

@@ -36,7 +36,7 @@ def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chun
             bar.update(done - bar.n)
 
         try:
-            result = ingest(source_dir, CorpusStore(store_dir), version=version, config=config, strict=strict,
+            result = ingest(source_dir, CorpusStore.from_env(store_dir), version=version, config=config, strict=strict,
                             progress=progress, lock_timeout=lock_timeout)
         except StoreError as exc:
             raise click.ClickException(str(exc)) from None
@@ -57,7 +57,7 @@ def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chun
 @store_option
 def versions_command(as_json: bool, store_dir: Path) -> None:
     """List the corpus versions in the store, oldest first."""
-    versions = CorpusStore(store_dir).versions()
+    versions = CorpusStore.from_env(store_dir).versions()
     if as_json:
         click.echo(json.dumps([asdict(v) for v in versions], indent=2))
         return
@@ -77,7 +77,7 @@ def versions_command(as_json: bool, store_dir: Path) -> None:
 @store_option
 def export_command(table: str, version: str, out: Path, store_dir: Path) -> None:
     """Write one table of a corpus version to a Parquet file (citekeeper schema)."""
-    store = CorpusStore(store_dir)
+    store = CorpusStore.from_env(store_dir)
     readers = {"chunks": store.read_chunks, "documents": store.read_documents, "errors": store.read_errors}
     try:
         rows = readers[table](version)

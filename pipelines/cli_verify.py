@@ -38,7 +38,7 @@ def verify_command(
     batch_size: int,
 ) -> None:
     """Check every claim against its cited evidence (anchoring, lexical fast path, NLI) and write Parquet."""
-    from citekeeper.store import StoreError
+    from citekeeper.store import CorpusStore, StoreError
     from verifiers.evidence import AnswersFileError
     from verifiers.nli import DEFAULT_MODEL, LabelSetError, ModelUnavailable, load_scorer
     from verifiers.verify import verify_store
@@ -53,7 +53,7 @@ def verify_command(
         except (ModelUnavailable, LabelSetError) as exc:
             raise click.ClickException(str(exc)) from exc
     try:
-        result, paths = verify_store(store_dir, out_dir, version=version, answers_file=answers_file, scorer=scorer)
+        result, paths = verify_store(CorpusStore.from_env(store_dir), out_dir, version=version, answers_file=answers_file, scorer=scorer)
     except (StoreError, AnswersFileError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     run = result.run.row(0, named=True)

@@ -8,6 +8,7 @@ os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 import dagster as dg  # noqa: E402
 
 from assets import citations, ingest, sharding, verification  # noqa: E402
+from citekeeper.locations import locations_from_env  # noqa: E402
 from pipelines import automation  # noqa: E402
 from pipelines.resources import CitekeeperConfig  # noqa: E402
 
@@ -43,5 +44,6 @@ defs = build_definitions(
         answers_path=os.environ.get("CITEKEEPER_ANSWERS") or None,  # registered before each citation check
         nli_model=os.environ.get("CITEKEEPER_NLI_MODEL") or None,
         nli_backend=os.environ.get("CITEKEEPER_NLI_BACKEND", "torch"),
+        **locations_from_env(),  # CITEKEEPER_LANCE_URI, CITEKEEPER_PARQUET_URI, CITEKEEPER_STORAGE_OPTIONS
     )
 )

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from citekeeper.store import CorpusStore
+
 
 class CitekeeperConfig(dg.ConfigurableResource):
     """Paths and knobs shared by every citekeeper asset."""
@@ -15,10 +17,18 @@ class CitekeeperConfig(dg.ConfigurableResource):
     nli_model: str | None = None  # hub id or local dir; None runs the model-free tiers only
     nli_backend: str = "torch"
     max_chunk_chars: int = 1000
+    # Object-store locations of the LanceDB tables / Parquet exports (None: under store_dir) and their
+    # LanceDB storage options; see citekeeper.locations for the keys.
+    lance_uri: str | None = None
+    parquet_uri: str | None = None
+    storage_options: dict[str, str] = {}
 
     @property
     def store_path(self) -> Path:
         return Path(self.store_dir)
+
+    def corpus_store(self) -> CorpusStore:
+        return CorpusStore(self.store_path, self.lance_uri, self.parquet_uri, self.storage_options)
 
     @property
     def source_path(self) -> Path:

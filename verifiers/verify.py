@@ -547,7 +547,7 @@ def _assert_no_nan(frames: dict[str, pl.DataFrame]) -> None:
 
 
 def verify_store(
-    store_root: Path | str,
+    store_root: Path | str | CorpusStore,
     out_dir: Path | str,
     version: str | None = None,
     answers_file: Path | str | None = None,
@@ -561,7 +561,7 @@ def verify_store(
     from citekeeper.store import CorpusStore
     from verifiers.evidence import answers_from_file, citation_evidence, read_citation_status
 
-    store = CorpusStore(store_root)
+    store = store_root if isinstance(store_root, CorpusStore) else CorpusStore(store_root)
     if version is None:
         latest = store.latest()
         if latest is None:

@@ -1,0 +1,160 @@
+"""LanceDB tables and Parquet exports in an S3 bucket: a real S3-compatible HTTP server (moto) on loopback.
+
+The same corpus ingested into a local store is the reference: the bucket-backed store must read back the
+same chunks and documents for every version, and leave only manifests (and the lock) under its root.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from assets import ingest as ingest_assets
+from assets.partitions import corpus_versions
+from citekeeper.ingest import ingest
+from citekeeper.locations import LocationError, locations_from_env, parquet_filesystem
+from citekeeper.store import READ_SCHEMAS, CorpusStore, UnknownVersion
+from pipelines.cli import main
+from pipelines.resources import CitekeeperConfig
+from tests.conftest import SAMPLE_CORPUS
+
+boto3 = pytest.importorskip("boto3")
+moto_server = pytest.importorskip("moto.server")
+
+BUCKET = "citekeeper-test"
+VERSIONS = ("v1", "v2")
+CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "aws_region": "us-east-1"}
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access-log line per S3 request otherwise
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    s3_client(url).create_bucket(Bucket=BUCKET)
+    yield url
+    server.stop()
+
+
+def s3_client(url: str):
+    return boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                        aws_secret_access_key="testing")  # fmt: skip
+
+
+@pytest.fixture
+def locations(endpoint: str) -> dict:
+    """A fresh prefix in the bucket per test; credentials passed as storage options, not taken from env."""
+    prefix = f"s3://{BUCKET}/{uuid.uuid4().hex}"
+    options = {**CREDENTIALS, "aws_endpoint": endpoint, "allow_http": "true"}
+    return {"lance_uri": f"{prefix}/lance", "parquet_uri": f"{prefix}/parquet", "storage_options": options}
+
+
+@pytest.fixture(scope="module")
+def local_reference(tmp_path_factory) -> CorpusStore:
+    store = CorpusStore(tmp_path_factory.mktemp("local") / "store")
+    for version in VERSIONS:
+        ingest(SAMPLE_CORPUS / version, store, version=version)
+    return store
+
+
+def bucket_keys(endpoint: str, uri: str) -> list[str]:
+    prefix = uri.removeprefix(f"s3://{BUCKET}/") + "/"
+    pages = s3_client(endpoint).get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    return sorted(item["Key"].removeprefix(prefix) for page in pages for item in page.get("Contents", []))
+
+
+def comparable(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.drop("ingested_at")  # the only column that depends on when a store ingested
+
+
+def assert_nothing_big_under(root: Path) -> None:
+    """Manifests, lock and the (emptied) staging area only: no LanceDB or Parquet data on the local root."""
+    assert not (root / "lance").exists() and not (root / "parquet").exists()
+    data = [p for p in root.rglob("*") if p.suffix in (".lance", ".parquet")]
+    assert data == []
+    assert sorted(p.name for p in (root / "versions").iterdir()) == [f"{v}.json" for v in VERSIONS]
+
+
+def test_cli_ingest_and_export_against_s3(endpoint, locations, local_reference, tmp_path, monkeypatch) -> None:
+    root = tmp_path / "store"
+    env = {
+        "CITEKEEPER_LANCE_URI": locations["lance_uri"],
+        "CITEKEEPER_PARQUET_URI": locations["parquet_uri"],
+        "CITEKEEPER_STORAGE_OPTIONS": json.dumps(locations["storage_options"]),
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    runner = CliRunner()
+    for version in VERSIONS:
+        result = runner.invoke(main, ["ingest", str(SAMPLE_CORPUS / version), "--store", str(root), "--version", version])
+        assert result.exit_code == 0, result.output
+        assert f"created corpus version {version}" in result.output
+
+    # A fresh store object, configured only by the environment: time travel by version name.
+    store = CorpusStore.from_env(root)
+    assert (store.lance_uri, store.parquet_uri) == (locations["lance_uri"], locations["parquet_uri"])
+    for version in VERSIONS:
+        for read in ("read_chunks", "read_documents"):
+            got, want = getattr(store, read)(version), getattr(local_reference, read)(version)
+            assert comparable(got).equals(comparable(want)), f"{read}({version}) differs from the local store"
+    assert set(store.read_documents("v2")["doc_id"]) - set(store.read_documents("v1")["doc_id"])  # v2 adds docs
+
+    # Parquet exports are objects in the bucket, with the citekeeper schemas.
+    keys = bucket_keys(endpoint, locations["parquet_uri"])
+    assert keys == sorted(
+        f"{t}/corpus_version={v}/{t}.parquet" for t in ("chunks", "documents", "errors") for v in VERSIONS
+    )
+    for version in VERSIONS:
+        filesystem, path = parquet_filesystem(store.parquet_path("chunks", version), store.storage_options)
+        assert pq.read_schema(path, filesystem=filesystem).equals(READ_SCHEMAS["chunks"])
+        exported = store.read_export("chunks", version)
+        assert exported.sort("chunk_id").equals(store.read_chunks(version).sort("chunk_id"))
+    lance_keys = bucket_keys(endpoint, locations["lance_uri"])
+    assert any(k.startswith("chunks.lance/_refs/tags/v1") for k in lance_keys)
+    assert any(k.startswith("documents.lance/data/") for k in lance_keys)
+
+    out = tmp_path / "v1_chunks.parquet"
+    exported = runner.invoke(main, ["export", "chunks", "--version", "v1", "--out", str(out), "--store", str(root)])
+    assert exported.exit_code == 0, exported.output
+    assert pl.read_parquet(out).sort("chunk_id").equals(store.read_chunks("v1").sort("chunk_id"))
+    listed = runner.invoke(main, ["versions", "--store", str(root)])
+    assert "v1" in listed.output and "v2" in listed.output
+
+    assert_nothing_big_under(root)
+
+
+def test_dagster_ingest_asset_writes_to_s3(endpoint, locations, local_reference, tmp_path) -> None:
+    root = tmp_path / "store"
+    config = CitekeeperConfig(store_dir=str(root), source_dir=str(SAMPLE_CORPUS / "v1"), **locations)
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(corpus_versions.name, ["v1"])
+    result = dg.materialize(
+        [ingest_assets.ingested_corpus, ingest_assets.chunk_ids_unique, ingest_assets.offsets_reproduce_text],
+        instance=instance, partition_key="v1", resources={"citekeeper": config},
+    )  # fmt: skip
+    assert all(c.passed for c in result.get_asset_check_evaluations())
+    store = config.corpus_store()
+    assert comparable(store.read_chunks("v1")).equals(comparable(local_reference.read_chunks("v1")))
+    assert "chunks/corpus_version=v1/chunks.parquet" in bucket_keys(endpoint, locations["parquet_uri"])
+    assert not (root / "lance").exists() and not (root / "parquet").exists()
+    with pytest.raises(UnknownVersion, match="known: v1"):
+        store.read_export("errors", "v2")
+
+
+def test_locations_from_env() -> None:
+    assert locations_from_env({}) == {"lance_uri": None, "parquet_uri": None, "storage_options": {}}
+    parsed = locations_from_env({"CITEKEEPER_LANCE_URI": "s3://b/l", "CITEKEEPER_STORAGE_OPTIONS": '{"allow_http": true}'})
+    assert parsed == {"lance_uri": "s3://b/l", "parquet_uri": None, "storage_options": {"allow_http": "true"}}
+    with pytest.raises(LocationError, match="CITEKEEPER_STORAGE_OPTIONS is not valid JSON"):
+        locations_from_env({"CITEKEEPER_STORAGE_OPTIONS": "{aws_endpoint: x}"})
+    with pytest.raises(LocationError, match="must be a JSON object"):
+        locations_from_env({"CITEKEEPER_STORAGE_OPTIONS": '["x"]'})
