@@ -10,11 +10,13 @@ import logging
 import uuid
 from pathlib import Path
 
+import boto3  # moto[server] and boto3 come with the dev extra
 import dagster as dg
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from moto import server as moto_server
 
 from assets import ingest as ingest_assets
 from assets.partitions import corpus_versions
@@ -24,9 +26,6 @@ from citekeeper.store import READ_SCHEMAS, CorpusStore, UnknownVersion
 from pipelines.cli import main
 from pipelines.resources import CitekeeperConfig
 from tests.conftest import SAMPLE_CORPUS
-
-boto3 = pytest.importorskip("boto3")
-moto_server = pytest.importorskip("moto.server")
 
 BUCKET = "citekeeper-test"
 VERSIONS = ("v1", "v2")
