@@ -4,6 +4,9 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
+# Batch runs never download models on the fly (no surprise network waits or weights); HF_HUB_OFFLINE=0
+# lets a hub id be fetched on first use.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import click  # noqa: E402
 
