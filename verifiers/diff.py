@@ -98,114 +98,157 @@ def diff_documents(old_docs: Frame, new_docs: Frame) -> pl.DataFrame:
 
 # ---------------------------------------------------------------- chunks
 
+# Chunks are matched on these slim columns; `text` and `section_path` (the costly columns to decode) are
+# fetched later only for the rows that need them. `_row` numbers the rows of a side so that links and
+# fetches join on an integer instead of a string.
+MATCH_COLUMNS = ["chunk_id", "doc_id", "text_hash", "start_char", "end_char"]
+LINK_SCHEMA = {"old_row": pl.UInt32, "new_row": pl.UInt32, "change": pl.String, "similarity": pl.Float64}
 
-def _side(frame: pl.DataFrame, prefix: str) -> pl.DataFrame:
-    return frame.rename({c: f"{prefix}_{c}" for c in frame.columns if c in CHUNK_COLUMNS})
 
-
-def _link(old: pl.DataFrame, new: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
-    """Old and new chunk rows side by side for each (old_chunk_id, new_chunk_id) link."""
-    return links.join(_side(old, "old"), on="old_chunk_id").join(_side(new, "new"), on="new_chunk_id")
+def _fetch(chunks: pl.LazyFrame, rows: pl.DataFrame, column: str) -> pl.LazyFrame:
+    """`_row` and `column` of the given rows (`_row`, `doc_id`) only; the doc filter reaches the Parquet scan."""
+    doc_ids = rows["doc_id"].unique().implode()
+    wanted = rows.select(pl.col("_row").unique()).lazy()
+    return chunks.filter(pl.col("doc_id").is_in(doc_ids)).select("_row", column).join(wanted, on="_row", how="semi")
 
 
 def _same_text_links(old: pl.DataFrame, new: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """Pair chunks with equal `by` keys; the k-th occurrence on one side pairs with the k-th on the other."""
+    """Pair rows with equal `by` keys; the k-th occurrence on one side pairs with the k-th on the other."""
     keys = [*by, "_occ"]
-    columns = list(dict.fromkeys([*by, "chunk_id", "start_char"]))
-    o = _with_occurrence(old.select(columns), by, "start_char").select(*keys, pl.col("chunk_id").alias("old_chunk_id"))
-    n = _with_occurrence(new.select(columns), by, "start_char").select(*keys, pl.col("chunk_id").alias("new_chunk_id"))
-    return o.join(n, on=keys).select("old_chunk_id", "new_chunk_id")
+    # Number only the rows whose key occurs on both sides (usually few), not every unmatched row.
+    old, new = old.join(new.select(by), on=by, how="semi"), new.join(old.select(by), on=by, how="semi")
+    o = _with_occurrence(old, by, "start_char").select(*keys, old_row="_row")
+    n = _with_occurrence(new, by, "start_char").select(*keys, new_row="_row")
+    return o.join(n, on=keys).select("old_row", "new_row")
 
 
-def _by_doc(frame: pl.DataFrame) -> dict[str, tuple[list[str], list[str]]]:
-    """doc_id -> (chunk_ids, texts), in one group_by instead of a frame per document."""
-    grouped = frame.group_by("doc_id", maintain_order=True).agg("chunk_id", "text")
-    return {doc_id: (ids, texts) for doc_id, ids, texts in grouped.iter_rows()}
+def _by_doc(frame: pl.DataFrame) -> dict[str, tuple[list[int], list[str]]]:
+    """doc_id -> (rows, texts), in one group_by instead of a frame per document."""
+    grouped = frame.group_by("doc_id", maintain_order=True).agg("_row", "text")
+    return {doc_id: (rows, texts) for doc_id, rows, texts in grouped.iter_rows()}
 
 
 def _similar_links(old: pl.DataFrame, new: pl.DataFrame, threshold: float) -> pl.DataFrame:
-    """Greedy best-first pairing by text similarity, only within each document present on both sides."""
-    pairs: list[tuple[str, str, float]] = []
+    """Greedy best-first pairing by text similarity, only within each document present on both sides.
+    A pair that is the best of both its old and its new row is one greedy would take (ties go to the
+    first row), so each round takes all such mutual-best pairs of every document at once."""
+    candidates = _similar_candidates(old, new, threshold)
+    similarity = pl.col("similarity")
+    taken = []
+    while not candidates.is_empty():
+        best_new = candidates.filter(similarity == similarity.max().over("old_row")).group_by("old_row").agg(pl.col("new_row").min())
+        best_old = candidates.filter(similarity == similarity.max().over("new_row")).group_by("new_row").agg(pl.col("old_row").min())
+        mutual = candidates.join(best_new.join(best_old, on=["old_row", "new_row"]), on=["old_row", "new_row"], how="semi")
+        taken.append(mutual)
+        candidates = candidates.join(mutual, on="old_row", how="anti").join(mutual, on="new_row", how="anti")
+    return pl.concat([candidates, *taken])  # candidates is empty by now; it gives the schema if none were taken
+
+
+def _similar_candidates(old: pl.DataFrame, new: pl.DataFrame, threshold: float) -> pl.DataFrame:
+    """(old_row, new_row, similarity) of each pair in one document with a similarity at or above the threshold."""
+    old_rows, new_rows, scores = [np.empty(0, np.uint32)], [np.empty(0, np.uint32)], [np.empty(0)]
     new_by_doc = _by_doc(new)
     for doc_id, (old_ids, old_texts) in _by_doc(old).items():
         if doc_id not in new_by_doc:
             continue
         new_ids, new_texts = new_by_doc[doc_id]
-        scores = process.cdist(old_texts, new_texts, scorer=fuzz.ratio, workers=1, dtype=np.float64) / 100.0
-        pairs.extend(_greedy(scores, old_ids, new_ids, threshold))
-    schema = {"old_chunk_id": pl.String, "new_chunk_id": pl.String, "similarity": pl.Float64}
-    return pl.DataFrame(pairs, schema=schema, orient="row")
+        matrix = process.cdist(old_texts, new_texts, scorer=fuzz.ratio, workers=1, dtype=np.float64) / 100.0
+        i, j = np.nonzero(matrix >= threshold)
+        old_rows.append(np.asarray(old_ids, np.uint32)[i])
+        new_rows.append(np.asarray(new_ids, np.uint32)[j])
+        scores.append(matrix[i, j])
+    return pl.DataFrame({"old_row": np.concatenate(old_rows), "new_row": np.concatenate(new_rows), "similarity": np.concatenate(scores)})
 
 
-def _greedy(scores: np.ndarray, old_ids: list[str], new_ids: list[str], threshold: float) -> list[tuple[str, str, float]]:
-    """Greedy best-first pairing. A pair that is the best of both its row and its column is one greedy
-    would take, so each round takes all such mutual-best pairs at once (usually one or two rounds)."""
-    scores = np.where(scores >= threshold, scores, -1.0)
-    pairs = []
-    while scores.size and scores.max() >= 0:
-        rows = np.arange(scores.shape[0])
-        best_col = scores.argmax(axis=1)
-        mutual = (scores.argmax(axis=0)[best_col] == rows) & (scores[rows, best_col] >= 0)
-        for i, j in zip(rows[mutual], best_col[mutual]):
-            pairs.append((old_ids[i], new_ids[j], float(scores[i, j])))
-        scores[rows[mutual], :] = -1.0
-        scores[:, best_col[mutual]] = -1.0
-    return pairs
-
-
-def _ratio(old_text: pl.Expr, new_text: pl.Expr) -> pl.Expr:
-    return pl.struct(old_text.alias("a"), new_text.alias("b")).map_batches(
-        lambda s: pl.Series(
-            [1.0 if a == b else fuzz.ratio(a, b) / 100.0 for a, b in zip(s.struct.field("a"), s.struct.field("b"))],
-            dtype=pl.Float64,
-        ),
-        return_dtype=pl.Float64,
+def _same_id_links(old: pl.DataFrame, new: pl.DataFrame, old_chunks: pl.LazyFrame, new_chunks: pl.LazyFrame) -> pl.DataFrame:
+    """Same chunk_id on both sides: modified (other text), unchanged (same locator) or moved."""
+    same = old.join(new, on="chunk_id", suffix="_new").select(
+        old_row="_row",
+        new_row="_row_new",
+        old_doc_id="doc_id",
+        new_doc_id="doc_id_new",
+        same_text=pl.col("text_hash") == pl.col("text_hash_new"),
+        same_offsets=(pl.col("start_char") == pl.col("start_char_new")) & (pl.col("end_char") == pl.col("end_char_new")),
     )
-
-
-def _unmatched(old: pl.DataFrame, new: pl.DataFrame, matched: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    return (
-        old.join(matched.select(chunk_id="old_chunk_id"), on="chunk_id", how="anti"),
-        new.join(matched.select(chunk_id="new_chunk_id"), on="chunk_id", how="anti"),
-    )
-
-
-def diff_chunks(old: pl.DataFrame, new: pl.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> pl.DataFrame:
-    """Chunk-level changes between two sets of chunks (those of the changed documents)."""
-    same_id = old.select(pl.col("chunk_id").alias("old_chunk_id")).join(
-        new.select(pl.col("chunk_id").alias("new_chunk_id")), left_on="old_chunk_id", right_on="new_chunk_id", coalesce=False
-    )
-    stages = [
-        _link(old, new, same_id).with_columns(
-            pl.when(pl.col("old_text_hash") != pl.col("new_text_hash"))
-            .then(pl.lit("modified"))
-            .when(
-                (pl.col("old_start_char") == pl.col("new_start_char"))
-                & (pl.col("old_end_char") == pl.col("new_end_char"))
-                & (pl.col("old_section_path") == pl.col("new_section_path"))
-            )
-            .then(pl.lit("unchanged"))
-            .otherwise(pl.lit("moved"))
-            .alias("change"),
-            _ratio(pl.col("old_text"), pl.col("new_text")).alias("similarity"),
+    # Section paths matter only where text and offsets are equal; fetch them for those rows alone.
+    candidates = same.filter("same_text", "same_offsets")
+    if candidates.is_empty():
+        same = same.with_columns(old_section=pl.lit(None), new_section=pl.lit(None))
+    else:
+        old_sections, new_sections = pl.collect_all(
+            [
+                _fetch(old_chunks, candidates.select(_row="old_row", doc_id="old_doc_id"), "section_path").select(old_row="_row", old_section="section_path"),
+                _fetch(new_chunks, candidates.select(_row="new_row", doc_id="new_doc_id"), "section_path").select(new_row="_row", new_section="section_path"),
+            ]
         )
-    ]
+        same = same.join(old_sections, on="old_row", how="left").join(new_sections, on="new_row", how="left")
+    return same.select(
+        "old_row",
+        "new_row",
+        pl.when(~pl.col("same_text"))
+        .then(pl.lit("modified"))
+        .when(pl.col("same_offsets") & (pl.col("old_section") == pl.col("new_section")))
+        .then(pl.lit("unchanged"))
+        .otherwise(pl.lit("moved"))
+        .alias("change"),
+        "old_doc_id",
+        "new_doc_id",
+        similarity=pl.when(pl.col("same_text")).then(1.0),  # ratio of the modified ones filled in later
+    )
+
+
+def _unmatched(frame: pl.DataFrame, links: pl.DataFrame, side: str) -> pl.DataFrame:
+    return frame.join(links.select(_row=side), on="_row", how="anti")
+
+
+def _edited_similarity(same_id: pl.DataFrame, old_text: pl.DataFrame, new_text: pl.DataFrame) -> pl.DataFrame:
+    """Same-id links with the text ratio filled in where the text changed."""
+    edited = (
+        same_id.filter(pl.col("similarity").is_null())
+        .join(old_text.select(old_row="_row", old_text="text"), on="old_row")
+        .join(new_text.select(new_row="_row", new_text="text"), on="new_row")
+    )
+    ratios = pl.Series([fuzz.ratio(a, b) / 100.0 for a, b in zip(edited["old_text"], edited["new_text"])], dtype=pl.Float64)
+    links = same_id.select("old_row", "new_row", "change", "similarity")
+    return links.update(edited.select("old_row", "new_row", similarity=ratios), on=["old_row", "new_row"])
+
+
+def numbered(chunks: Frame) -> pl.LazyFrame:
+    """Chunks with `_row`, their position; numbered before any filter so that filters still reach the scan."""
+    return chunks.lazy().with_row_index("_row")
+
+
+def diff_chunks(old_chunks: pl.LazyFrame, new_chunks: pl.LazyFrame, threshold: float = DEFAULT_THRESHOLD) -> pl.DataFrame:
+    """Chunk-level changes between two sets of chunks (`numbered`, then those of the changed documents)."""
+    old, new = pl.collect_all([c.select("_row", *MATCH_COLUMNS) for c in (old_chunks, new_chunks)])
+    same_id = _same_id_links(old, new, old_chunks, new_chunks)
+    links = [same_id]
     # Each later stage sees only what the earlier ones left unmatched.
-    matchers = [
-        (lambda o, n: _same_text_links(o, n, ["doc_id", "text_hash"]), "moved"),
-        (lambda o, n: _same_text_links(o, n, ["text_hash"]), "relocated"),
-        (lambda o, n: _similar_links(o, n, threshold), "modified"),
-    ]
-    for matcher, change in matchers:
-        old, new = _unmatched(old, new, stages[-1])
-        links = matcher(old, new)
-        if "similarity" not in links.columns:
-            links = links.with_columns(similarity=pl.lit(1.0))
-        stages.append(_link(old, new, links).with_columns(change=pl.lit(change)))
-    old, new = _unmatched(old, new, stages[-1])
-    stages.append(_side(old, "old").with_columns(change=pl.lit("removed")))
-    stages.append(_side(new, "new").with_columns(change=pl.lit("added")))
-    return pl.concat(stages, how="diagonal_relaxed")
+    old_left, new_left = _unmatched(old, same_id, "old_row"), _unmatched(new, same_id, "new_row")
+    for by, change in ((["doc_id", "text_hash"], "moved"), (["text_hash"], "relocated")):
+        pairs = _same_text_links(old_left, new_left, by)
+        links.append(pairs.with_columns(change=pl.lit(change), similarity=pl.lit(1.0)))
+        old_left, new_left = _unmatched(old_left, pairs, "old_row"), _unmatched(new_left, pairs, "new_row")
+    # Text is needed only for similarity: rows still unmatched in documents on both sides, and same-id edits.
+    both_docs = old_left.join(new_left.select("doc_id").unique(), on="doc_id", how="semi")["doc_id"].unique()
+    modified = same_id.filter(pl.col("similarity").is_null())
+    in_both = pl.col("doc_id").is_in(both_docs.implode())
+    old_rows = pl.concat([old_left.filter(in_both).select("_row", "doc_id"), modified.select(_row="old_row", doc_id="old_doc_id")])
+    new_rows = pl.concat([new_left.filter(in_both).select("_row", "doc_id"), modified.select(_row="new_row", doc_id="new_doc_id")])
+    old_text, new_text = pl.collect_all([_fetch(old_chunks, old_rows, "text"), _fetch(new_chunks, new_rows, "text")])
+    links[0] = _edited_similarity(same_id, old_text, new_text)
+    similar = _similar_links(old_left.join(old_text, on="_row"), new_left.join(new_text, on="_row"), threshold)
+    links.append(similar.with_columns(change=pl.lit("modified")))
+    removed = _unmatched(old_left, similar, "old_row").select(old_row="_row", change=pl.lit("removed"))
+    added = _unmatched(new_left, similar, "new_row").select(new_row="_row", change=pl.lit("added"))
+    links += [removed, added]
+    every = pl.concat([link.cast({k: v for k, v in LINK_SCHEMA.items() if k in link.columns}) for link in links], how="diagonal")
+    every = every.join(_side(old, "old"), on="old_row", how="left").join(_side(new, "new"), on="new_row", how="left")
+    return every.select(name for name in CHUNK_DIFF.names if name in every.columns)
+
+
+def _side(frame: pl.DataFrame, prefix: str) -> pl.DataFrame:
+    return frame.rename({c: f"{prefix}{c}" if c == "_row" else f"{prefix}_{c}" for c in frame.columns})
 
 
 # ---------------------------------------------------------------- versions
@@ -225,8 +268,8 @@ def diff_frames(
     changed = docs.filter(pl.col("change") != "unchanged")
     old_ids = changed["old_doc_id"].drop_nulls()
     new_ids = changed["new_doc_id"].drop_nulls()
-    old = old_chunks.lazy().select(CHUNK_COLUMNS).filter(pl.col("doc_id").is_in(old_ids.implode())).collect()
-    new = new_chunks.lazy().select(CHUNK_COLUMNS).filter(pl.col("doc_id").is_in(new_ids.implode())).collect()
+    old = numbered(old_chunks).filter(pl.col("doc_id").is_in(old_ids.implode()))
+    new = numbered(new_chunks).filter(pl.col("doc_id").is_in(new_ids.implode()))
     versions = [pl.lit(old_version).alias("old_version"), pl.lit(new_version).alias("new_version")]
     return VersionDiff(
         old_version,
