@@ -13,6 +13,8 @@ Document changes: unchanged, added, removed, renamed (same content, new path), m
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from citekeeper.tables import conform, read_parquet, write_parquet
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "text_hash", "start_char", "end_char", "section_path", "text"]
 DOC_COLUMNS = ["doc_id", "doc_content_hash", "source_path"]
 DEFAULT_THRESHOLD = 0.5  # minimum text similarity (0..1) for a chunk to count as a modified successor
+SIMILARITY_THREADS = 4
 
 Frame = pl.DataFrame | pl.LazyFrame
 
@@ -122,12 +125,6 @@ def _same_text_links(old: pl.DataFrame, new: pl.DataFrame, by: list[str]) -> pl.
     return o.join(n, on=keys).select("old_row", "new_row")
 
 
-def _by_doc(frame: pl.DataFrame) -> dict[str, tuple[list[int], list[str]]]:
-    """doc_id -> (rows, texts), in one group_by instead of a frame per document."""
-    grouped = frame.group_by("doc_id", maintain_order=True).agg("_row", "text")
-    return {doc_id: (rows, texts) for doc_id, rows, texts in grouped.iter_rows()}
-
-
 def _similar_links(old: pl.DataFrame, new: pl.DataFrame, threshold: float) -> pl.DataFrame:
     """Greedy best-first pairing by text similarity, only within each document present on both sides.
     A pair that is the best of both its old and its new row is one greedy would take (ties go to the
@@ -146,18 +143,24 @@ def _similar_links(old: pl.DataFrame, new: pl.DataFrame, threshold: float) -> pl
 
 def _similar_candidates(old: pl.DataFrame, new: pl.DataFrame, threshold: float) -> pl.DataFrame:
     """(old_row, new_row, similarity) of each pair in one document with a similarity at or above the threshold."""
-    old_rows, new_rows, scores = [np.empty(0, np.uint32)], [np.empty(0, np.uint32)], [np.empty(0)]
-    new_by_doc = _by_doc(new)
-    for doc_id, (old_ids, old_texts) in _by_doc(old).items():
-        if doc_id not in new_by_doc:
-            continue
-        new_ids, new_texts = new_by_doc[doc_id]
-        matrix = process.cdist(old_texts, new_texts, scorer=fuzz.ratio, workers=1, dtype=np.float64) / 100.0
-        i, j = np.nonzero(matrix >= threshold)
-        old_rows.append(np.asarray(old_ids, np.uint32)[i])
-        new_rows.append(np.asarray(new_ids, np.uint32)[j])
-        scores.append(matrix[i, j])
-    return pl.DataFrame({"old_row": np.concatenate(old_rows), "new_row": np.concatenate(new_rows), "similarity": np.concatenate(scores)})
+    old, new = old.sort("doc_id", "_row"), new.sort("doc_id", "_row")
+    # Each document's old x new score matrix, flattened row-major, lines up with this join's pairs.
+    pairs = old.select("doc_id", old_row="_row").join(new.select("doc_id", new_row="_row"), on="doc_id", maintain_order="left_right")
+    texts = old.group_by("doc_id", maintain_order=True).agg("text").join(
+        new.group_by("doc_id", maintain_order=True).agg("text"), on="doc_id", maintain_order="left"
+    )
+    docs = list(zip(texts["text"].to_list(), texts["text_right"].to_list()))
+    # rapidfuzz releases the GIL, so batches of documents are scored on all cores.
+    workers = min(os.cpu_count() or 1, SIMILARITY_THREADS)
+    size = max(1, -(-len(docs) // workers))
+    with ThreadPoolExecutor(workers) as pool:
+        batches = list(pool.map(_score_docs, [docs[i : i + size] for i in range(0, len(docs), size)]))
+    similarity = np.concatenate([np.empty(0), *batches]) / 100.0
+    return pairs.select("old_row", "new_row", similarity=similarity).filter(pl.col("similarity") >= threshold)
+
+
+def _score_docs(docs: list[tuple[list[str], list[str]]]) -> np.ndarray:
+    return np.concatenate([process.cdist(a, b, scorer=fuzz.ratio, workers=1, dtype=np.float64).ravel() for a, b in docs])
 
 
 def _same_id_links(old: pl.DataFrame, new: pl.DataFrame, old_chunks: pl.LazyFrame, new_chunks: pl.LazyFrame) -> pl.DataFrame:
