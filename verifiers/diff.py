@@ -101,18 +101,16 @@ def diff_documents(old_docs: Frame, new_docs: Frame) -> pl.DataFrame:
 
 # ---------------------------------------------------------------- chunks
 
-# Chunks are matched on these slim columns; `text` and `section_path` (the costly columns to decode) are
-# fetched later only for the rows that need them. `_row` numbers the rows of a side so that links and
-# fetches join on an integer instead of a string.
+# Chunks are matched on these slim columns; `text` is read in a second pass and `section_path` only for
+# rows whose text and offsets are equal. `_row` numbers the rows of a side so that links and fetched
+# columns join on an integer instead of a string.
 MATCH_COLUMNS = ["chunk_id", "doc_id", "text_hash", "start_char", "end_char"]
 LINK_SCHEMA = {"old_row": pl.UInt32, "new_row": pl.UInt32, "change": pl.String, "similarity": pl.Float64}
 
 
-def _fetch(chunks: pl.LazyFrame, rows: pl.DataFrame, column: str) -> pl.LazyFrame:
-    """`_row` and `column` of the given rows (`_row`, `doc_id`) only; the doc filter reaches the Parquet scan."""
-    doc_ids = rows["doc_id"].unique().implode()
-    wanted = rows.select(pl.col("_row").unique()).lazy()
-    return chunks.filter(pl.col("doc_id").is_in(doc_ids)).select("_row", column).join(wanted, on="_row", how="semi")
+def _fetch(chunks: pl.LazyFrame, doc_ids: pl.Series, column: str) -> pl.LazyFrame:
+    """`_row` and `column` of the given documents' chunks; the doc filter reaches the Parquet scan."""
+    return chunks.filter(pl.col("doc_id").is_in(doc_ids.unique().implode())).select("_row", column)
 
 
 def _same_text_links(old: pl.DataFrame, new: pl.DataFrame, by: list[str]) -> pl.DataFrame:
@@ -120,6 +118,8 @@ def _same_text_links(old: pl.DataFrame, new: pl.DataFrame, by: list[str]) -> pl.
     keys = [*by, "_occ"]
     # Number only the rows whose key occurs on both sides (usually few), not every unmatched row.
     old, new = old.join(new.select(by), on=by, how="semi"), new.join(old.select(by), on=by, how="semi")
+    if old.is_empty():
+        return pl.DataFrame(schema={"old_row": pl.UInt32, "new_row": pl.UInt32})
     o = _with_occurrence(old, by, "start_char").select(*keys, old_row="_row")
     n = _with_occurrence(new, by, "start_char").select(*keys, new_row="_row")
     return o.join(n, on=keys).select("old_row", "new_row")
@@ -165,14 +165,14 @@ def _score_docs(docs: list[tuple[list[str], list[str]]]) -> np.ndarray:
 
 def _same_id_links(old: pl.DataFrame, new: pl.DataFrame, old_chunks: pl.LazyFrame, new_chunks: pl.LazyFrame) -> pl.DataFrame:
     """Same chunk_id on both sides: modified (other text), unchanged (same locator) or moved."""
-    same = old.join(new, on="chunk_id", suffix="_new").select(
+    same = old.lazy().join(new.lazy(), on="chunk_id", suffix="_new").select(
         old_row="_row",
         new_row="_row_new",
         old_doc_id="doc_id",
         new_doc_id="doc_id_new",
         same_text=pl.col("text_hash") == pl.col("text_hash_new"),
         same_offsets=(pl.col("start_char") == pl.col("start_char_new")) & (pl.col("end_char") == pl.col("end_char_new")),
-    )
+    ).collect()
     # Section paths matter only where text and offsets are equal; fetch them for those rows alone.
     candidates = same.filter("same_text", "same_offsets")
     if candidates.is_empty():
@@ -180,8 +180,8 @@ def _same_id_links(old: pl.DataFrame, new: pl.DataFrame, old_chunks: pl.LazyFram
     else:
         old_sections, new_sections = pl.collect_all(
             [
-                _fetch(old_chunks, candidates.select(_row="old_row", doc_id="old_doc_id"), "section_path").select(old_row="_row", old_section="section_path"),
-                _fetch(new_chunks, candidates.select(_row="new_row", doc_id="new_doc_id"), "section_path").select(new_row="_row", new_section="section_path"),
+                _fetch(old_chunks, candidates["old_doc_id"], "section_path").select(old_row="_row", old_section="section_path"),
+                _fetch(new_chunks, candidates["new_doc_id"], "section_path").select(new_row="_row", new_section="section_path"),
             ]
         )
         same = same.join(old_sections, on="old_row", how="left").join(new_sections, on="new_row", how="left")
@@ -201,7 +201,7 @@ def _same_id_links(old: pl.DataFrame, new: pl.DataFrame, old_chunks: pl.LazyFram
 
 
 def _unmatched(frame: pl.DataFrame, links: pl.DataFrame, side: str) -> pl.DataFrame:
-    return frame.join(links.select(_row=side), on="_row", how="anti")
+    return frame.filter(~pl.col("_row").is_in(links[side].implode()))
 
 
 def _edited_similarity(same_id: pl.DataFrame, old_text: pl.DataFrame, new_text: pl.DataFrame) -> pl.DataFrame:
@@ -224,21 +224,19 @@ def numbered(chunks: Frame) -> pl.LazyFrame:
 def diff_chunks(old_chunks: pl.LazyFrame, new_chunks: pl.LazyFrame, threshold: float = DEFAULT_THRESHOLD) -> pl.DataFrame:
     """Chunk-level changes between two sets of chunks (`numbered`, then those of the changed documents)."""
     old, new = pl.collect_all([c.select("_row", *MATCH_COLUMNS) for c in (old_chunks, new_chunks)])
-    same_id = _same_id_links(old, new, old_chunks, new_chunks)
-    links = [same_id]
-    # Each later stage sees only what the earlier ones left unmatched.
-    old_left, new_left = _unmatched(old, same_id, "old_row"), _unmatched(new, same_id, "new_row")
-    for by, change in ((["doc_id", "text_hash"], "moved"), (["text_hash"], "relocated")):
-        pairs = _same_text_links(old_left, new_left, by)
-        links.append(pairs.with_columns(change=pl.lit(change), similarity=pl.lit(1.0)))
-        old_left, new_left = _unmatched(old_left, pairs, "old_row"), _unmatched(new_left, pairs, "new_row")
-    # Text is needed only for similarity: rows still unmatched in documents on both sides, and same-id edits.
-    both_docs = old_left.join(new_left.select("doc_id").unique(), on="doc_id", how="semi")["doc_id"].unique()
-    modified = same_id.filter(pl.col("similarity").is_null())
-    in_both = pl.col("doc_id").is_in(both_docs.implode())
-    old_rows = pl.concat([old_left.filter(in_both).select("_row", "doc_id"), modified.select(_row="old_row", doc_id="old_doc_id")])
-    new_rows = pl.concat([new_left.filter(in_both).select("_row", "doc_id"), modified.select(_row="new_row", doc_id="new_doc_id")])
-    old_text, new_text = pl.collect_all([_fetch(old_chunks, old_rows, "text"), _fetch(new_chunks, new_rows, "text")])
+    # Text is read in a second pass, in the background while the hash joins run: Parquet decompresses whole
+    # pages, so a narrower filter would not make it cheaper, but the hash joins need no text.
+    with ThreadPoolExecutor(1) as pool:
+        texts = pool.submit(pl.collect_all, [c.select("_row", "text") for c in (old_chunks, new_chunks)])
+        same_id = _same_id_links(old, new, old_chunks, new_chunks)
+        links = [same_id]
+        old_left, new_left = _unmatched(old, same_id, "old_row"), _unmatched(new, same_id, "new_row")
+        # Each later stage sees only what the earlier ones left unmatched.
+        for by, change in ((["doc_id", "text_hash"], "moved"), (["text_hash"], "relocated")):
+            pairs = _same_text_links(old_left, new_left, by)
+            links.append(pairs.with_columns(change=pl.lit(change), similarity=pl.lit(1.0)))
+            old_left, new_left = _unmatched(old_left, pairs, "old_row"), _unmatched(new_left, pairs, "new_row")
+        old_text, new_text = texts.result()
     links[0] = _edited_similarity(same_id, old_text, new_text)
     similar = _similar_links(old_left.join(old_text, on="_row"), new_left.join(new_text, on="_row"), threshold)
     links.append(similar.with_columns(change=pl.lit("modified")))
