@@ -87,11 +87,9 @@ def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
 @dg.asset(partitions_def=corpus_versions, deps=[citation_status], group_name=GROUP)
 def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
     """Self-contained HTML report of the citation status of this version."""
-    from citekeeper.answer_store import AnswerStore
     from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
     from verifiers.citations import status_dir
-    from verifiers.plots import report_plots
-    from verifiers.report import terminal_summary, write_html
+    from verifiers.report import terminal_summary, write_store_report
     from citekeeper.tables import read_parquet
 
     started = time.perf_counter()
@@ -100,9 +98,7 @@ def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
     out = status_dir(store.root, version)
     status = read_parquet(out / "citation_status.parquet", CITATION_STATUS)
     radius = read_parquet(out / "blast_radius.parquet", BLAST_RADIUS)
-    answers = AnswerStore(store.root)
-    plots = report_plots(store.root, [m.name for m in store.versions()], version, radius)
-    path = write_html(out / "report.html", status, radius, answers.answers(), answers.claims(), version, plots_html=plots)
+    path = write_store_report(out / "report.html", store, version, status, radius)
     summary = terminal_summary(status, radius, version)
     context.log.info(summary)
     return dg.MaterializeResult(metadata={"path": str(path), "summary": dg.MetadataValue.md(f"```\n{summary}\n```"),

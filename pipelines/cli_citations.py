@@ -101,11 +101,9 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
 
     Exits 0 unless a status listed in --fail-on occurs (then 1).
     """
-    from citekeeper.answer_store import AnswerStore
     from citekeeper.schema import CITATION_STATUS
     from verifiers.citations import check_citations
-    from verifiers.plots import report_plots
-    from verifiers.report import terminal_summary, write_html
+    from verifiers.report import terminal_summary, write_store_report
     from citekeeper.tables import write_parquet
 
     store = CorpusStore.from_env(store_dir)
@@ -118,9 +116,7 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
     if out is not None:
         click.echo(f"statuses written to {write_parquet(check.status, CITATION_STATUS, out)}")
     if report is not None:
-        answers = AnswerStore(store.root)
-        plots = report_plots(store.root, [m.name for m in store.versions()], target, check.blast_radius)
-        write_html(report, check.status, check.blast_radius, answers.answers(), answers.claims(), target, plots_html=plots)
+        write_store_report(report, store, target, check.status, check.blast_radius)
         click.echo(f"report written to {report}")
     failing = {s: n for s, n in check.counts().items() if s in fail_on and n}
     if failing:

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import polars as pl
 
+from citekeeper.answer_store import AnswerStore
 from verifiers.citations import NOT_HOLDING, STATUSES
+from verifiers.plots import report_plots
 
 INTERNAL = "internal_only"
 REDACTED = "[redacted: internal_only chunk; text withheld, locator kept]"
@@ -202,3 +204,10 @@ def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_ve
     failing = sum(counts.get(s, 0) for s in NOT_HOLDING)
     lines.append(f"  {failing} citation(s) stale, removed or invalid")
     return "\n".join(lines)
+
+
+def write_store_report(path: Path, store, target_version: str, status: pl.DataFrame, blast_radius: pl.DataFrame) -> Path:
+    """The report of `target_version` in a CorpusStore: its registered answers and the plots over its versions."""
+    answers = AnswerStore(store.root)
+    plots = report_plots(store.root, [m.name for m in store.versions()], target_version, blast_radius)
+    return write_html(path, status, blast_radius, answers.answers(), answers.claims(), target_version, plots_html=plots)
