@@ -36,12 +36,11 @@ warnings.filterwarnings("ignore", message="Specifying a partitions_def on an Ass
 def ingested_corpus(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig):
     """Ingest the source directory as the corpus version named by the partition key."""
     from citekeeper.ingest import ingest
-    from parsers.model import ParseConfig
 
     version = context.partition_key
     store = citekeeper.corpus_store()
     result = ingest(citekeeper.source_path, store, version=version,
-                    config=ParseConfig(max_chunk_chars=citekeeper.max_chunk_chars))
+                    config=citekeeper.parse_config())
     if not result.created and result.equals != version:
         raise dg.Failure(
             f"source tree {citekeeper.source_dir} is unchanged since corpus version {result.equals}; "

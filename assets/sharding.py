@@ -33,12 +33,11 @@ shard_x_version = dg.MultiPartitionsDefinition({"corpus_version": corpus_version
 def ingest_shard_stage(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
     """Parse one document shard of a corpus version into the staging area (nothing committed yet)."""
     from citekeeper.ingest import Shard, stage
-    from parsers.model import ParseConfig
-
+    
     keys = context.partition_key.keys_by_dimension
     version, shard = keys["corpus_version"], Shard(int(keys["doc_shard"]), N_SHARDS)
     result = stage(citekeeper.source_path, citekeeper.corpus_store(), version, shard=shard,
-                   config=ParseConfig(max_chunk_chars=citekeeper.max_chunk_chars))
+                   config=citekeeper.parse_config())
     context.log.info(f"event=shard_staged version={version} shard={shard.index}/{shard.count} "
                      f"parsed={result.n_parsed} reused={result.n_reused} quarantined={len(result.errors)}")
     return dg.MaterializeResult(

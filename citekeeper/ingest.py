@@ -336,6 +336,11 @@ def _equal_version(store: CorpusStore, version: str, tree_hash: str, settings: s
             f"corpus version {version!r} already exists with different content "
             f"(corpus_hash {existing.corpus_hash}, this tree {tree_hash}); versions are immutable, pick a new name"
         )
+    return latest_if_equal(store, tree_hash, settings)
+
+
+def latest_if_equal(store: CorpusStore, tree_hash: str, settings: str) -> VersionManifest | None:
+    """The latest version when it holds exactly this tree (corpus_hash) under these parse settings."""
     latest = store.latest()
     if latest is not None and (latest.corpus_hash, latest.config_hash) == (tree_hash, settings):
         return latest

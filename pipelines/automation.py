@@ -13,9 +13,9 @@ import dagster as dg
 
 from assets.partitions import corpus_versions
 from assets.sharding import SHARD_GROUP, ingest_shard_commit, ingest_shard_stage, shard_x_version
+from citekeeper.ingest import config_hash, latest_if_equal
 from citekeeper.store import corpus_hash
 from parsers.discover import discover_sources
-from parsers.model import ParseConfig
 from pipelines.resources import CitekeeperConfig
 
 # dagster.yaml limits runs carrying this tag to one at a time (tag_concurrency_limits).
@@ -79,12 +79,13 @@ def unchanged_since(citekeeper: CitekeeperConfig) -> str | None:
     Reads and hashes the files but parses nothing; it keeps a touched-but-identical tree from starting
     a run that would only fail with "unchanged since version X".
     """
-    latest = citekeeper.corpus_store().latest()
-    if latest is None:
+    store = citekeeper.corpus_store()
+    if store.latest() is None:
         return None
-    sources, _ = discover_sources(citekeeper.source_path, ParseConfig(max_chunk_chars=citekeeper.max_chunk_chars))
-    tree_hash = corpus_hash((s.doc_id, s.content_hash) for s in sources)
-    return latest.name if tree_hash == latest.corpus_hash else None
+    config = citekeeper.parse_config()
+    sources, _ = discover_sources(citekeeper.source_path, config)
+    equal = latest_if_equal(store, corpus_hash((s.doc_id, s.content_hash) for s in sources), config_hash(config))
+    return equal.name if equal else None
 
 
 @dg.sensor(

@@ -6,6 +6,7 @@ from pathlib import Path
 import dagster as dg
 
 from citekeeper.store import CorpusStore
+from parsers.model import ParseConfig
 
 
 class CitekeeperConfig(dg.ConfigurableResource):
@@ -33,3 +34,6 @@ class CitekeeperConfig(dg.ConfigurableResource):
     @property
     def source_path(self) -> Path:
         return Path(self.source_dir)
+
+    def parse_config(self) -> ParseConfig:
+        return ParseConfig(max_chunk_chars=self.max_chunk_chars)
