@@ -1,8 +1,10 @@
 """Diff benchmark: two synthetic corpus versions of 1,000,000 chunks with 1% of the chunks changed.
 
-Prints the diff time against a bare polars scan of the chunk_id and text_hash columns of both versions,
+Both versions are committed to a real CorpusStore (LanceDB tables + Parquet exports), as ingest would.
+Prints the time of `citekeeper diff` (verifiers.diff.diff_versions, its cache cleared before each run)
+against a bare polars scan of the chunk_id and text_hash columns of both versions' Parquet exports,
 measured in the same run (target: diff <= 2x the scan), and the peak RSS of this process (target <= 2 GB).
-The versions are generated in a child process, so generating them does not count towards the peak.
+The store is built in a child process, so building it does not count towards the peak.
 
     .venv/bin/python bench/bench_diff.py [--chunks 1000000] [--changed 0.01] [--repeat 3]
 """
@@ -11,10 +13,12 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +26,15 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from verifiers.diff import diff_frames  # noqa: E402
+from citekeeper.schema import INGEST_ERRORS  # noqa: E402
+from citekeeper.store import STORED_SCHEMAS, CorpusStore, VersionManifest  # noqa: E402
+from citekeeper.tables import to_arrow  # noqa: E402
+from verifiers.diff import diff_dir, diff_versions  # noqa: E402
 
 CHUNKS_PER_DOC = 100
 CHANGES_PER_DOC = 20  # of which: modified 12, removed 4, added 4
 ADDED = 2  # variant of added chunks
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 WORDS = np.array("client request response timeout proxy pool stream header cookie redirect auth retry".split())
 
 
@@ -35,7 +43,7 @@ def _hash(texts: pl.Expr) -> pl.Expr:
 
 
 def _chunks(doc_index: np.ndarray, ordinal: np.ndarray, variant: np.ndarray) -> pl.DataFrame:
-    """Chunk rows; `variant` > 0 gives a chunk a different (edited) text."""
+    """Chunk rows in the stored schema's columns; `variant` > 0 gives a chunk a different (edited) text."""
     # Filler words derive from (doc, ordinal), so a chunk has the same text in both versions.
     picks = (doc_index[:, None] * 131 + ordinal[:, None] * 17 + np.arange(8)[None, :] * 29) % len(WORDS)
     filler = WORDS[picks]
@@ -47,59 +55,79 @@ def _chunks(doc_index: np.ndarray, ordinal: np.ndarray, variant: np.ndarray) -> 
     )
     return (
         frame.with_columns(text=text, doc_id=pl.format("doc_{}", "doc"))
+        .sort("doc_id", "ordinal")
         .with_columns(text_hash=_hash(pl.col("text")), chunk_id=pl.lit("ck_") + _hash(pl.col("doc_id") + pl.col("text")).str.slice(7))
-        .with_columns(length=pl.col("text").str.len_chars() + 2)
+        .with_columns(length=pl.col("text").str.len_chars() + 2, ordinal=pl.int_range(pl.len()).over("doc_id"))
         .with_columns(end_char=pl.col("length").cum_sum().over("doc_id") - 2)
-        .with_columns(start_char=pl.col("end_char") - pl.col("length") + 2, section_path=pl.concat_list(pl.col("doc_id")))
-        .select("chunk_id", "doc_id", "text_hash", "start_char", "end_char", "section_path", "text")
+        .with_columns(
+            start_char=pl.col("end_char") - pl.col("length") + 2,
+            section_path=pl.concat_list(pl.col("doc_id")),
+            element_types=pl.concat_list(pl.lit("NarrativeText")),
+            source_path=pl.format("docs/{}.md", "doc_id"),
+            title=pl.col("doc_id"),
+            filetype=pl.lit("md"),
+            access_scope=pl.lit("user_visible"),
+            ingested_at=pl.lit(NOW),
+        )
+        .with_columns(doc_content_hash=_hash(pl.col("text_hash").str.join("").over("doc_id")))
     )
 
 
 def _documents(chunks: pl.DataFrame) -> pl.DataFrame:
-    return chunks.group_by("doc_id").agg(
-        doc_content_hash=pl.lit("sha256:") + pl.col("text_hash").str.join("").hash(seed=3).cast(pl.String),
-        source_path=pl.format("docs/{}.md", pl.col("doc_id").first()),
-    )
+    """Document rows whose canonical text the chunks' offsets index into."""
+    return chunks.group_by("doc_id", maintain_order=True).agg(
+        pl.col("doc_content_hash", "source_path", "title", "filetype", "access_scope", "ingested_at").first(),
+        text=pl.col("text").str.join("\n\n"),
+        n_chunks=pl.len(),
+    ).with_columns(size_bytes=pl.col("text").str.len_bytes())
 
 
-def generate(out: Path, n_chunks: int, changed: float) -> None:
+def _commit(store: CorpusStore, name: str, parent: str | None, chunks: pl.DataFrame, replaced: list[str]) -> None:
+    manifest = VersionManifest(name=name, parent=parent, created_at="", n_documents=0, n_chunks=0, n_errors=0,
+                               corpus_hash=f"bench-{name}")
+    with store.lock():
+        store.commit_version(
+            manifest,
+            replaced_doc_ids=replaced,
+            chunks=to_arrow(chunks, STORED_SCHEMAS["chunks"]),
+            documents=to_arrow(_documents(chunks), STORED_SCHEMAS["documents"]),
+            errors=INGEST_ERRORS.empty_table(),
+        )
+
+
+def generate(root: Path, n_chunks: int, changed: float) -> None:
+    """Commit version `old`, then `new`, which edits, removes and adds chunks in 5% of the documents."""
     n_docs = n_chunks // CHUNKS_PER_DOC
     doc_index = np.repeat(np.arange(n_docs), CHUNKS_PER_DOC)
     ordinal = np.tile(np.arange(CHUNKS_PER_DOC), n_docs)
-    old = _chunks(doc_index, ordinal, np.zeros(n_chunks, dtype=np.int64))
+    store = CorpusStore(root)
+    _commit(store, "old", None, _chunks(doc_index, ordinal, np.zeros(n_chunks, dtype=np.int64)), [])
 
     n_affected = int(n_chunks * changed) // CHANGES_PER_DOC
     affected = np.random.default_rng(1).choice(n_docs, size=n_affected, replace=False)
     hit = np.isin(doc_index, affected)
-    variant = np.where(hit & (ordinal < 12), 1, 0)  # modified: same position, edited text
-    keep = ~(hit & (ordinal >= 12) & (ordinal < 16))  # removed
+    variant = np.where(ordinal < 12, 1, 0)  # modified: same position, edited text
+    keep = hit & ~((ordinal >= 12) & (ordinal < 16))  # removed
     added_docs = np.repeat(affected, 4)
-    new = pl.concat(
-        [
-            _chunks(doc_index[keep], ordinal[keep], variant[keep]),
-            _chunks(added_docs, np.tile(np.arange(1000, 1004), n_affected), np.full(len(added_docs), ADDED)),
-        ]
-    ).sort("doc_id", "start_char")
-    for name, frame in (("old", old), ("new", new)):
-        frame.write_parquet(out / f"chunks_{name}.parquet")
-        _documents(frame).write_parquet(out / f"docs_{name}.parquet")
+    rewritten = _chunks(
+        np.concatenate([doc_index[keep], added_docs]),
+        np.concatenate([ordinal[keep], np.tile(np.arange(1000, 1004), n_affected)]),
+        np.concatenate([variant[keep], np.full(len(added_docs), ADDED)]),
+    )
+    _commit(store, "new", "old", rewritten, [f"doc_{i}" for i in affected])
 
 
-def scan_ids(out: Path) -> int:
-    """The baseline: read chunk_id and text_hash of both versions."""
-    frames = [pl.scan_parquet(out / f"chunks_{v}.parquet").select("chunk_id", "text_hash").collect() for v in ("old", "new")]
+def scan_ids(root: Path) -> int:
+    """The baseline: read chunk_id and text_hash of both versions' Parquet exports."""
+    store = CorpusStore(root)
+    frames = [pl.scan_parquet(store.parquet_path("chunks", v)).select("chunk_id", "text_hash").collect() for v in ("old", "new")]
     return sum(f.height for f in frames)
 
 
-def run_diff(out: Path):
-    return diff_frames(
-        "old",
-        "new",
-        pl.scan_parquet(out / "docs_old.parquet"),
-        pl.scan_parquet(out / "docs_new.parquet"),
-        pl.scan_parquet(out / "chunks_old.parquet"),
-        pl.scan_parquet(out / "chunks_new.parquet"),
-    )
+def run_diff(root: Path):
+    """What `citekeeper diff old new` does, without the cached result of an earlier run."""
+    shutil.rmtree(diff_dir(root, "old", "new"), ignore_errors=True)
+    return diff_versions(CorpusStore(root), "old", "new")
 
 
 def timed(fn, *args) -> tuple[float, object]:
@@ -115,14 +143,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_diff_") as tmp:
-        out = Path(tmp)
+        out = Path(tmp) / "store"
         started = time.perf_counter()
         child = multiprocessing.get_context("spawn").Process(target=generate, args=(out, args.chunks, args.changed))
         child.start()
         child.join()
         if child.exitcode:
             raise SystemExit(f"generating the versions failed (exit {child.exitcode})")
-        print(f"generated 2 versions of {args.chunks:,} chunks ({args.changed:.0%} changed) in {time.perf_counter() - started:.1f}s")
+        print(f"committed 2 versions of {args.chunks:,} chunks ({args.changed:.0%} changed) in {time.perf_counter() - started:.1f}s")
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         scans, diffs = [], []
         for _ in range(args.repeat):  # interleaved, so both see the same machine load

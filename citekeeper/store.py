@@ -49,7 +49,9 @@ SORT_KEYS = {"chunks": ["doc_id", "ordinal"], "documents": ["doc_id"], "errors":
 VERSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 GENERATED_NAME = re.compile(r"^v(\d{4,})$")
 DEFAULT_LOCK_TIMEOUT = 30.0
-DELETE_BATCH = 500  # doc_ids per LanceDB delete predicate
+DOC_ID_BATCH = 500  # doc_ids per LanceDB filter/delete predicate
+DOC_ID_INDEX = "doc_id_idx"
+MAX_INDEX_SEGMENTS = 16  # doc_id index delta segments before a commit merges them
 
 
 class StoreError(Exception):
@@ -194,16 +196,23 @@ class CorpusStore:
 
     # ------------------------------------------------------------------ reading
 
-    def read_chunks(self, version: str, columns: list[str] | None = None) -> pl.DataFrame:
-        return self._read_lance("chunks", self.manifest(version).name, columns)
+    def read_chunks(
+        self, version: str, columns: list[str] | None = None, doc_ids: Iterable[str] | None = None
+    ) -> pl.DataFrame:
+        """A version's chunks; with `doc_ids`, only those documents' chunks, found through the doc_id index."""
+        return self._read_lance("chunks", self.manifest(version).name, columns, doc_ids)
 
-    def read_documents(self, version: str, columns: list[str] | None = None) -> pl.DataFrame:
-        return self._read_lance("documents", self.manifest(version).name, columns)
+    def read_documents(
+        self, version: str, columns: list[str] | None = None, doc_ids: Iterable[str] | None = None
+    ) -> pl.DataFrame:
+        return self._read_lance("documents", self.manifest(version).name, columns, doc_ids)
 
     def read_errors(self, version: str) -> pl.DataFrame:
         return self.read_export("errors", version)
 
-    def _read_lance(self, table: str, version: str, columns: list[str] | None) -> pl.DataFrame:
+    def _read_lance(
+        self, table: str, version: str, columns: list[str] | None, doc_ids: Iterable[str] | None = None
+    ) -> pl.DataFrame:
         """Time travel: check the table out at the tag named after the version."""
         wanted = list(columns or READ_SCHEMAS[table].names)
         stored = STORED_SCHEMAS[table].names
@@ -213,7 +222,13 @@ class CorpusStore:
         lance_table = self._lance().open_table(table)
         lance_table.checkout(version)
         read = [c for c in dict.fromkeys(SORT_KEYS[table] + wanted) if c in stored]
-        frame = pl.from_arrow(lance_table.to_lance().to_table(columns=read)).sort(SORT_KEYS[table])
+        dataset = lance_table.to_lance()
+        if doc_ids is None:
+            arrow = dataset.to_table(columns=read)
+        else:
+            parts = [dataset.to_table(columns=read, filter=f) for f in _doc_id_filters(doc_ids)]
+            arrow = pa.concat_tables(parts) if parts else STORED_SCHEMAS[table].empty_table().select(read)
+        frame = pl.from_arrow(arrow).sort(SORT_KEYS[table])
         return frame.with_columns(corpus_version=pl.lit(version)).select(wanted)
 
     # ------------------------------------------------------------------ writing
@@ -261,6 +276,7 @@ class CorpusStore:
             _delete_docs(lance_table, replaced)
             if rows.num_rows:
                 lance_table.add(to_arrow(rows, STORED_SCHEMAS[table]))
+            _index_doc_ids(lance_table)
             if name in lance_table.tags.list():  # left by a run that died before its manifest
                 lance_table.tags.delete(name)
             lance_table.tags.create(name, lance_table.version)
@@ -309,10 +325,35 @@ class CorpusStore:
         os.replace(tmp, path)
 
 
+def _doc_id_filters(doc_ids: Iterable[str]) -> Iterator[str]:
+    """`doc_id IN (...)` predicates, DOC_ID_BATCH ids each, so no single SQL string grows with the corpus."""
+    ids = sorted(set(doc_ids))
+    for start in range(0, len(ids), DOC_ID_BATCH):
+        quoted = ", ".join("'" + d.replace("'", "''") + "'" for d in ids[start : start + DOC_ID_BATCH])
+        yield f"doc_id IN ({quoted})"
+
+
 def _delete_docs(lance_table, doc_ids: list[str]) -> None:
-    for start in range(0, len(doc_ids), DELETE_BATCH):
-        quoted = ", ".join("'" + d.replace("'", "''") + "'" for d in doc_ids[start : start + DELETE_BATCH])
-        lance_table.delete(f"doc_id IN ({quoted})")
+    for predicate in _doc_id_filters(doc_ids):
+        lance_table.delete(predicate)
+
+
+def _index_doc_ids(lance_table) -> None:
+    """Keep a BTree index on doc_id covering every row, so reading a few documents' rows (the diff reads
+    only changed documents) costs what those rows cost, not a scan of the version. The index is part of
+    the table version, so each tagged version carries the index as of its commit."""
+    dataset = lance_table.to_lance()
+    if not dataset.count_rows():
+        return
+    index = next((i for i in lance_table.list_indices() if i.name == DOC_ID_INDEX), None)
+    if index is None:
+        dataset.create_scalar_index("doc_id", "BTREE", name=DOC_ID_INDEX)
+    else:
+        # A delta segment per commit keeps index writes growing with the change; past MAX_INDEX_SEGMENTS
+        # new rows merge into the newest segment instead, which bounds what a read consults.
+        merge = None if index.num_segments >= MAX_INDEX_SEGMENTS else 0
+        dataset.optimize.optimize_indices(index_names=[DOC_ID_INDEX], num_indices_to_merge=merge)
+    lance_table.checkout_latest()
 
 
 # ---------------------------------------------------------------------- integrity checks

@@ -1,5 +1,6 @@
 """Citation status: every status on hand-built versions, then real data (two httpx-docs tags)."""
 import json
+import shutil
 
 import polars as pl
 import pytest
@@ -193,3 +194,34 @@ def test_real_httpx_outputs_are_stored(httpx_check):
     top = radius.row(0, named=True)
     lost_on_top = stored.filter((pl.col("doc_id") == top["doc_id"]) & (pl.col("status") != "valid")).height
     assert top["n_citations"] == lost_on_top > 0
+
+
+def test_real_httpx_store_diff_reads_only_changed_documents(httpx_check, monkeypatch):
+    """diff_versions reads chunks through the doc_id index for changed documents only, and finds what a
+    diff of the two whole versions finds."""
+    from citekeeper.store import CorpusStore
+    from verifiers.diff import diff_dir, diff_versions
+
+    store, _ = httpx_check
+    whole = diff_frames(
+        OLD_TAG, NEW_TAG, store.read_documents(OLD_TAG), store.read_documents(NEW_TAG), store.read_chunks(OLD_TAG), store.read_chunks(NEW_TAG)
+    )
+    requested = []
+    read_chunks = CorpusStore.read_chunks
+
+    def recording_read(self, version, columns=None, doc_ids=None):
+        requested.append((version, doc_ids))
+        return read_chunks(self, version, columns, doc_ids)
+
+    monkeypatch.setattr(CorpusStore, "read_chunks", recording_read)
+    shutil.rmtree(diff_dir(store.root, OLD_TAG, NEW_TAG))  # the citation check cached this diff
+    diff = diff_versions(store, OLD_TAG, NEW_TAG)
+    changed = diff.changed_docs()
+    assert 0 < changed.height < diff.docs.height
+    assert requested and all(doc_ids is not None for _, doc_ids in requested)
+    for version, side in ((OLD_TAG, "old_doc_id"), (NEW_TAG, "new_doc_id")):
+        asked = [set(doc_ids) for v, doc_ids in requested if v == version]
+        assert asked[0] == set(changed[side].drop_nulls()) and all(a <= asked[0] for a in asked)
+    order = ["change", "old_chunk_id", "new_chunk_id"]
+    assert diff.chunks.sort(order, nulls_last=True).equals(whole.chunks.sort(order, nulls_last=True))
+    assert diff.chunk_counts() == whole.chunk_counts() and {"unchanged", "moved", "modified", "added", "removed"} <= set(diff.chunk_counts())

@@ -7,6 +7,7 @@ import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
 
+import lancedb
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -14,6 +15,7 @@ import pytest
 
 from citekeeper import schema
 from citekeeper.store import (
+    DOC_ID_BATCH,
     STORED_SCHEMAS,
     CorpusStore,
     StoreError,
@@ -25,6 +27,7 @@ from citekeeper.store import (
     duplicate_chunk_ids,
     mismatched_text_hashes,
     misplaced_offsets,
+    _doc_id_filters,
 )
 from parsers.identity import text_hash
 
@@ -204,18 +207,45 @@ def test_crash_before_manifest_leaves_previous_version_and_rerun_has_no_duplicat
         assert store.read_chunks("v1").equals(before)
 
 
-def test_storage_grows_with_the_change_not_the_corpus(store_dir: Path) -> None:
-    def lance_bytes() -> int:
-        return sum(p.stat().st_size for p in (store_dir / "lance").rglob("*") if p.is_file())
+def test_storage_grows_with_the_change_not_the_corpus(tmp_path: Path) -> None:
+    """Changing one document of a corpus four times larger grows the LanceDB storage by about as much."""
 
-    store = CorpusStore(store_dir)
-    corpus = {f"doc{i:02d}": paragraphs(f"doc{i:02d}", 40) for i in range(40)}
-    commit(store, "v1", corpus)
-    full_copy = lance_bytes()
-    commit(store, "v2", {"doc07": paragraphs("doc07", 41)}, replaced=["doc07"], parent="v1")
-    growth = lance_bytes() - full_copy
-    assert 0 < growth < 0.15 * full_copy, (growth, full_copy)
-    assert store.read_chunks("v2").height == 40 * 40 + 1
+    def growth(n_docs: int) -> tuple[int, int]:
+        root = tmp_path / f"store-{n_docs}"
+        lance_bytes = lambda: sum(p.stat().st_size for p in (root / "lance").rglob("*") if p.is_file())  # noqa: E731
+        store = CorpusStore(root)
+        commit(store, "v1", {f"doc{i:03d}": paragraphs(f"doc{i:03d}", 40) for i in range(n_docs)})
+        full_copy = lance_bytes()
+        commit(store, "v2", {"doc007": paragraphs("doc007", 41)}, replaced=["doc007"], parent="v1")
+        assert store.read_chunks("v2").height == n_docs * 40 + 1
+        return lance_bytes() - full_copy, full_copy
+
+    small, small_copy = growth(40)
+    large, large_copy = growth(160)
+    assert large_copy > 3 * small_copy
+    assert 0 < small < 0.25 * small_copy and 0 < large < 0.06 * large_copy, (small, small_copy, large, large_copy)
+    assert large < 1.2 * small, (small, large)
+
+
+def test_reading_some_documents_uses_the_doc_id_index(two_versions: CorpusStore) -> None:
+    store = two_versions
+    for version in ("v1", "v2", "v3"):
+        every = store.read_chunks(version)
+        some = store.read_chunks(version, doc_ids=["b", "c", "missing"])
+        assert some.equals(every.filter(pl.col("doc_id").is_in(["b", "c"])))
+        assert store.read_documents(version, doc_ids=["a"]).equals(store.read_documents(version).filter(pl.col("doc_id") == "a"))
+    assert store.read_chunks("v1", doc_ids=[]).columns == schema.CHUNKS.names
+    assert store.read_chunks("v1", doc_ids=[]).height == 0
+    indices = lancedb.connect(store.lance_uri).open_table("chunks").list_indices()
+    assert [(i.name, i.columns, i.num_unindexed_rows) for i in indices] == [("doc_id_idx", ["doc_id"], 0)]
+    scan = lancedb.connect(store.lance_uri).open_table("chunks").to_lance().scanner(columns=["doc_id"], filter="doc_id IN ('b')")
+    assert "ScalarIndexQuery" in scan.explain_plan()
+
+
+def test_doc_id_filters_quote_ids_and_batch_them() -> None:
+    filters = list(_doc_id_filters([f"d{i:04d}" for i in range(DOC_ID_BATCH + 1)] + ["it's"]))
+    assert len(filters) == 2 and filters[0].startswith("doc_id IN ('d0000', ")
+    assert "'it''s'" in filters[1]
 
 
 def test_parquet_exports_use_the_schemas(two_versions: CorpusStore, store_dir: Path) -> None:

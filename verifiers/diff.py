@@ -1,10 +1,10 @@
 """Diff two corpus versions at document and chunk level, in polars.
 
 Documents are compared first by content hash; only chunks of documents that changed are read and
-compared, so the cost follows the size of the change, not of the corpus. Within those documents,
-chunks are matched by hash joins (same chunk_id, then same text in the same document, then same text
-anywhere); text similarity (rapidfuzz) is computed only for chunks still unmatched within one
-document.
+compared (a CorpusStore reads them through its doc_id index), so the cost follows the size of the
+change, not of the corpus. Within those documents, chunks are matched by hash joins (same chunk_id,
+then same text in the same document, then same text anywhere); text similarity (rapidfuzz) is computed
+only for chunks still unmatched within one document.
 
 Chunk changes: unchanged (same id, hash and locator), moved (same text, new offsets or section in its
 document), relocated (same text, another document), modified (best successor by similarity above a
@@ -14,6 +14,7 @@ Document changes: unchanged, added, removed, renamed (same content, new path), m
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,6 @@ from rapidfuzz import fuzz, process
 from citekeeper.schema import CHUNK_DIFF, DOC_DIFF
 from citekeeper.tables import conform, read_parquet, write_parquet
 
-CHUNK_COLUMNS = ["chunk_id", "doc_id", "text_hash", "start_char", "end_char", "section_path", "text"]
 DOC_COLUMNS = ["doc_id", "doc_content_hash", "source_path"]
 DEFAULT_THRESHOLD = 0.5  # minimum text similarity (0..1) for a chunk to count as a modified successor
 SIMILARITY_THREADS = 4
@@ -101,16 +101,11 @@ def diff_documents(old_docs: Frame, new_docs: Frame) -> pl.DataFrame:
 
 # ---------------------------------------------------------------- chunks
 
-# Chunks are matched on these slim columns; `text` is read in a second pass and `section_path` only for
-# rows whose text and offsets are equal. `_row` numbers the rows of a side so that links and fetched
-# columns join on an integer instead of a string.
 MATCH_COLUMNS = ["chunk_id", "doc_id", "text_hash", "start_char", "end_char"]
 LINK_SCHEMA = {"old_row": pl.UInt32, "new_row": pl.UInt32, "change": pl.String, "similarity": pl.Float64}
-
-
-def _fetch(chunks: pl.LazyFrame, doc_ids: pl.Series, column: str) -> pl.LazyFrame:
-    """`_row` and `column` of the given documents' chunks; the doc filter reaches the Parquet scan."""
-    return chunks.filter(pl.col("doc_id").is_in(doc_ids.unique().implode())).select("_row", column)
+# (doc_ids, columns) -> those columns of a version's chunks in those documents; a store reads them through
+# its doc_id index, so what a diff reads follows the change.
+ChunkReader = Callable[[list[str], list[str]], pl.DataFrame]
 
 
 def _same_text_links(old: pl.DataFrame, new: pl.DataFrame, by: list[str]) -> pl.DataFrame:
@@ -163,40 +158,25 @@ def _score_docs(docs: list[tuple[list[str], list[str]]]) -> np.ndarray:
     return np.concatenate([process.cdist(a, b, scorer=fuzz.ratio, workers=1, dtype=np.float64).ravel() for a, b in docs])
 
 
-def _same_id_links(old: pl.DataFrame, new: pl.DataFrame, old_chunks: pl.LazyFrame, new_chunks: pl.LazyFrame) -> pl.DataFrame:
-    """Same chunk_id on both sides: modified (other text), unchanged (same locator) or moved."""
-    same = old.lazy().join(new.lazy(), on="chunk_id", suffix="_new").select(
+def _same_id_links(old: pl.DataFrame, new: pl.DataFrame, read_old: ChunkReader, read_new: ChunkReader) -> pl.DataFrame:
+    """Same chunk_id on both sides: modified (other text, with its text ratio), unchanged (same locator) or moved."""
+    same = old.join(new, on="chunk_id", suffix="_new")
+    same_text = pl.col("text_hash") == pl.col("text_hash_new")
+    same_offsets = (pl.col("start_char") == pl.col("start_char_new")) & (pl.col("end_char") == pl.col("end_char_new"))
+    # Section paths (a list column, costly to decode) are read only for the documents where they decide.
+    candidates = same.filter(same_text & same_offsets)
+    old_sections = read_old(candidates["doc_id"].unique().to_list(), ["chunk_id", "section_path"])
+    new_sections = read_new(candidates["doc_id_new"].unique().to_list(), ["chunk_id", "section_path"])
+    same = same.join(old_sections, on="chunk_id", how="left").join(new_sections, on="chunk_id", how="left", suffix="_new")
+    same_locator = same_offsets & (pl.col("section_path") == pl.col("section_path_new"))
+    edited = same.with_row_index("_i").filter(~same_text)
+    ratios = process.cpdist(edited["text"].to_list(), edited["text_new"].to_list(), scorer=fuzz.ratio, dtype=np.float64)
+    similarity = pl.Series(np.ones(same.height)).scatter(edited["_i"], ratios / 100.0)
+    return same.select(
         old_row="_row",
         new_row="_row_new",
-        old_doc_id="doc_id",
-        new_doc_id="doc_id_new",
-        same_text=pl.col("text_hash") == pl.col("text_hash_new"),
-        same_offsets=(pl.col("start_char") == pl.col("start_char_new")) & (pl.col("end_char") == pl.col("end_char_new")),
-    ).collect()
-    # Section paths matter only where text and offsets are equal; fetch them for those rows alone.
-    candidates = same.filter("same_text", "same_offsets")
-    if candidates.is_empty():
-        same = same.with_columns(old_section=pl.lit(None), new_section=pl.lit(None))
-    else:
-        old_sections, new_sections = pl.collect_all(
-            [
-                _fetch(old_chunks, candidates["old_doc_id"], "section_path").select(old_row="_row", old_section="section_path"),
-                _fetch(new_chunks, candidates["new_doc_id"], "section_path").select(new_row="_row", new_section="section_path"),
-            ]
-        )
-        same = same.join(old_sections, on="old_row", how="left").join(new_sections, on="new_row", how="left")
-    return same.select(
-        "old_row",
-        "new_row",
-        pl.when(~pl.col("same_text"))
-        .then(pl.lit("modified"))
-        .when(pl.col("same_offsets") & (pl.col("old_section") == pl.col("new_section")))
-        .then(pl.lit("unchanged"))
-        .otherwise(pl.lit("moved"))
-        .alias("change"),
-        "old_doc_id",
-        "new_doc_id",
-        similarity=pl.when(pl.col("same_text")).then(1.0),  # ratio of the modified ones filled in later
+        change=pl.when(~same_text).then(pl.lit("modified")).when(same_locator).then(pl.lit("unchanged")).otherwise(pl.lit("moved")),
+        similarity=similarity,
     )
 
 
@@ -204,55 +184,60 @@ def _unmatched(frame: pl.DataFrame, links: pl.DataFrame, side: str) -> pl.DataFr
     return frame.filter(~pl.col("_row").is_in(links[side].implode()))
 
 
-def _edited_similarity(same_id: pl.DataFrame, old_text: pl.DataFrame, new_text: pl.DataFrame) -> pl.DataFrame:
-    """Same-id links with the text ratio filled in where the text changed."""
-    edited = (
-        same_id.filter(pl.col("similarity").is_null())
-        .join(old_text.select(old_row="_row", old_text="text"), on="old_row")
-        .join(new_text.select(new_row="_row", new_text="text"), on="new_row")
-    )
-    ratios = pl.Series([fuzz.ratio(a, b) / 100.0 for a, b in zip(edited["old_text"], edited["new_text"])], dtype=pl.Float64)
-    links = same_id.select("old_row", "new_row", "change", "similarity")
-    return links.update(edited.select("old_row", "new_row", similarity=ratios), on=["old_row", "new_row"])
-
-
-def numbered(chunks: Frame) -> pl.LazyFrame:
-    """Chunks with `_row`, their position; numbered before any filter so that filters still reach the scan."""
-    return chunks.lazy().with_row_index("_row")
-
-
-def diff_chunks(old_chunks: pl.LazyFrame, new_chunks: pl.LazyFrame, threshold: float = DEFAULT_THRESHOLD) -> pl.DataFrame:
-    """Chunk-level changes between two sets of chunks (`numbered`, then those of the changed documents)."""
-    old, new = pl.collect_all([c.select("_row", *MATCH_COLUMNS) for c in (old_chunks, new_chunks)])
-    # Text is read in a second pass, in the background while the hash joins run: Parquet decompresses whole
-    # pages, so a narrower filter would not make it cheaper, but the hash joins need no text.
-    with ThreadPoolExecutor(1) as pool:
-        texts = pool.submit(pl.collect_all, [c.select("_row", "text") for c in (old_chunks, new_chunks)])
-        same_id = _same_id_links(old, new, old_chunks, new_chunks)
-        links = [same_id]
-        old_left, new_left = _unmatched(old, same_id, "old_row"), _unmatched(new, same_id, "new_row")
-        # Each later stage sees only what the earlier ones left unmatched.
-        for by, change in ((["doc_id", "text_hash"], "moved"), (["text_hash"], "relocated")):
-            pairs = _same_text_links(old_left, new_left, by)
-            links.append(pairs.with_columns(change=pl.lit(change), similarity=pl.lit(1.0)))
-            old_left, new_left = _unmatched(old_left, pairs, "old_row"), _unmatched(new_left, pairs, "new_row")
-        old_text, new_text = texts.result()
-    links[0] = _edited_similarity(same_id, old_text, new_text)
-    similar = _similar_links(old_left.join(old_text, on="_row"), new_left.join(new_text, on="_row"), threshold)
+def diff_chunks(
+    read_old: ChunkReader, read_new: ChunkReader, old_doc_ids: list[str], new_doc_ids: list[str], threshold: float = DEFAULT_THRESHOLD
+) -> pl.DataFrame:
+    """Chunk-level changes between the chunks of the given documents of two versions."""
+    with ThreadPoolExecutor(2) as pool:  # the two reads overlap: LanceDB and polars release the GIL
+        sides = pool.map(lambda read, ids: read(ids, [*MATCH_COLUMNS, "text"]), (read_old, read_new), (old_doc_ids, new_doc_ids))
+        old, new = (side.with_row_index("_row") for side in sides)
+    same_id = _same_id_links(old, new, read_old, read_new)
+    links = [same_id]
+    old_left, new_left = _unmatched(old, same_id, "old_row"), _unmatched(new, same_id, "new_row")
+    # Each later stage sees only what the earlier ones left unmatched.
+    for by, change in ((["doc_id", "text_hash"], "moved"), (["text_hash"], "relocated")):
+        pairs = _same_text_links(old_left, new_left, by)
+        links.append(pairs.with_columns(change=pl.lit(change), similarity=pl.lit(1.0)))
+        old_left, new_left = _unmatched(old_left, pairs, "old_row"), _unmatched(new_left, pairs, "new_row")
+    similar = _similar_links(old_left, new_left, threshold)
     links.append(similar.with_columns(change=pl.lit("modified")))
-    removed = _unmatched(old_left, similar, "old_row").select(old_row="_row", change=pl.lit("removed"))
-    added = _unmatched(new_left, similar, "new_row").select(new_row="_row", change=pl.lit("added"))
-    links += [removed, added]
+    links.append(_unmatched(old_left, similar, "old_row").select(old_row="_row", change=pl.lit("removed")))
+    links.append(_unmatched(new_left, similar, "new_row").select(new_row="_row", change=pl.lit("added")))
     every = pl.concat([link.cast({k: v for k, v in LINK_SCHEMA.items() if k in link.columns}) for link in links], how="diagonal")
     every = every.join(_side(old, "old"), on="old_row", how="left").join(_side(new, "new"), on="new_row", how="left")
     return every.select(name for name in CHUNK_DIFF.names if name in every.columns)
 
 
 def _side(frame: pl.DataFrame, prefix: str) -> pl.DataFrame:
-    return frame.rename({c: f"{prefix}{c}" if c == "_row" else f"{prefix}_{c}" for c in frame.columns})
+    """One side's locator columns, named as in CHUNK_DIFF (old_row/old_chunk_id, ...)."""
+    return frame.select(pl.col("_row").alias(f"{prefix}_row"), *(pl.col(c).alias(f"{prefix}_{c}") for c in MATCH_COLUMNS))
 
 
 # ---------------------------------------------------------------- versions
+
+
+def diff_changed(
+    old_version: str,
+    new_version: str,
+    old_docs: Frame,
+    new_docs: Frame,
+    read_old_chunks: ChunkReader,
+    read_new_chunks: ChunkReader,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> VersionDiff:
+    """Diff two versions: documents by content hash, then only the changed documents' chunks, which the
+    readers fetch (so the cost follows the change, not the corpus)."""
+    docs = diff_documents(old_docs, new_docs)
+    changed = docs.filter(pl.col("change") != "unchanged")
+    old_ids, new_ids = changed["old_doc_id"].drop_nulls().to_list(), changed["new_doc_id"].drop_nulls().to_list()
+    chunks = diff_chunks(read_old_chunks, read_new_chunks, old_ids, new_ids, threshold)
+    versions = [pl.lit(old_version).alias("old_version"), pl.lit(new_version).alias("new_version")]
+    return VersionDiff(
+        old_version,
+        new_version,
+        chunks=conform(chunks.with_columns(versions), CHUNK_DIFF),
+        docs=conform(docs.with_columns(versions), DOC_DIFF),
+    )
 
 
 def diff_frames(
@@ -265,19 +250,17 @@ def diff_frames(
     threshold: float = DEFAULT_THRESHOLD,
 ) -> VersionDiff:
     """Diff two versions given their document and chunk frames (DataFrames or LazyFrames)."""
-    docs = diff_documents(old_docs, new_docs)
-    changed = docs.filter(pl.col("change") != "unchanged")
-    old_ids = changed["old_doc_id"].drop_nulls()
-    new_ids = changed["new_doc_id"].drop_nulls()
-    old = numbered(old_chunks).filter(pl.col("doc_id").is_in(old_ids.implode()))
-    new = numbered(new_chunks).filter(pl.col("doc_id").is_in(new_ids.implode()))
-    versions = [pl.lit(old_version).alias("old_version"), pl.lit(new_version).alias("new_version")]
-    return VersionDiff(
-        old_version,
-        new_version,
-        chunks=conform(diff_chunks(old, new, threshold).with_columns(versions), CHUNK_DIFF),
-        docs=conform(docs.with_columns(versions), DOC_DIFF),
+    return diff_changed(
+        old_version, new_version, old_docs, new_docs, _frame_reader(old_chunks), _frame_reader(new_chunks), threshold
     )
+
+
+def _frame_reader(chunks: Frame) -> ChunkReader:
+    return lambda doc_ids, columns: chunks.lazy().filter(pl.col("doc_id").is_in(doc_ids)).select(columns).collect()
+
+
+def _store_reader(store, version: str) -> ChunkReader:
+    return lambda doc_ids, columns: store.read_chunks(version, columns=columns, doc_ids=doc_ids)
 
 
 def diff_dir(store_root: Path, old_version: str, new_version: str) -> Path:
@@ -292,13 +275,13 @@ def diff_versions(store, old_version: str, new_version: str, threshold: float = 
         return VersionDiff(old_version, new_version, read_parquet(chunk_path, CHUNK_DIFF), read_parquet(doc_path, DOC_DIFF))
     for version in (old_version, new_version):
         store.manifest(version)  # raises UnknownVersion naming the known versions
-    result = diff_frames(
+    result = diff_changed(
         old_version,
         new_version,
         store.read_documents(old_version, columns=DOC_COLUMNS),
         store.read_documents(new_version, columns=DOC_COLUMNS),
-        store.read_chunks(old_version, columns=CHUNK_COLUMNS),
-        store.read_chunks(new_version, columns=CHUNK_COLUMNS),
+        _store_reader(store, old_version),
+        _store_reader(store, new_version),
         threshold,
     )
     write_parquet(result.chunks, CHUNK_DIFF, chunk_path)
