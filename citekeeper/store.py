@@ -219,15 +219,15 @@ class CorpusStore:
         unknown = [c for c in wanted if c not in READ_SCHEMAS[table].names]
         if unknown:
             raise StoreError(f"unknown {table} columns {unknown}; known: {READ_SCHEMAS[table].names}")
-        lance_table = self._lance().open_table(table)
-        lance_table.checkout(version)
         read = [c for c in dict.fromkeys(SORT_KEYS[table] + wanted) if c in stored]
-        dataset = lance_table.to_lance()
-        if doc_ids is None:
-            arrow = dataset.to_table(columns=read)
-        else:
-            parts = [dataset.to_table(columns=read, filter=f) for f in _doc_id_filters(doc_ids)]
-            arrow = pa.concat_tables(parts) if parts else STORED_SCHEMAS[table].empty_table().select(read)
+        filters = [None] if doc_ids is None else list(_doc_id_filters(doc_ids))
+        parts = []
+        if filters:  # no doc_ids asked for: nothing to open
+            lance_table = self._lance().open_table(table)
+            lance_table.checkout(version)
+            dataset = lance_table.to_lance()
+            parts = [dataset.to_table(columns=read, filter=f) for f in filters]
+        arrow = pa.concat_tables(parts) if parts else STORED_SCHEMAS[table].empty_table().select(read)
         frame = pl.from_arrow(arrow).sort(SORT_KEYS[table])
         return frame.with_columns(corpus_version=pl.lit(version)).select(wanted)
 
