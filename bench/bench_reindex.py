@@ -15,7 +15,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")

@@ -113,6 +113,11 @@ CITATIONS = pa.schema(
     ]
 )
 
+CITATION_STATUSES = ("valid", "relocated", "drifted", "stale", "removed", "invalid")
+# Citations whose evidence is still verbatim at a locator of the target version; the rest do not hold.
+HOLDING_STATUSES = ("valid", "relocated", "drifted")
+NOT_HOLDING_STATUSES = ("stale", "removed", "invalid")
+
 # One row per citation, judged against a target version. All *_start_char/*_end_char are offsets into
 # the document's canonical text of that version: the quote's span when there is a quote, else the chunk's.
 CITATION_STATUS = pa.schema(

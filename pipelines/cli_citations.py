@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
+from citekeeper.schema import CITATION_STATUSES
 from citekeeper.store import CorpusStore, StoreError
 from pipelines.cli_common import store_option
-from verifiers.citations import STATUSES
 
 
 @click.group("answers")
@@ -78,9 +78,9 @@ def diff_command(old: str, new: str, out: Path | None, as_json: bool, store_dir:
 
 def _statuses(value: str | None) -> list[str]:
     wanted = [s.strip() for s in (value or "").split(",") if s.strip()]
-    unknown = [s for s in wanted if s not in STATUSES]
+    unknown = [s for s in wanted if s not in CITATION_STATUSES]
     if unknown:
-        raise click.BadParameter(f"unknown status {unknown[0]!r}; choose from {', '.join(STATUSES)}")
+        raise click.BadParameter(f"unknown status {unknown[0]!r}; choose from {', '.join(CITATION_STATUSES)}")
     return wanted
 
 

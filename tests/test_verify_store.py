@@ -4,7 +4,6 @@ Dagster asset with its check."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 

@@ -20,13 +20,11 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.answer_store import AnswerStore
-from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, DOC_DIFF
+from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF
 from citekeeper.tables import conform, empty, write_parquet
 from verifiers.diff import VersionDiff, diff_versions
 from verifiers.reanchor import Reanchorer, reanchor
 
-STATUSES = ("valid", "relocated", "drifted", "stale", "removed", "invalid")
-NOT_HOLDING = ("stale", "removed", "invalid")
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char", "source_path", "access_scope"]
 
 
@@ -196,7 +194,7 @@ class CitationCheck:
 
     def counts(self) -> dict[str, int]:
         found = dict(self.status.group_by("status").len().iter_rows())
-        return {s: found.get(s, 0) for s in STATUSES}
+        return {s: found.get(s, 0) for s in CITATION_STATUSES}
 
 
 def _version_known(store, version: str) -> bool:

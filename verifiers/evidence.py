@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from citekeeper.schema import CITATION_STATUS, CITATIONS, CLAIMS
+from citekeeper.schema import CITATION_STATUS, CITATIONS, CLAIMS, HOLDING_STATUSES
 from citekeeper.tables import from_rows, read_parquet
 from verifiers.answers import LineError, answer_rows, read_answer_records
 from verifiers.citations import status_dir
@@ -75,7 +75,7 @@ def _from_status(citations: pl.DataFrame, citation_status: pl.DataFrame) -> pl.D
         *CITATION_KEY, pl.col("status").alias("citation_status"), "new_chunk_id", "new_start_char", "new_end_char",
         "suggested_chunk_id", "suggested_start_char", "suggested_end_char",
     )  # fmt: skip
-    successor = pl.col("citation_status").is_in(["valid", "relocated", "drifted"])
+    successor = pl.col("citation_status").is_in(HOLDING_STATUSES)
     reanchored = pl.col("citation_status").is_in(["stale", "removed"])
     unjudged = pl.col("citation_status").is_null()  # registered after the status table was written
     return (

@@ -44,7 +44,6 @@ class Scorer(Protocol):
     model_id: str
     revision: str
     backend: str
-    three_way: bool
     max_tokens: int  # the longest premise + hypothesis the model accepts, in tokens
     model_calls: int  # sequences sent through the model so far
 
@@ -92,10 +91,6 @@ class HFScorer:
     progress: bool = False
     backend: str = "torch"
     model_calls: int = 0
-
-    @property
-    def three_way(self) -> bool:
-        return self.columns[2] is not None
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         if not texts:

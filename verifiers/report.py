@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.answer_store import AnswerStore
-from verifiers.citations import NOT_HOLDING, STATUSES
+from citekeeper.schema import CITATION_STATUSES, NOT_HOLDING_STATUSES
 from verifiers.plots import report_plots
 
 INTERNAL = "internal_only"
@@ -108,7 +108,7 @@ def _card(row: dict) -> str:
 
 def _summary(status: pl.DataFrame) -> str:
     counts = dict(status.group_by("status").len().iter_rows())
-    cells = "".join(f'<td><span class="badge {s}">{s}</span> {counts.get(s, 0)}</td>' for s in STATUSES)
+    cells = "".join(f'<td><span class="badge {s}">{s}</span> {counts.get(s, 0)}</td>' for s in CITATION_STATUSES)
     reanchored = status.filter(pl.col("suggested_chunk_id").is_not_null()).height
     lost = status.filter(pl.col("status").is_in(["stale", "removed"])).height
     return (
@@ -189,7 +189,7 @@ def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_ve
     lost = sum(counts.get(s, 0) for s in ("stale", "removed"))
     lines = [
         f"citations against {target_version}: {status.height} in {status['answer_id'].n_unique()} answers",
-        "  " + "  ".join(f"{s} {counts.get(s, 0)}" for s in STATUSES),
+        "  " + "  ".join(f"{s} {counts.get(s, 0)}" for s in CITATION_STATUSES),
         f"  re-anchored {sum(methods.values())} of {lost} stale/removed"
         + (" (" + ", ".join(f"{m} {n}" for m, n in sorted(methods.items())) + ")" if methods else ""),
     ]
@@ -201,7 +201,7 @@ def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_ve
             f"{r['n_answers']} answers"
             for r in hit.iter_rows(named=True)
         ]
-    failing = sum(counts.get(s, 0) for s in NOT_HOLDING)
+    failing = sum(counts.get(s, 0) for s in NOT_HOLDING_STATUSES)
     lines.append(f"  {failing} citation(s) stale, removed or invalid")
     return "\n".join(lines)
 

@@ -11,11 +11,11 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
-from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
+from citekeeper.schema import CLAIM_STATUSES, HOLDING_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
 from citekeeper.tables import conform, write_parquet
 from citekeeper.text import sentence_spans
 from parsers.identity import text_hash
@@ -23,6 +23,9 @@ from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED
 from verifiers.lexical import STOPWORDS, LexicalSettings, lexical_support, tokens
 from verifiers.nli import Scorer
 from verifiers.verdict_cache import VerdictCache
+
+if TYPE_CHECKING:
+    from citekeeper.store import CorpusStore
 
 CLAIM_KEY = ["answer_id", "revision", "claim_id"]
 PAIR_KEY = ["sentence", "evidence_text"]
@@ -160,7 +163,7 @@ def resolve_spans(citations: pl.DataFrame) -> pl.DataFrame:
         .cast(pl.Int64).alias("_loc_end"),
     )  # fmt: skip
     # A stale / removed / invalid citation does not hold, even when a re-anchoring suggestion gives evidence.
-    holding = pl.col("citation_status").is_null() | pl.col("citation_status").is_in(["valid", "relocated", "drifted"])
+    holding = pl.col("citation_status").is_null() | pl.col("citation_status").is_in(HOLDING_STATUSES)
     reproduced = pl.col("chunk_text").str.slice(pl.col("_loc_start"), pl.col("_loc_end") - pl.col("_loc_start"))
     evidence = pl.col("chunk_text").str.slice(pl.col("_span_start"), pl.col("_span_end") - pl.col("_span_start"))
     return frame.with_columns(
