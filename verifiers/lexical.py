@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rapidfuzz.distance import LCSseq
 
@@ -65,27 +66,43 @@ def lexical_support(claim: str, evidence: str, settings: LexicalSettings = Lexic
     content = {t for t in claim_tokens if t not in STOPWORDS}
     if len(content) < settings.min_content_tokens:
         return None
-    spans = sentence_spans(evidence)
-    span_tokens = [tokens(evidence[start:end]) for start, end in spans]
     best: LexicalMatch | None = None
-    for first in range(len(spans)):
-        for width in range(1, settings.max_window_sentences + 1):
-            if first + width > len(spans):
-                break
-            window = [t for part in span_tokens[first : first + width] for t in part]
-            match = _match_window(claim_tokens, content, window, settings)
-            if match >= settings.min_score and (best is None or match > best.score):
-                best = LexicalMatch(match, spans[first][0], spans[first + width - 1][1])
+    for window in _windows(evidence, settings.max_window_sentences):
+        match = _match_window(claim_tokens, content, window, settings)
+        if match >= settings.min_score and (best is None or match > best.score):
+            best = LexicalMatch(match, window.start, window.end)
     return best
 
 
-def _match_window(claim_tokens: list[str], content: set[str], window: list[str], settings: LexicalSettings) -> float:
+@dataclass(frozen=True)
+class _Window:
+    """One to `max_window_sentences` consecutive evidence sentences, tokenised."""
+
+    start: int
+    end: int
+    tokens: tuple[str, ...]
+    token_set: frozenset[str]
+
+
+@lru_cache(maxsize=4096)
+def _windows(evidence: str, max_sentences: int) -> tuple[_Window, ...]:
+    """The windows of an evidence text; cached, because one evidence is judged against many claim sentences."""
+    spans = sentence_spans(evidence)
+    span_tokens = [tokens(evidence[start:end]) for start, end in spans]
+    windows = []
+    for first in range(len(spans)):
+        for last in range(first, min(first + max_sentences, len(spans))):
+            window = [t for part in span_tokens[first : last + 1] for t in part]
+            windows.append(_Window(spans[first][0], spans[last][1], tuple(window), frozenset(window)))
+    return tuple(windows)
+
+
+def _match_window(claim_tokens: list[str], content: set[str], window: _Window, settings: LexicalSettings) -> float:
     """LCS share of claim tokens found in order in `window`; 0 when a guard fails."""
-    window_set = set(window)
-    if len(content & window_set) < settings.min_content_recall * len(content):
+    if len(content & window.token_set) < settings.min_content_recall * len(content):
         return 0.0
-    if any(_NUMBER.match(t) and t not in window_set for t in content):
+    if any(_NUMBER.match(t) and t not in window.token_set for t in content):
         return 0.0
-    if (window_set & QUALIFIERS) - set(claim_tokens):
+    if (window.token_set & QUALIFIERS) - set(claim_tokens):
         return 0.0
-    return LCSseq.similarity(claim_tokens, window) / len(claim_tokens)
+    return LCSseq.similarity(claim_tokens, window.tokens) / len(claim_tokens)
