@@ -54,10 +54,6 @@ class Embedder:
         return np.concatenate(out)
 
 
-def _vector_type() -> pa.DataType:
-    return pa.list_(pa.float32(), DIM)
-
-
 class EmbeddingStore:
     """The LanceDB database under <store_root>/embeddings."""
 

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from citekeeper import schema
 from citekeeper.store import (
     DEFAULT_LOCK_TIMEOUT,
+    SORT_KEYS,
     STORED_SCHEMAS,
     CorpusStore,
     StoreError,
@@ -352,5 +353,5 @@ def _parent_doc_ids(store: CorpusStore, parent: str | None) -> list[str]:
 
 
 def _ingest_errors(errors: pa.Table) -> list[IngestError]:
-    frame = pl.from_arrow(errors).sort("source_path", "stage")
+    frame = pl.from_arrow(errors).sort(SORT_KEYS["errors"])
     return [IngestError(r["source_path"], r["stage"], r["error_type"], r["reason"]) for r in frame.iter_rows(named=True)]

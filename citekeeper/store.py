@@ -26,9 +26,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import filelock
-import lancedb
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -37,6 +37,9 @@ from citekeeper import schema
 from citekeeper.locations import is_remote, locations_from_env, parquet_filesystem
 from citekeeper.tables import to_arrow, write_parquet
 from parsers.identity import text_hash
+
+if TYPE_CHECKING:
+    import lancedb
 
 TABLES = ("chunks", "documents")
 READ_SCHEMAS = {"chunks": schema.CHUNKS, "documents": schema.DOCUMENTS, "errors": schema.INGEST_ERRORS}
@@ -296,6 +299,8 @@ class CorpusStore:
         return committed
 
     def _lance(self) -> lancedb.DBConnection:
+        import lancedb  # here, not at module level: the CLI and the Dagster code location import this module
+
         return lancedb.connect(self.lance_uri, storage_options=self.storage_options or None)
 
     def _open_at_parent(self, db, table: str, parent: VersionManifest | None):
@@ -311,7 +316,7 @@ class CorpusStore:
     def _export_parquet(self, version: str, errors: pa.Table) -> None:
         for table in TABLES:
             self.write_export(table, version, self._read_lance(table, version, None))
-        self.write_export("errors", version, errors)
+        self.write_export("errors", version, pl.from_arrow(errors).sort(SORT_KEYS["errors"]))
 
     def _write_manifest(self, manifest: VersionManifest) -> None:
         """Last step of a commit, atomic: the version exists from this rename on."""

@@ -197,16 +197,6 @@ class CitationCheck:
         return {s: found.get(s, 0) for s in CITATION_STATUSES}
 
 
-def _version_known(store, version: str) -> bool:
-    from citekeeper.store import UnknownVersion
-
-    try:
-        store.manifest(version)
-    except UnknownVersion:
-        return False
-    return True
-
-
 def check_citations(store, target_version: str, suggest: bool = True, embedding_store=None) -> CitationCheck:
     """Judge every current citation of the answer store against `target_version`, re-anchor what went
     stale or was removed, and write citation_status.parquet and blast_radius.parquet under
@@ -216,11 +206,16 @@ def check_citations(store, target_version: str, suggest: bool = True, embedding_
     target_chunks = store.read_chunks(target_version, columns=CHUNK_COLUMNS)
     parts, doc_diffs = [], []
     for (cited_version,), group in citations.partition_by("corpus_version", as_dict=True).items():
-        known = _version_known(store, cited_version)
+        known = store.has_version(cited_version)
         diff = diff_versions(store, cited_version, target_version) if known and cited_version != target_version else None
         if diff is not None:
             doc_diffs.append(diff.docs)
-        cited_chunks = store.read_chunks(cited_version, columns=CHUNK_COLUMNS) if known else None
+        if not known:
+            cited_chunks = None
+        elif cited_version == target_version:
+            cited_chunks = target_chunks
+        else:
+            cited_chunks = store.read_chunks(cited_version, columns=CHUNK_COLUMNS)
         parts.append(judge(group, cited_chunks, diff, target_chunks, target_version))
     status = pl.concat(parts, how="diagonal_relaxed") if parts else empty(CITATION_STATUS)
     if suggest and status.height:
@@ -246,7 +241,7 @@ def _with_suggestions(store, target_version: str, status: pl.DataFrame, target_c
         from citekeeper.embeddings import EmbeddingStore
 
         embeddings = embedding_store or EmbeddingStore(store.root)
-        return embeddings.chunk_index(target_version, store.read_chunks(target_version))
+        return embeddings.chunk_index(target_version, target_chunks)
 
     target_docs = store.read_documents(target_version, columns=["doc_id", "text"])
     suggestions = reanchor(lost, Reanchorer(target_docs, target_chunks, index_factory))

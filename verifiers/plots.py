@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
+from citekeeper.schema import NOT_HOLDING_STATUSES
 from verifiers.citations import status_dir
 
 STATUS_COLORS = {  # the badge colours of verifiers/report.py
@@ -21,7 +22,6 @@ STATUS_COLORS = {  # the badge colours of verifiers/report.py
     "invalid": "#6e7781",
 }
 OTHER_COLOR = "#9e9e9e"
-NOT_VALID = ("stale", "removed", "invalid")
 
 WIDTH = 640
 BAR_AREA_HEIGHT = 180
@@ -110,7 +110,7 @@ def statuses_per_version_svg(counts: pl.DataFrame, versions: list[str]) -> str:
 
 def stale_over_time_svg(counts: pl.DataFrame, versions: list[str]) -> str:
     """Line: citations that no longer hold (stale, removed, invalid) per version, oldest first."""
-    not_valid = counts.filter(pl.col("status").is_in(NOT_VALID)).group_by("target_version").agg(pl.col("n").sum())
+    not_valid = counts.filter(pl.col("status").is_in(NOT_HOLDING_STATUSES)).group_by("target_version").agg(pl.col("n").sum())
     per_version = dict(zip(not_valid["target_version"].to_list(), not_valid["n"].to_list()))
     values = [per_version.get(v, 0) for v in versions]
     max_value = max(max(values, default=0), 1)
