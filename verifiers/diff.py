@@ -102,10 +102,11 @@ def diff_documents(old_docs: Frame, new_docs: Frame) -> pl.DataFrame:
 # ---------------------------------------------------------------- chunks
 
 MATCH_COLUMNS = ["chunk_id", "doc_id", "text_hash", "start_char", "end_char"]
+CHUNK_COLUMNS = [*MATCH_COLUMNS, "section_path", "text"]
 LINK_SCHEMA = {"old_row": pl.UInt32, "new_row": pl.UInt32, "change": pl.String, "similarity": pl.Float64}
-# (doc_ids, columns) -> those columns of a version's chunks in those documents; a store reads them through
-# its doc_id index, so what a diff reads follows the change.
-ChunkReader = Callable[[list[str], list[str]], pl.DataFrame]
+# doc_ids -> the CHUNK_COLUMNS of a version's chunks in those documents; a store reads them through its
+# doc_id index, so what a diff reads follows the change.
+ChunkReader = Callable[[list[str]], pl.DataFrame]
 
 
 def _same_text_links(old: pl.DataFrame, new: pl.DataFrame, by: list[str]) -> pl.DataFrame:
@@ -158,17 +159,15 @@ def _score_docs(docs: list[tuple[list[str], list[str]]]) -> np.ndarray:
     return np.concatenate([process.cdist(a, b, scorer=fuzz.ratio, workers=1, dtype=np.float64).ravel() for a, b in docs])
 
 
-def _same_id_links(old: pl.DataFrame, new: pl.DataFrame, read_old: ChunkReader, read_new: ChunkReader) -> pl.DataFrame:
+def _same_id_links(old: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
     """Same chunk_id on both sides: modified (other text, with its text ratio), unchanged (same locator) or moved."""
     same = old.join(new, on="chunk_id", suffix="_new")
     same_text = pl.col("text_hash") == pl.col("text_hash_new")
-    same_offsets = (pl.col("start_char") == pl.col("start_char_new")) & (pl.col("end_char") == pl.col("end_char_new"))
-    # Section paths (a list column, costly to decode) are read only for the documents where they decide.
-    candidates = same.filter(same_text & same_offsets)
-    old_sections = read_old(candidates["doc_id"].unique().to_list(), ["chunk_id", "section_path"])
-    new_sections = read_new(candidates["doc_id_new"].unique().to_list(), ["chunk_id", "section_path"])
-    same = same.join(old_sections, on="chunk_id", how="left").join(new_sections, on="chunk_id", how="left", suffix="_new")
-    same_locator = same_offsets & (pl.col("section_path") == pl.col("section_path_new"))
+    same_locator = (
+        (pl.col("start_char") == pl.col("start_char_new"))
+        & (pl.col("end_char") == pl.col("end_char_new"))
+        & (pl.col("section_path") == pl.col("section_path_new"))
+    )
     edited = same.with_row_index("_i").filter(~same_text)
     ratios = process.cpdist(edited["text"].to_list(), edited["text_new"].to_list(), scorer=fuzz.ratio, dtype=np.float64)
     similarity = pl.Series(np.ones(same.height)).scatter(edited["_i"], ratios / 100.0)
@@ -184,14 +183,10 @@ def _unmatched(frame: pl.DataFrame, links: pl.DataFrame, side: str) -> pl.DataFr
     return frame.filter(~pl.col("_row").is_in(links[side].implode()))
 
 
-def diff_chunks(
-    read_old: ChunkReader, read_new: ChunkReader, old_doc_ids: list[str], new_doc_ids: list[str], threshold: float = DEFAULT_THRESHOLD
-) -> pl.DataFrame:
-    """Chunk-level changes between the chunks of the given documents of two versions."""
-    with ThreadPoolExecutor(2) as pool:  # the two reads overlap: LanceDB and polars release the GIL
-        sides = pool.map(lambda read, ids: read(ids, [*MATCH_COLUMNS, "text"]), (read_old, read_new), (old_doc_ids, new_doc_ids))
-        old, new = (side.with_row_index("_row") for side in sides)
-    same_id = _same_id_links(old, new, read_old, read_new)
+def diff_chunks(old_chunks: pl.DataFrame, new_chunks: pl.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> pl.DataFrame:
+    """Chunk-level changes between two sets of chunks (CHUNK_COLUMNS; in practice the changed documents')."""
+    old, new = old_chunks.with_row_index("_row"), new_chunks.with_row_index("_row")
+    same_id = _same_id_links(old, new)
     links = [same_id]
     old_left, new_left = _unmatched(old, same_id, "old_row"), _unmatched(new, same_id, "new_row")
     # Each later stage sees only what the earlier ones left unmatched.
@@ -229,8 +224,10 @@ def diff_changed(
     readers fetch (so the cost follows the change, not the corpus)."""
     docs = diff_documents(old_docs, new_docs)
     changed = docs.filter(pl.col("change") != "unchanged")
-    old_ids, new_ids = changed["old_doc_id"].drop_nulls().to_list(), changed["new_doc_id"].drop_nulls().to_list()
-    chunks = diff_chunks(read_old_chunks, read_new_chunks, old_ids, new_ids, threshold)
+    with ThreadPoolExecutor(2) as pool:  # the two reads overlap: LanceDB and polars release the GIL
+        old = pool.submit(read_old_chunks, changed["old_doc_id"].drop_nulls().to_list())
+        new = pool.submit(read_new_chunks, changed["new_doc_id"].drop_nulls().to_list())
+        chunks = diff_chunks(old.result(), new.result(), threshold)
     versions = [pl.lit(old_version).alias("old_version"), pl.lit(new_version).alias("new_version")]
     return VersionDiff(
         old_version,
@@ -256,33 +253,31 @@ def diff_frames(
 
 
 def _frame_reader(chunks: Frame) -> ChunkReader:
-    return lambda doc_ids, columns: chunks.lazy().filter(pl.col("doc_id").is_in(doc_ids)).select(columns).collect()
+    return lambda doc_ids: chunks.lazy().filter(pl.col("doc_id").is_in(doc_ids)).select(CHUNK_COLUMNS).collect()
 
 
 def _store_reader(store, version: str) -> ChunkReader:
-    return lambda doc_ids, columns: store.read_chunks(version, columns=columns, doc_ids=doc_ids)
+    return lambda doc_ids: store.read_chunks(version, columns=CHUNK_COLUMNS, doc_ids=doc_ids)
 
 
 def diff_dir(store_root: Path, old_version: str, new_version: str) -> Path:
     return Path(store_root) / "diffs" / f"{old_version}__{new_version}"
 
 
-def diff_versions(store, old_version: str, new_version: str, threshold: float = DEFAULT_THRESHOLD) -> VersionDiff:
-    """Diff two versions of a CorpusStore, cached under <store.root>/diffs/<old>__<new>/ (versions are immutable)."""
+def diff_versions(store, old_version: str, new_version: str) -> VersionDiff:
+    """Diff two versions of a CorpusStore (default threshold), cached under <store.root>/diffs/<old>__<new>/
+    (versions are immutable)."""
     out = diff_dir(store.root, old_version, new_version)
     chunk_path, doc_path = out / "chunk_diff.parquet", out / "doc_diff.parquet"
     if chunk_path.exists() and doc_path.exists():
         return VersionDiff(old_version, new_version, read_parquet(chunk_path, CHUNK_DIFF), read_parquet(doc_path, DOC_DIFF))
-    for version in (old_version, new_version):
-        store.manifest(version)  # raises UnknownVersion naming the known versions
-    result = diff_changed(
+    result = diff_changed(  # reading an unknown version raises UnknownVersion naming the known ones
         old_version,
         new_version,
         store.read_documents(old_version, columns=DOC_COLUMNS),
         store.read_documents(new_version, columns=DOC_COLUMNS),
         _store_reader(store, old_version),
         _store_reader(store, new_version),
-        threshold,
     )
     write_parquet(result.chunks, CHUNK_DIFF, chunk_path)
     write_parquet(result.docs, DOC_DIFF, doc_path)
