@@ -1,12 +1,10 @@
 """Ingest assets: documents and chunks of a corpus version (one partition per version).
 
 One multi-asset does the ingest (the store writes both tables in one commit); blocking checks then read
-the committed version back from the store. The op runs in the `citekeeper_store_writer` pool and carries
-the `citekeeper/store-writer` tag, so only one writer runs at a time (see dagster.yaml); the store's file
-lock still guards against writers outside Dagster.
+the committed version back from the store. The op runs in the `citekeeper_store_writer` pool, so only one
+writer op runs at a time (see dagster.yaml; the pipeline jobs also carry a run tag limited to one run); the
+store's file lock still guards against writers outside Dagster.
 """
-
-import warnings
 
 import dagster as dg
 
@@ -17,10 +15,7 @@ from pipelines.resources import CitekeeperConfig
 DOCUMENTS = dg.AssetKey("documents")
 CHUNKS = dg.AssetKey("chunks")
 STORE_WRITER_POOL = "citekeeper_store_writer"
-STORE_WRITER_TAGS = {"citekeeper/store-writer": "true"}
 MAX_LISTED = 20  # offending rows shown in check metadata
-# Partitioned asset checks are a Dagster preview feature; they are what lets a check judge one version.
-warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=dg.PreviewWarning)
 
 
 @dg.multi_asset(
@@ -30,7 +25,6 @@ warnings.filterwarnings("ignore", message="Specifying a partitions_def on an Ass
     ],
     partitions_def=corpus_versions,
     pool=STORE_WRITER_POOL,
-    op_tags=STORE_WRITER_TAGS,
     group_name="ingest",
 )
 def ingested_corpus(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig):
@@ -41,11 +35,7 @@ def ingested_corpus(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
     store = citekeeper.corpus_store()
     result = ingest(citekeeper.source_path, store, version=version,
                     config=citekeeper.parse_config())
-    if not result.created and result.equals != version:
-        raise dg.Failure(
-            f"source tree {citekeeper.source_dir} is unchanged since corpus version {result.equals}; "
-            f"no version {version!r} was created. Materialize partition {result.equals!r} instead.",
-        )
+    fail_if_unchanged(result, citekeeper, version)
     manifest = result.manifest
     common = {
         "corpus_version": manifest.name,
@@ -79,8 +69,19 @@ def ingested_corpus(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
     yield dg.MaterializeResult(asset_key=CHUNKS, metadata={**common, "n_chunks": manifest.n_chunks})
 
 
-def _check_result(offending, what: str) -> dg.AssetCheckResult:
+def fail_if_unchanged(result, citekeeper: CitekeeperConfig, version: str) -> None:
+    """An ingest or commit that created no version `version` because the tree equals an earlier one fails."""
+    if not result.created and result.equals != version:
+        raise dg.Failure(
+            f"source tree {citekeeper.source_dir} is unchanged since corpus version {result.equals}; "
+            f"no version {version!r} was created. Materialize partition {result.equals!r} instead.",
+        )
+
+
+def _check_result(check_name: str, offending, what: str) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
+        check_name=check_name,
+        asset_key=CHUNKS,
         passed=offending.height == 0,
         severity=dg.AssetCheckSeverity.ERROR,
         metadata={
@@ -90,28 +91,25 @@ def _check_result(offending, what: str) -> dg.AssetCheckResult:
     )
 
 
-@dg.asset_check(asset=CHUNKS, blocking=True, partitions_def=corpus_versions,
-                description="Every chunk_id occurs once within the corpus version.")
-def chunk_ids_unique(context: dg.AssetCheckExecutionContext, citekeeper: CitekeeperConfig) -> dg.AssetCheckResult:
-    chunks = citekeeper.corpus_store().read_chunks(context.partition_key, columns=["chunk_id"])
-    return _check_result(duplicate_chunk_ids(chunks), "duplicate_chunk_ids")
+def _check_spec(name: str, description: str, **kwargs) -> dg.AssetCheckSpec:
+    return dg.AssetCheckSpec(name, asset=CHUNKS, blocking=True, partitions_def=corpus_versions,
+                             description=description, **kwargs)
 
 
-@dg.asset_check(asset=CHUNKS, blocking=True, partitions_def=corpus_versions,
-                description="text_hash is sha256 of the chunk text.")
-def text_hash_matches_text(context: dg.AssetCheckExecutionContext,
-                           citekeeper: CitekeeperConfig) -> dg.AssetCheckResult:
-    chunks = citekeeper.corpus_store().read_chunks(
-        context.partition_key, columns=["chunk_id", "text", "text_hash"]
-    )
-    return _check_result(mismatched_text_hashes(chunks), "mismatched_chunks")
-
-
-@dg.asset_check(asset=CHUNKS, blocking=True, partitions_def=corpus_versions, additional_deps=[DOCUMENTS],
-                description="documents.text[start_char:end_char] reproduces every chunk's text.")
-def offsets_reproduce_text(context: dg.AssetCheckExecutionContext,
-                           citekeeper: CitekeeperConfig) -> dg.AssetCheckResult:
+@dg.multi_asset_check(
+    specs=[
+        _check_spec("chunk_ids_unique", "Every chunk_id occurs once within the corpus version."),
+        _check_spec("text_hash_matches_text", "text_hash is sha256 of the chunk text."),
+        _check_spec("offsets_reproduce_text", "documents.text[start_char:end_char] reproduces every chunk's text.",
+                    additional_deps=[DOCUMENTS]),
+    ],
+)
+def chunk_integrity_checks(context: dg.AssetCheckExecutionContext, citekeeper: CitekeeperConfig):
+    """The committed version read back once (its text is the costly column) and judged three ways."""
     store = citekeeper.corpus_store()
-    chunks = store.read_chunks(context.partition_key, columns=["chunk_id", "doc_id", "start_char", "end_char", "text"])
+    chunks = store.read_chunks(context.partition_key,
+                               columns=["chunk_id", "doc_id", "start_char", "end_char", "text", "text_hash"])
     documents = store.read_documents(context.partition_key, columns=["doc_id", "text"])
-    return _check_result(misplaced_offsets(chunks, documents), "misplaced_chunks")
+    yield _check_result("chunk_ids_unique", duplicate_chunk_ids(chunks), "duplicate_chunk_ids")
+    yield _check_result("text_hash_matches_text", mismatched_text_hashes(chunks), "mismatched_chunks")
+    yield _check_result("offsets_reproduce_text", misplaced_offsets(chunks, documents), "misplaced_chunks")

@@ -13,6 +13,7 @@ import warnings
 
 import dagster as dg
 
+from assets.ingest import STORE_WRITER_POOL, fail_if_unchanged
 from assets.partitions import corpus_versions
 from pipelines.resources import CitekeeperConfig
 
@@ -57,17 +58,15 @@ def ingest_shard_stage(context: dg.AssetExecutionContext, citekeeper: Citekeeper
     partitions_def=corpus_versions,
     group_name=SHARD_GROUP,
     deps=[dg.AssetDep(ingest_shard_stage, partition_mapping=version_of_shard)],
-    pool="citekeeper_store_writer",
+    pool=STORE_WRITER_POOL,
 )
 def ingest_shard_commit(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
     """Merge all staged shards of a corpus version into one committed version, under the writer lock."""
     from citekeeper.ingest import commit
 
     result = commit(citekeeper.corpus_store(), context.partition_key, n_shards=N_SHARDS)
+    fail_if_unchanged(result, citekeeper, context.partition_key)
     manifest = result.manifest
-    if not result.created and result.equals != context.partition_key:
-        raise dg.Failure(f"source tree {citekeeper.source_dir} is unchanged since corpus version {result.equals}; "
-                         f"no version {context.partition_key!r} was created")
     context.log.info(f"event=shards_committed version={manifest.name} created={result.created} "
                      f"shards={N_SHARDS} chunks={manifest.n_chunks}")
     return dg.MaterializeResult(

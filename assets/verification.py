@@ -6,7 +6,6 @@ cache under <store>/verify/cache makes a re-run after a document update score on
 
 import hashlib
 import os
-import warnings
 from pathlib import Path
 
 import dagster as dg
@@ -14,11 +13,10 @@ import polars as pl
 
 from assets.partitions import corpus_versions
 from pipelines.resources import CitekeeperConfig
-from verifiers.verify import VerifySettings
+from verifiers.verify import VerifySettings, latest_run_dir, verify_dir
 
 VERIFICATION = dg.AssetKey("verification")
 CITATION_STATUS = dg.AssetKey("citation_status")
-warnings.filterwarnings("ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=dg.PreviewWarning)
 
 # code_version: the thresholds/window settings and the model the Definitions configure (the same env vars as
 # pipelines/definitions.py), so changing either marks the asset stale.
@@ -27,12 +25,8 @@ CODE_VERSION = "verify-" + hashlib.sha256(f"{VerifySettings().key()}|{_MODEL_SET
 
 
 def runs_dir(store_dir: Path | str) -> Path:
-    return Path(store_dir) / "verify" / "runs"
-
-
-def latest_run_dir(store_dir: Path | str, version: str) -> Path | None:
-    runs = sorted((runs_dir(store_dir) / f"corpus_version={version}").glob("run_id=*"))
-    return runs[-1] if runs else None
+    """Where the verification asset writes its runs."""
+    return verify_dir(store_dir) / "runs"
 
 
 @dg.asset(
@@ -51,7 +45,7 @@ def verification(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
     if citekeeper.nli_model:
         try:
             scorer = load_scorer(citekeeper.nli_model, citekeeper.nli_backend,
-                                 onnx_cache_dir=citekeeper.store_path / "verify" / "onnx")  # fmt: skip
+                                 onnx_cache_dir=verify_dir(citekeeper.store_path) / "onnx")  # fmt: skip
         except ModelUnavailable as exc:
             raise dg.Failure(str(exc)) from exc
     else:
@@ -85,7 +79,7 @@ def every_claim_has_one_status(
     from citekeeper.answer_store import AnswerStore
     from citekeeper.schema import CLAIM_STATUSES
 
-    run_dir = latest_run_dir(citekeeper.store_path, context.partition_key)
+    run_dir = latest_run_dir(runs_dir(citekeeper.store_path), context.partition_key)
     if run_dir is None:
         return dg.AssetCheckResult(passed=False, metadata={"reason": "no verification run for this version"})
     verdicts = pl.read_parquet(run_dir / "claims.parquet", columns=["answer_id", "claim_id", "status"])

@@ -6,7 +6,7 @@ against a bare polars scan of the chunk_id and text_hash columns of both version
 measured in the same run (target: diff <= 2x the scan), and the peak RSS of this process (target <= 2 GB).
 The store is built in a child process, so building it does not count towards the peak.
 
-    .venv/bin/python bench/bench_diff.py [--chunks 1000000] [--changed 0.01] [--repeat 3]
+    .venv/bin/python bench/bench_diff.py [--chunks 1000000] [--changed 0.01] [--repeat 5]
 """
 from __future__ import annotations
 

@@ -64,12 +64,13 @@ def summary(store_dir: Path, nli_note: str) -> str:
     """Where everything went, and what the v1 -> v2 update did to the sample answers."""
     import polars as pl
 
-    from assets.verification import latest_run_dir
+    from assets.verification import runs_dir
     from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
     from citekeeper.store import CorpusStore
     from verifiers.citations import status_dir
     from verifiers.diff import diff_dir
     from verifiers.report import terminal_summary
+    from verifiers.verify import latest_run_dir
     from citekeeper.tables import read_parquet
 
     store = CorpusStore.from_env(store_dir)
@@ -77,9 +78,9 @@ def summary(store_dir: Path, nli_note: str) -> str:
     status_path = status_dir(store.root, new)
     status = read_parquet(status_path / "citation_status.parquet", CITATION_STATUS)
     radius = read_parquet(status_path / "blast_radius.parquet", BLAST_RADIUS)
-    verify_dir = latest_run_dir(store.root, new)
-    claims = pl.read_parquet(verify_dir / "claims.parquet")
-    run = pl.read_parquet(verify_dir / "run.parquet").row(0, named=True)
+    run_dir = latest_run_dir(runs_dir(store.root), new)
+    claims = pl.read_parquet(run_dir / "claims.parquet")
+    run = pl.read_parquet(run_dir / "run.parquet").row(0, named=True)
     claim_counts = dict(sorted(claims.group_by("status").len().iter_rows()))
     lines = [
         "",
@@ -91,7 +92,7 @@ def summary(store_dir: Path, nli_note: str) -> str:
         f"  citation status:       {status_path / 'citation_status.parquet'}",
         f"  blast radius:          {status_path / 'blast_radius.parquet'}",
         f"  stale report (HTML):   {status_path / 'report.html'}",
-        f"  verification:          {verify_dir}",
+        f"  verification:          {run_dir}",
         "",
         terminal_summary(status, radius, new),
         "",

@@ -41,14 +41,14 @@ def verify_command(
     from citekeeper.store import CorpusStore, StoreError
     from verifiers.evidence import AnswersFileError
     from verifiers.nli import DEFAULT_MODEL, LabelSetError, ModelUnavailable, load_scorer
-    from verifiers.verify import verify_store
+    from verifiers.verify import verify_dir, verify_store
 
     if no_model and model:
         raise click.UsageError("--model and --no-model exclude each other")
     scorer = None
     if not no_model:
         try:
-            scorer = load_scorer(model or DEFAULT_MODEL, backend, onnx_cache_dir=store_dir / "verify" / "onnx",
+            scorer = load_scorer(model or DEFAULT_MODEL, backend, onnx_cache_dir=verify_dir(store_dir) / "onnx",
                                  batch_size=batch_size, progress=True)  # fmt: skip
         except (ModelUnavailable, LabelSetError) as exc:
             raise click.ClickException(str(exc)) from exc

@@ -3,17 +3,12 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
-# Batch runs never download models on the fly (no surprise network waits or weights); HF_HUB_OFFLINE=0
-# lets a hub id be fetched on first use.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import dagster as dg
 
-import dagster as dg  # noqa: E402
-
-from assets import citations, ingest, sharding, verification  # noqa: E402
-from citekeeper.locations import locations_from_env  # noqa: E402
-from pipelines import automation  # noqa: E402
-from pipelines.resources import CitekeeperConfig  # noqa: E402
+from assets import citations, ingest, sharding, verification
+from citekeeper.locations import locations_from_env
+from pipelines import automation
+from pipelines.resources import CitekeeperConfig
 
 ASSET_MODULES = [ingest, citations, verification, sharding]
 

@@ -17,7 +17,7 @@ class CitekeeperConfig(dg.ConfigurableResource):
     answers_path: str | None = None  # JSONL/Parquet of answers to register before citation checks
     nli_model: str | None = None  # hub id or local dir; None runs the model-free tiers only
     nli_backend: str = "torch"
-    max_chunk_chars: int = 1000
+    max_chunk_chars: int = ParseConfig.max_chunk_chars
     # Object-store locations of the LanceDB tables / Parquet exports (None: under store_dir) and their
     # LanceDB storage options; see citekeeper.locations for the keys.
     lance_uri: str | None = None

@@ -332,8 +332,7 @@ def render_html(blocks: list) -> bytes:
         if kind == "li" and not in_list:
             body.append("<ul>")
             in_list = True
-        tag = kind if kind != "li" else "li"
-        body.append(f"<{tag}>{html.escape(text, quote=False)}</{tag}>")
+        body.append(f"<{kind}>{html.escape(text, quote=False)}</{kind}>")
     if in_list:
         body.append("</ul>")
     page = (

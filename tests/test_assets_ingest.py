@@ -15,7 +15,7 @@ from citekeeper.store import STORED_SCHEMAS, CorpusStore
 from citekeeper.tables import to_arrow
 from pipelines.resources import CitekeeperConfig
 
-CHECKS = [ingest_assets.chunk_ids_unique, ingest_assets.text_hash_matches_text, ingest_assets.offsets_reproduce_text]
+CHECKS = [ingest_assets.chunk_integrity_checks]
 
 
 def materialize(instance: dg.DagsterInstance, source: Path, store_dir: Path, version: str,

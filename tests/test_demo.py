@@ -5,7 +5,8 @@ from pathlib import Path
 import polars as pl
 from click.testing import CliRunner
 
-from assets.verification import latest_run_dir
+from assets.verification import runs_dir
+from verifiers.verify import latest_run_dir
 from citekeeper.answer_store import AnswerStore
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
@@ -16,7 +17,7 @@ from verifiers.diff import diff_dir
 def _results(store_root: Path) -> dict[str, pl.DataFrame]:
     """Everything the demo produces that must not change on a rerun (run ids and timestamps aside)."""
     store = CorpusStore(store_root)
-    claims = pl.read_parquet(latest_run_dir(store_root, "v2") / "claims.parquet").drop("run_id")
+    claims = pl.read_parquet(latest_run_dir(runs_dir(store_root), "v2") / "claims.parquet").drop("run_id")
     return {
         "manifests": pl.DataFrame([(m.name, m.parent, m.corpus_hash, m.n_chunks) for m in store.versions()],
                                   orient="row", schema=["name", "parent", "corpus_hash", "n_chunks"]),
@@ -37,7 +38,7 @@ def test_demo_runs_the_pipeline_and_is_idempotent(tmp_path: Path):
     results = _results(store_root)
 
     report = status_dir(store_root, "v2") / "report.html"
-    for path in (report, CorpusStore(store_root).parquet_path("chunks", "v2"), latest_run_dir(store_root, "v2")):
+    for path in (report, CorpusStore(store_root).parquet_path("chunks", "v2"), latest_run_dir(runs_dir(store_root), "v2")):
         assert str(path) in first.output and path.exists()
     assert "NLI: " in first.output  # says which model ran, or plainly that none could be loaded
     assert '<section id="plots">' in report.read_text()

@@ -137,7 +137,7 @@ def test_dagster_ingest_asset_writes_to_s3(endpoint, locations, local_reference,
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(corpus_versions.name, ["v1"])
     result = dg.materialize(
-        [ingest_assets.ingested_corpus, ingest_assets.chunk_ids_unique, ingest_assets.offsets_reproduce_text],
+        [ingest_assets.ingested_corpus, ingest_assets.chunk_integrity_checks],
         instance=instance, partition_key="v1", resources={"citekeeper": config},
     )  # fmt: skip
     assert all(c.passed for c in result.get_asset_check_evaluations())

@@ -8,7 +8,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.verification import latest_run_dir
+from assets.verification import runs_dir
+from verifiers.verify import latest_run_dir
 from citekeeper.answer_store import AnswerStore
 from citekeeper.store import CorpusStore
 from pipelines.automation import nightly_reindex_schedule, source_change_sensor, source_fingerprint
@@ -139,7 +140,7 @@ def test_changed_document_triggers_new_version_with_downstream_assets(tmp_path: 
     # the change reached the answers: the citation on the edited sentence went stale and was re-verified
     status = pl.read_parquet(status_dir(store.root, v2) / "citation_status.parquet")
     assert status["status"].to_list() == ["stale"]
-    claims = pl.read_parquet(latest_run_dir(store.root, v2) / "claims.parquet")
+    claims = pl.read_parquet(latest_run_dir(runs_dir(store.root), v2) / "claims.parquet")
     assert claims["answer_id"].to_list() == ["timeouts"] and claims["corpus_version"].to_list() == [v2]
 
 

@@ -530,6 +530,17 @@ def run_summary(answers: pl.DataFrame, stats: dict, started_at: datetime, durati
 # ------------------------------------------------------------------------------------------ output
 
 
+def verify_dir(store_root: Path | str) -> Path:
+    """<store>/verify: runs/ (what the pipeline writes), cache/ (verdicts), onnx/ (exported models)."""
+    return Path(store_root) / "verify"
+
+
+def latest_run_dir(out_dir: Path | str, version: str) -> Path | None:
+    """The newest run_id=<r>/ that write_outputs wrote under `out_dir` for `version`."""
+    runs = sorted((Path(out_dir) / f"corpus_version={version}").glob("run_id=*"))
+    return runs[-1] if runs else None
+
+
 def write_outputs(result: VerifyResult, out_dir: Path | str) -> dict[str, Path]:
     """Write pairs/claims/answers/run Parquet under <out>/corpus_version=<v>/run_id=<r>/."""
     run = result.run.row(0, named=True)
@@ -578,7 +589,7 @@ def verify_store(
         claims, citations = answer_store.claims(), answer_store.citations()
     chunks = store.read_chunks(version, columns=["chunk_id", "doc_id", "text", "start_char"])
     evidence = citation_evidence(citations, chunks, read_citation_status(store.root, version))
-    cache = VerdictCache(store.root / "verify" / "cache") if scorer is not None else None
+    cache = VerdictCache(verify_dir(store.root) / "cache") if scorer is not None else None
     run_id = run_id or new_run_id()
     result = verify(claims, evidence, version, scorer, settings, cache, run_id)
     if cache is not None:
