@@ -13,12 +13,11 @@ import polars as pl
 
 from citekeeper.schema import CHUNKS, DOCUMENTS
 from citekeeper.tables import from_rows
+from parsers.identity import text_hash
 
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
 
-def sha(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def doc_id_of(path: str) -> str:
@@ -44,10 +43,10 @@ def build_version(version: str, docs: dict[str, str], internal: frozenset[str] =
                     "chunk_id": "chk_" + hashlib.sha256(f"{doc_id}|{part}|{occurrence}".encode()).hexdigest()[:16],
                     "doc_id": doc_id,
                     "corpus_version": version,
-                    "doc_content_hash": sha(text),
+                    "doc_content_hash": text_hash(text),
                     "ordinal": ordinal,
                     "text": part,
-                    "text_hash": sha(part),
+                    "text_hash": text_hash(part),
                     "start_char": start,
                     "end_char": start + len(part),
                     "page_start": None,
@@ -65,7 +64,7 @@ def build_version(version: str, docs: dict[str, str], internal: frozenset[str] =
             {
                 "doc_id": doc_id,
                 "corpus_version": version,
-                "doc_content_hash": sha(text),
+                "doc_content_hash": text_hash(text),
                 "source_path": path,
                 "title": path,
                 "filetype": "md",

@@ -9,7 +9,8 @@ from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import CITATION_STATUS, CITATIONS
 from citekeeper.tables import from_rows
 from citekeeper.text import split_sentences
-from tests.chunk_frames import build_version, doc_id_of, sha
+from parsers.identity import text_hash
+from tests.chunk_frames import build_version, doc_id_of
 from tests.conftest import HTTPX_DOCS
 from verifiers.answers import answer_rows, parse_answer
 from verifiers.citations import CHUNK_COLUMNS, check_citations, judge
@@ -32,7 +33,7 @@ NEW = {
 
 
 def chunk_id_of(chunks: pl.DataFrame, text: str) -> str:
-    return chunks.filter(pl.col("text_hash") == sha(text))["chunk_id"].item()
+    return chunks.filter(pl.col("text_hash") == text_hash(text))["chunk_id"].item()
 
 
 def judged(citations: list[dict]) -> dict[str, dict]:
@@ -99,7 +100,7 @@ def test_every_status_with_locators():
 def test_text_hash_checks():
     rows = judged([
         {"chunk_id": old_chunk(STABLE), "text_hash": "sha256:0000"},
-        {"chunk_id": old_chunk(SHIFT), "text_hash": sha(SHIFT)},
+        {"chunk_id": old_chunk(SHIFT), "text_hash": text_hash(SHIFT)},
     ])
     assert rows[old_chunk(STABLE)]["status"] == "invalid" and "text_hash" in rows[old_chunk(STABLE)]["reason"]
     assert rows[old_chunk(SHIFT)]["status"] == "relocated"

@@ -2,6 +2,7 @@
 import polars as pl
 
 from citekeeper.schema import CHUNK_DIFF, DOC_DIFF
+from parsers.identity import text_hash
 from tests.chunk_frames import build_version, doc_id_of
 from verifiers.diff import diff_frames
 
@@ -35,9 +36,7 @@ def run_diff():
 
 
 def row(chunks: pl.DataFrame, column: str, text_hash_of: str) -> dict:
-    from tests.chunk_frames import sha
-
-    rows = chunks.filter(pl.col(column) == sha(text_hash_of)).to_dicts()
+    rows = chunks.filter(pl.col(column) == text_hash(text_hash_of)).to_dicts()
     assert len(rows) == 1, rows
     return rows[0]
 

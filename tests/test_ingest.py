@@ -21,6 +21,7 @@ from citekeeper.store import (
     misplaced_offsets,
 )
 from tests.conftest import HTTPX_DOCS
+from tests.store_helpers import crash_before_manifest, hold_lock
 
 
 def markdown(topic: str, n_sections: int = 2) -> str:
@@ -139,10 +140,7 @@ def test_killed_run_leaves_previous_version_and_rerun_completes(
     (source / "beta.md").unlink()
 
     with monkeypatch.context() as patch:
-        def crash(self, manifest):
-            raise RuntimeError("killed after the LanceDB write, before the manifest")
-
-        patch.setattr(CorpusStore, "_write_manifest", crash)
+        crash_before_manifest(patch)
         with pytest.raises(RuntimeError, match="killed"):
             ingest(source, store, version="two")
     assert [v.name for v in store.versions()] == ["one"]
@@ -183,21 +181,6 @@ def test_process_killed_before_manifest_leaves_previous_version(source: Path, st
     assert documents["doc_id"].is_unique().all() and documents.height == 4
     assert two.height == documents["n_chunks"].sum() == store.manifest("two").n_chunks
     assert store.read_chunks("one").equals(before)
-
-
-def hold_lock(store_dir: Path, seconds: float | None) -> subprocess.Popen:
-    """A second process holding the writer lock: until stdin closes, or for `seconds`."""
-    release = "sys.stdin.read()" if seconds is None else f"time.sleep({seconds})"
-    code = textwrap.dedent(f"""
-        import sys, time
-        from citekeeper.store import CorpusStore
-        with CorpusStore({str(store_dir)!r}).lock():
-            print("locked", flush=True)
-            {release}
-    """)
-    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "locked"
-    return holder
 
 
 def test_concurrent_ingest_is_refused_clearly(source: Path, store_dir: Path) -> None:

@@ -5,7 +5,8 @@ import polars as pl
 
 from citekeeper.schema import ANSWERS, CITATION_STATUS, CITATIONS, CLAIMS
 from citekeeper.tables import conform, from_rows
-from tests.chunk_frames import build_version, sha
+from parsers.identity import text_hash
+from tests.chunk_frames import build_version
 from verifiers.answers import answer_rows, parse_answer
 from verifiers.citations import CHUNK_COLUMNS, blast_radius, judge
 from verifiers.diff import diff_frames
@@ -15,7 +16,6 @@ from verifiers.report import REDACTED, render_html, terminal_summary, word_diff
 SCRIPT_OLD = 'Use <script>alert("pwned")</script> tags with care & escape them.'
 SCRIPT_NEW = 'Use <script>alert("pwned")</script> tags with great care & escape them.'
 SECRET_OLD = "The failover password rotates every Tuesday at noon sharp."
-SECRET_NEW = "The failover password rotates every Friday at noon sharp."
 MOVED = "This sentence leaves the public page for another one."
 
 OLD = {"public.md": f"{SCRIPT_OLD}\n\n{MOVED}", "runbook.md": SECRET_OLD}
@@ -33,9 +33,9 @@ def report(plots_html: str = ""):
         "answer": "Carefully [1]. Passwords rotate [2]. It moved [3]. Uncited sentence.",
         "corpus_version": "v1",
         "references": [
-            {"ref": 1, "chunk_id": chunk_of[sha(SCRIPT_OLD)], "quote": "care & escape them."},
-            {"ref": 2, "chunk_id": chunk_of[sha(SECRET_OLD)], "quote": "rotates every Tuesday"},
-            {"ref": 3, "chunk_id": chunk_of[sha(MOVED)], "quote": MOVED},
+            {"ref": 1, "chunk_id": chunk_of[text_hash(SCRIPT_OLD)], "quote": "care & escape them."},
+            {"ref": 2, "chunk_id": chunk_of[text_hash(SECRET_OLD)], "quote": "rotates every Tuesday"},
+            {"ref": 3, "chunk_id": chunk_of[text_hash(MOVED)], "quote": MOVED},
         ],
     }
     rows = answer_rows(parse_answer(record), 1, None, None)

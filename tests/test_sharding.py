@@ -74,7 +74,7 @@ def test_sharded_ingest_equals_single_ingest(tmp_path: Path):
     config = CitekeeperConfig(store_dir=str(tmp_path / "sharded"), source_dir=str(source))
     defs = build_definitions(config)
     sharded, single = CorpusStore(tmp_path / "sharded"), CorpusStore(tmp_path / "single")
-    parse_config = ParseConfig(max_chunk_chars=config.max_chunk_chars)
+    parse_config = config.parse_config()
 
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("corpus_version", ["v1", "v2"])
@@ -104,9 +104,10 @@ def test_blocking_checks_stop_a_corrupted_shard_before_anything_downstream(tmp_p
     chunk checks fail and no diff, citation status, report or verification runs for that version."""
     source = tmp_path / "source"
     _write_corpus(source)
-    defs = build_definitions(CitekeeperConfig(store_dir=str(tmp_path / "store"), source_dir=str(source)))
+    config = CitekeeperConfig(store_dir=str(tmp_path / "store"), source_dir=str(source))
+    defs = build_definitions(config)
     store = CorpusStore(tmp_path / "store")
-    parse_config = ParseConfig(max_chunk_chars=1000)
+    parse_config = config.parse_config()
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("corpus_version", ["v1"])
         _stage_side_by_side(source, store, "v1", parse_config)

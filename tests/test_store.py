@@ -1,9 +1,6 @@
 """The corpus store on its own: versions, time travel, crash safety, locking, storage growth, Parquet."""
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,6 +27,7 @@ from citekeeper.store import (
     _doc_id_filters,
 )
 from parsers.identity import text_hash
+from tests.store_helpers import Crash, crash_before_manifest, hold_lock
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -167,17 +165,6 @@ def test_generated_names_count_up(two_versions: CorpusStore, tmp_path: Path) -> 
     assert two_versions.next_version_name() == "v0008"
 
 
-class Crash(RuntimeError):
-    pass
-
-
-def crash_before_manifest(monkeypatch: pytest.MonkeyPatch) -> None:
-    def crash(self, manifest):
-        raise Crash("killed after the LanceDB write, before the manifest")
-
-    monkeypatch.setattr(CorpusStore, "_write_manifest", crash)
-
-
 @pytest.mark.parametrize("first_version", [True, False])
 def test_crash_before_manifest_leaves_previous_version_and_rerun_has_no_duplicates(
     store_dir: Path, monkeypatch: pytest.MonkeyPatch, first_version: bool
@@ -264,18 +251,8 @@ def test_parquet_exports_use_the_schemas(two_versions: CorpusStore, store_dir: P
 
 def test_second_writer_is_refused_with_a_clear_message(store_dir: Path) -> None:
     store = CorpusStore(store_dir)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
-            import sys
-            from citekeeper.store import CorpusStore
-            with CorpusStore({str(store_dir)!r}).lock():
-                print("locked", flush=True)
-                sys.stdin.read()
-        """)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )
+    holder = hold_lock(store_dir, None)
     try:
-        assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(StoreLocked, match="locked by another writer"):
             with store.lock(timeout=0.2):
                 pass

@@ -19,6 +19,7 @@ from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS
 from citekeeper.store import CorpusStore
 from parsers.model import ParseConfig
 from pipelines.cli import main
+from tests.chunk_frames import write_tree
 from verifiers.citations import check_citations
 from verifiers.nli import load_scorer
 from verifiers.random_models import save_random_nli_model
@@ -33,13 +34,6 @@ DOCS = {
     for d in range(4)
 }
 EDITED_DOC = "doc2.md"
-
-
-def write_tree(directory: Path, docs: dict[str, str]) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, text in docs.items():
-        (directory / name).write_text(text, encoding="utf-8")
-    return directory
 
 
 def answers_jsonl(chunks: pl.DataFrame, path: Path) -> Path:
