@@ -58,12 +58,12 @@ class AnswerStore:
     def all_answers(self) -> pl.DataFrame:
         return self._read("answers")
 
-    def _current_revisions(self) -> pl.DataFrame:
-        return self.all_answers().group_by("answer_id").agg(pl.col("revision").max())
-
     def _current(self, table: str) -> pl.DataFrame:
+        """Rows of each answer's latest revision."""
         frame = self._read(table)
-        return frame.join(self._current_revisions(), on=["answer_id", "revision"], how="semi")
+        answers = frame if table == "answers" else self.all_answers()
+        latest = answers.group_by("answer_id").agg(pl.col("revision").max())
+        return frame.join(latest, on=["answer_id", "revision"], how="semi")
 
     def answers(self) -> pl.DataFrame:
         return self._current("answers").sort("answer_id")
