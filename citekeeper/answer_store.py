@@ -79,13 +79,8 @@ class AnswerStore:
     def add(self, path: Path | str) -> AddResult:
         """Register every good record of a JSONL or Parquet file; bad lines are reported, not fatal."""
         path = Path(path)
-        result = AddResult()
-        parsed: list[ParsedAnswer] = []
-        for _line_no, item in read_answer_records(path):
-            if isinstance(item, LineError):
-                result.errors.append(item)
-            else:
-                parsed.append(item)
+        parsed, errors = read_answer_records(path)
+        result = AddResult(errors=errors)
         self.root.mkdir(parents=True, exist_ok=True)
         try:
             with FileLock(self.root / ".lock", timeout=self.lock_timeout):

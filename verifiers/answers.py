@@ -224,21 +224,23 @@ class LineError:
         return f"line {self.line}: {self.field}: {self.message}"
 
 
-def read_answer_records(path: Path) -> Iterator[tuple[int, ParsedAnswer | LineError]]:
-    """Yield (line number, parsed answer or error) for every non-blank line / row of a JSONL or Parquet file."""
+def read_answer_records(path: Path) -> tuple[list[ParsedAnswer], list[LineError]]:
+    """The answers of a JSONL or Parquet file, and an error for each bad non-blank line / row."""
     path = Path(path)
     if path.suffix.lower() == ".parquet":
         rows: Iterator[tuple[int, object]] = enumerate(pl.read_parquet(path).to_dicts(), start=1)
     else:
         rows = _jsonl_rows(path)
+    answers, errors = [], []
     for line_no, row in rows:
         if isinstance(row, LineError):
-            yield line_no, row
+            errors.append(row)
             continue
         try:
-            yield line_no, parse_answer(row)
+            answers.append(parse_answer(row))
         except AnswerInputError as exc:
-            yield line_no, LineError(line_no, exc.field, exc.message)
+            errors.append(LineError(line_no, exc.field, exc.message))
+    return answers, errors
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, object]]:

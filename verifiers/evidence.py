@@ -14,7 +14,7 @@ import polars as pl
 
 from citekeeper.schema import CITATION_STATUS, CITATIONS, CLAIMS, HOLDING_STATUSES
 from citekeeper.tables import from_rows, read_parquet
-from verifiers.answers import LineError, answer_rows, read_answer_records
+from verifiers.answers import answer_rows, read_answer_records
 from verifiers.citations import status_dir
 
 CITATION_KEY = ["answer_id", "revision", "claim_id", "citation_id"]
@@ -31,18 +31,15 @@ def read_citation_status(store_root: Path | str, target_version: str) -> pl.Data
 
 def answers_from_file(path: Path | str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(claims, citations) of the answers in a JSONL/Parquet answers file, without registering them."""
-    rows: dict[str, list[dict]] = {"claims": [], "citations": []}
-    errors: list[LineError] = []
-    registered_at = datetime.now(timezone.utc)
-    for _line, item in read_answer_records(Path(path)):
-        if isinstance(item, LineError):
-            errors.append(item)
-            continue
-        for table, table_rows in answer_rows(item, 1, str(path), registered_at).items():
-            rows.setdefault(table, []).extend(table_rows)
+    parsed, errors = read_answer_records(Path(path))
     if errors:
         raise AnswersFileError(f"{path}: " + "; ".join(str(e) for e in errors))
-    return from_rows(rows["claims"], CLAIMS), from_rows(rows["citations"], CITATIONS)
+    registered_at = datetime.now(timezone.utc)
+    rows = [answer_rows(answer, 1, str(path), registered_at) for answer in parsed]
+    return (
+        from_rows([row for answer in rows for row in answer["claims"]], CLAIMS),
+        from_rows([row for answer in rows for row in answer["citations"]], CITATIONS),
+    )
 
 
 def citation_evidence(
