@@ -17,6 +17,11 @@ KEY = ["model_key", "settings_key", "claim_hash", "evidence_hash"]
 VALUES = ["p_entailment", "p_neutral", "p_contradiction", "window_start", "window_end", "n_windows"]
 
 
+def no_hits() -> pl.DataFrame:
+    """What a lookup returns when nothing is cached."""
+    return empty(NLI_CACHE).select(KEY[2:] + VALUES)
+
+
 class VerdictCache:
     def __init__(self, directory: Path | str):
         self.directory = Path(directory)
@@ -26,7 +31,7 @@ class VerdictCache:
         """Cached verdicts for the (claim_hash, evidence_hash) rows of `keys` (misses are absent)."""
         parts = sorted(self.directory.glob("part-*.parquet"))
         if not parts or keys.is_empty():
-            return empty(NLI_CACHE).select(KEY[2:] + VALUES)
+            return no_hits()
         stored = (
             pl.scan_parquet(parts)
             .filter((pl.col("model_key") == model_key) & (pl.col("settings_key") == settings_key))

@@ -22,7 +22,7 @@ from parsers.identity import text_hash
 from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
 from verifiers.lexical import STOPWORDS, LexicalSettings, lexical_support, tokens
 from verifiers.nli import Scorer
-from verifiers.verdict_cache import VerdictCache
+from verifiers.verdict_cache import VerdictCache, no_hits
 
 if TYPE_CHECKING:
     from citekeeper.store import CorpusStore
@@ -244,14 +244,12 @@ def nli_verdicts(
     )
     hashes = ["claim_hash", "evidence_hash"]
     model_key = f"{scorer.model_id}@{scorer.revision}/{scorer.backend}"
-    hits = cache.lookup(model_key, settings.key(), keyed) if cache else None
-    misses = keyed.join(hits, on=hashes, how="anti") if hits is not None else keyed
+    hits = cache.lookup(model_key, settings.key(), keyed) if cache else no_hits()
+    misses = keyed.join(hits, on=hashes, how="anti")
     scored = score_windows(misses, scorer, settings)
     if cache:
         cache.add(model_key, settings.key(), scored)
-    known = [scored.with_columns(from_cache=pl.lit(False))]
-    if hits is not None:
-        known.append(hits.with_columns(from_cache=pl.lit(True)))
+    known = [scored.with_columns(from_cache=pl.lit(False)), hits.with_columns(from_cache=pl.lit(True))]
     verdicts = keyed.join(pl.concat(known, how="diagonal_relaxed"), on=hashes, how="left")
     label = (
         pl.when(pl.col("p_entailment") >= settings.entail_threshold).then(pl.lit("entailment"))
