@@ -18,11 +18,11 @@ import polars as pl
 
 from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import CITATION_STATUSES, NOT_HOLDING_STATUSES
-from verifiers.plots import report_plots
+from verifiers.plots import STATUS_COLORS, report_plots
 
 INTERNAL = "internal_only"
 REDACTED = "[redacted: internal_only chunk; text withheld, locator kept]"
-STATUS_ORDER = {s: i for i, s in enumerate(("invalid", "removed", "stale", "drifted", "relocated", "valid"))}
+STATUS_ORDER = {s: i for i, s in enumerate(reversed(CITATION_STATUSES))}  # worst first
 WORD = re.compile(r"\s+|\S+")
 
 STYLE = """
@@ -30,14 +30,12 @@ body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color
 h1{font-size:1.5rem}h2{font-size:1.2rem;border-bottom:1px solid #d0d7de;padding-bottom:.3rem}
 table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:.25rem .6rem;text-align:left}
 .badge{display:inline-block;border-radius:1em;padding:0 .6em;font-weight:600;color:#fff}
-.valid{background:#1a7f37}.relocated{background:#0969da}.drifted{background:#8250df}
-.stale{background:#bc4c00}.removed{background:#cf222e}.invalid{background:#6e7781}
 .answer{border:1px solid #d0d7de;border-radius:6px;padding:.5rem 1rem;margin:1rem 0}
 .card{border-left:4px solid #d0d7de;margin:.6rem 0;padding:.3rem .8rem;background:#f6f8fa}
 .text{white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:12px;background:#fff;padding:.4rem;border:1px solid #eaeef2}
 del{background:#ffebe9;text-decoration:line-through}ins{background:#dafbe1;text-decoration:none}
 .redacted{color:#6e7781;font-style:italic}.loc{color:#57606a;font-size:12px}
-"""
+""" + "".join(f".{status}{{background:{color}}}" for status, color in STATUS_COLORS.items())
 
 
 def _text(value: str | None, scope: str | None) -> str:
