@@ -56,8 +56,8 @@ def discover_sources(root: Path, config: ParseConfig) -> tuple[list[SourceFile],
         raise NotADirectoryError(f"source root {root} is not a directory")
     walk = _Walk(root.resolve(), config)
     _walk_dir(walk, walk.root, "", frozenset({walk.root}))
-    _quarantine_duplicate_doc_ids(walk)
     walk.sources.sort(key=lambda source: source.source_path)
+    _quarantine_duplicate_doc_ids(walk)
     walk.errors.sort(key=lambda error: error.source_path)
     return walk.sources, walk.errors
 
@@ -177,10 +177,10 @@ def _configured_scope(config: ParseConfig, source_path: str) -> str:
 
 
 def _quarantine_duplicate_doc_ids(walk: _Walk) -> None:
-    """Two files claiming one doc_id: the first in sorted order keeps it, the others are quarantined."""
+    """Two files claiming one doc_id: the first (sources are sorted by path) keeps it, the others are quarantined."""
     owner: dict[str, str] = {}
     kept = []
-    for source in sorted(walk.sources, key=lambda source: source.source_path):
+    for source in walk.sources:
         if source.doc_id in owner:
             walk.quarantine(source.source_path, "discover", "DuplicateDocId", f"doc_id {source.doc_id!r} is already used by {owner[source.doc_id]}")
         else:
