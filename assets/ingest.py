@@ -59,6 +59,7 @@ def ingested_corpus(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
             "n_documents": manifest.n_documents,
             "n_parsed": result.n_parsed,
             "n_reused": result.n_reused,
+            "reparse_reason": result.reparse_reason or "",
             "n_removed": result.n_removed,
             "removed_doc_ids": dg.MetadataValue.json(result.removed_doc_ids),
             "n_quarantined": result.n_quarantined,

@@ -92,6 +92,7 @@ class IngestResult:
     removed_doc_ids: list[str] = field(default_factory=list)
     errors: list[IngestError] = field(default_factory=list)
     durations_s: dict[str, float] = field(default_factory=dict)
+    reparse_reason: str | None = None  # why the parent's documents were not reused, when they were not
 
     @property
     def n_removed(self) -> int:
@@ -104,6 +105,18 @@ class IngestResult:
 
 def config_hash(config: ParseConfig) -> str:
     return sha256_hex(json.dumps(asdict(config), sort_keys=True).encode())
+
+
+def reparse_reason(parent: VersionManifest | None, config: ParseConfig) -> str | None:
+    """Why no document of `parent` can be reused under `config` (None when they can): the settings that differ."""
+    if parent is None or parent.config_hash == config_hash(config):
+        return None
+    now = json.loads(json.dumps(asdict(config)))  # tuples as JSON lists, as the manifest stores them
+    before = parent.parse_settings
+    if not before:
+        return f"parse settings changed since {parent.name} (text rules now version {config.text_rules}): every document is parsed again"
+    changed = ", ".join(f"{key} {before.get(key)!r} -> {now[key]!r}" for key in sorted(now) if before.get(key) != now[key])
+    return f"parse settings changed since {parent.name} ({changed}): every document is parsed again"
 
 
 def ingest(
@@ -161,6 +174,7 @@ def stage(
     outcome |= {s.doc_id: "failed" if s.source_path in failed else "parsed" for s in to_parse}
     write_parquet(_source_rows(sources, outcome), schema.STAGED_SOURCES, out / "sources.parquet")
     done = {"version": version, "parent": parent.name if parent else None, "config_hash": config_hash(config),
+            "parse_settings": asdict(config), "reparse_reason": reparse_reason(parent, config),
             "source_dir": str(root), "shard": asdict(shard)}
     (out / STAGE_DONE).write_text(json.dumps(done, indent=2))
     return StageResult(version, done["parent"], shard, len(parsed), len(reused), errors, out)
@@ -202,6 +216,7 @@ def commit(
             n_errors=0,
             corpus_hash=tree_hash,
             config_hash=staged["config_hash"],
+            parse_settings=staged["parse_settings"],
             n_parsed=n_parsed,
             n_reused=reused_ids.len(),
             n_removed=len(removed),
@@ -223,6 +238,7 @@ def commit(
         removed_doc_ids=removed,
         errors=errors,
         durations_s={"commit": time.perf_counter() - started},
+        reparse_reason=staged["reparse_reason"],
     )
 
 
@@ -315,7 +331,7 @@ def _load_staged(store: CorpusStore, version: str, n_shards: int) -> dict:
         return pa.concat_tables([to_arrow(pq.read_table(s / name), target) for s in shards])
 
     return {
-        **{k: stages[0][k] for k in ("parent", "config_hash", "source_dir")},
+        **{k: stages[0][k] for k in ("parent", "config_hash", "parse_settings", "reparse_reason", "source_dir")},
         "sources": pl.from_arrow(read("sources.parquet", schema.STAGED_SOURCES)),
         "chunks": read("chunks.parquet", STORED_SCHEMAS["chunks"]),
         "documents": read("documents.parquet", STORED_SCHEMAS["documents"]),

@@ -133,6 +133,11 @@ CITATION_STATUS = pa.schema(
         pa.field("status", pa.string(), nullable=False),  # valid|relocated|drifted|stale|removed|invalid
         pa.field("reason", pa.string(), nullable=False),
         pa.field("quote", pa.string()),
+        # how the quote was found in the cited chunk (citekeeper.locate): exact | normalized; null: no quote
+        # or not found (then the status is invalid)
+        pa.field("quote_match", pa.string()),
+        # how the evidence was found in the successor chunk: exact | normalized; null: not in it
+        pa.field("new_match", pa.string()),
         pa.field("old_start_char", pa.int64()),
         pa.field("old_end_char", pa.int64()),
         pa.field("old_text_hash", pa.string()),

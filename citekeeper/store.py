@@ -83,6 +83,7 @@ class VersionManifest:
     n_errors: int
     corpus_hash: str  # sha256 over the sorted (doc_id, doc content hash) pairs of the source tree
     config_hash: str = ""  # parse settings; documents are reused only under the same settings
+    parse_settings: dict = field(default_factory=dict)  # the settings behind config_hash (empty before 2026-12)
     n_parsed: int = 0  # documents parsed for this version
     n_reused: int = 0  # documents carried over unchanged from the parent
     n_removed: int = 0  # parent documents deleted from the source tree

@@ -1,4 +1,5 @@
-"""Text rules shared by chunking, identity and verification: sentence spans and normalisation.
+"""Text rules shared by chunking, identity, answers and verification, for every script: sentence spans,
+citation markers and normalisation.
 
 Offsets are Python string indices (code points), the same unit as every start_char/end_char in the store.
 """
@@ -7,12 +8,36 @@ from __future__ import annotations
 import re
 import unicodedata
 
-# A sentence ends at . ! ? (or …) plus closing quotes/brackets and citation markers ("[1]"), before whitespace
-# and a sentence opener: a capital (Latin-1 included), digit, opening quote/bracket or markdown mark; a
-# paragraph break always ends one. Conservative on purpose: a missed boundary only makes a sentence longer.
+# Bumped whenever a rule here changes chunk boundaries or chunk identity; part of the parse settings, so the
+# next ingest re-chunks every document once (ingest says why). 1: English-only rules; 2: every script.
+TEXT_RULES_VERSION = 2
+
+# Han ideographs (with extensions and compatibility forms), kana and hangul syllables, as a regex class body.
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
+# Scripts written without spaces between words: whitespace between two of their characters is a line wrap.
+_UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f\u3000-\u303f\uff01-\uff60"
+_CJK_CHAR = re.compile(f"[{CJK}]")
+
+# A citation marker: [1], [1][2], [1,2], [1-3]-style lists, 【1】, ［1］, ^[1], and alphanumeric ids such as
+# [D1] or [S2] that multi-agent systems emit. A marker id always holds a digit, so [link] text is no marker.
+MARKER_ID = r"[A-Za-z]{0,8}[-_]?\d+"
+_MARKER_IDS = rf"{MARKER_ID}(?:\s*[,，、;；]\s*{MARKER_ID})*"
+MARKER = re.compile(rf"\^?[\[【［]\s*(?P<ids>{_MARKER_IDS})\s*[\]】］]")
+_MARKER_ID_SPLIT = re.compile(r"\s*[,，、;；]\s*")
+_MARKERS = rf"(?:\s*\^?[\[【［]\s*{_MARKER_IDS}\s*[\]】］])*"
+_CLOSERS = "[\"'\u201d\u2019)\\]」』）】》〉]*"
+
+# A sentence ends
+# - at a full-width 。！？； (or an ellipsis after a CJK character), whatever follows;
+# - at . ! ? (or …) before a CJK character, with or without whitespace between;
+# - at . ! ? (or …) before whitespace and a sentence opener: a capital (Latin-1 included), digit, opening
+#   quote/bracket or markdown mark;
+# each with the closing quotes/brackets and citation markers that follow it; a paragraph break always ends one.
+# Conservative on purpose: a missed boundary only makes a sentence longer.
 _BOUNDARY = re.compile(
-    r"(?P<end>[.!?\u2026]+[\"'\u201d\u2019)\]]*(?P<markers>(?:\s*\[\d+\])*))"
-    r"(?=\s+[\"'\u201c\u2018(\[]?[A-Z\u00c0-\u00d6\u00d8-\u00de0-9`*#>-])"
+    rf"(?P<end>(?:[。！？；]+|(?<=[{CJK}])[…⋯]+){_CLOSERS}{_MARKERS})"
+    rf"|(?P<end_ascii>[.!?\u2026]+{_CLOSERS}(?P<markers>{_MARKERS}))"
+    rf"(?=\s*[「『“（【《{CJK}]|\s+[\"'\u201c\u2018(\[【［^]?[A-Z\u00c0-\u00d6\u00d8-\u00de0-9`*#>-])"
     r"|\n[^\S\n]*\n\s*"
 )
 # Words whose trailing period does not end a sentence (single letters count too: initials, "Plan B.").
@@ -26,6 +51,25 @@ _OPENING_PUNCTUATION = "(\"'[\u201c\u2018"
 _TYPOGRAPHIC = str.maketrans(
     {"‘": "'", "’": "'", "‚": "'", "“": '"', "”": '"', "„": '"', "–": "-", "—": "-", "‐": "-", "−": "-"}
 )
+# Whitespace next to a character of an unspaced script is a line wrap or optional spacing ("Vue 是" and
+# "Vue是" are the same text): normalisation drops it; other whitespace runs become one space.
+_UNSPACED_CHAR = re.compile(f"[{_UNSPACED}]")
+_WRAPPED = re.compile(f"(?<=[{_UNSPACED}]) | (?=[{_UNSPACED}])")
+
+
+def is_cjk(char: str) -> bool:
+    return _CJK_CHAR.match(char) is not None
+
+
+def marker_ids(text: str) -> list[str]:
+    """The reference ids of every citation marker in `text`, in order ("[1][2]" and "[1,2]" -> ["1", "2"])."""
+    return [ref for match in MARKER.finditer(text) for ref in _MARKER_ID_SPLIT.split(match.group("ids"))]
+
+
+def strip_markers(text: str) -> str:
+    """`text` without its citation markers, whitespace runs collapsed, no space left before punctuation."""
+    bare = " ".join(MARKER.sub(" ", text).split())
+    return re.sub(r"\s+([.!?,;:。！？，；：、)）」』】])", r"\1", bare)
 
 
 def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
@@ -34,9 +78,9 @@ def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tu
     spans: list[tuple[int, int]] = []
     sentence_start = start
     for match in _BOUNDARY.finditer(text, start, end):
-        if match.group("end") and _ends_in_abbreviation(text, sentence_start, match):
+        if match.group("end_ascii") and _ends_in_abbreviation(text, sentence_start, match):
             continue
-        _append_trimmed(spans, text, sentence_start, match.end("end") if match.group("end") else match.start())
+        _append_trimmed(spans, text, sentence_start, _sentence_end(match))
         sentence_start = match.end()
     _append_trimmed(spans, text, sentence_start, end)
     return spans
@@ -46,15 +90,25 @@ def split_sentences(text: str) -> list[str]:
     return [text[start:end] for start, end in sentence_spans(text)]
 
 
+def _sentence_end(match: re.Match) -> int:
+    """Where the sentence of a boundary match ends: after its terminator, closers and markers."""
+    for group in ("end", "end_ascii"):
+        if match.group(group):
+            return match.end(group)
+    return match.start()  # a paragraph break
+
+
 def _ends_in_abbreviation(text: str, sentence_start: int, match: re.Match) -> bool:
     """A lone period right after an abbreviation; a citation marker after it always ends the sentence."""
-    if match.group("markers") or not match.group("end").startswith("."):
+    if match.group("markers") or not match.group("end_ascii").startswith("."):
         return False
     dot = match.start()
     # Bounded look-back (no quadratic rescans): a longer word leaves a suffix too long to be an abbreviation.
     lookback = max(sentence_start, dot - _LONGEST_ABBREVIATION - 2)
     word_start = max(text.rfind(" ", lookback, dot), text.rfind("\n", lookback, dot)) + 1
     word = text[max(word_start, lookback) : dot].lstrip(_OPENING_PUNCTUATION).lower()
+    if word.isdigit() and not text[sentence_start : max(word_start, lookback)].strip():
+        return True  # "1. " opening a sentence numbers a list item
     return (len(word) == 1 and word.isalpha()) or word in _ABBREVIATIONS
 
 
@@ -68,8 +122,9 @@ def _append_trimmed(spans: list[tuple[int, int]], text: str, start: int, end: in
 
 
 def normalize_text(text: str) -> str:
-    """NFKC + typographic quotes/dashes folded + whitespace runs collapsed to one space, trimmed."""
-    return " ".join(unicodedata.normalize("NFKC", text).translate(_TYPOGRAPHIC).split())
+    """NFKC + typographic quotes/dashes folded + whitespace runs collapsed to one space (none next to a
+    CJK character), trimmed."""
+    return _WRAPPED.sub("", " ".join(unicodedata.normalize("NFKC", text).translate(_TYPOGRAPHIC).split()))
 
 
 def normalize_with_offsets(text: str) -> tuple[str, list[int]]:
@@ -80,17 +135,19 @@ def normalize_with_offsets(text: str) -> tuple[str, list[int]]:
     """
     chars: list[str] = []
     origin: list[int] = []
+    space_at: int | None = None  # origin of a whitespace run not yet emitted (dropped when trailing)
     for index, segment in _composition_segments(text):
         for out in unicodedata.normalize("NFKC", segment).translate(_TYPOGRAPHIC):
             if out.isspace():
-                if not chars or chars[-1] == " ":
-                    continue
-                out = " "
+                if chars and space_at is None:
+                    space_at = index
+                continue
+            if space_at is not None and not (_UNSPACED_CHAR.match(chars[-1]) or _UNSPACED_CHAR.match(out)):
+                chars.append(" ")
+                origin.append(space_at)
+            space_at = None
             chars.append(out)
             origin.append(index)
-    if chars and chars[-1] == " ":
-        chars.pop()
-        origin.pop()
     return "".join(chars), origin
 
 

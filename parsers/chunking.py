@@ -19,6 +19,7 @@ from parsers.model import Chunk
 HEADING_CATEGORY = "Title"
 
 _WHITESPACE = re.compile(r"\s+")
+_CLAUSE_MARKS = "，、：,;:"
 
 
 @dataclass(frozen=True)
@@ -129,10 +130,13 @@ def _skip_whitespace(text: str, pos: int, end: int) -> int:
 
 
 def _split_overlong(text: str, start: int, end: int, max_chars: int) -> Iterator[tuple[int, int]]:
-    """Cut a sentence longer than max_chars: at the last line break or space that fits, else hard."""
+    """Cut a sentence longer than max_chars: at the last line break or space that fits, else after the last
+    clause mark (Chinese has no spaces: "，" or "、"), else hard."""
     while end - start > max_chars:
         limit = start + max_chars
         cut = max(text.rfind("\n", start + 1, limit + 1), text.rfind(" ", start + 1, limit + 1))
+        if cut <= start:
+            cut = max(text.rfind(mark, start + 1, limit) for mark in _CLAUSE_MARKS) + 1
         if cut <= start:
             cut = limit
         piece_end = cut

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from citekeeper.text import TEXT_RULES_VERSION
+
 ACCESS_SCOPES = ("user_visible", "internal_only")
 
 
@@ -16,6 +18,8 @@ class ParseConfig:
     parse_timeout_s: float | None = 300.0
     # (glob on source_path, access_scope), first match wins; a sidecar or front matter still overrides.
     access_scope_overrides: tuple[tuple[str, str], ...] = ()
+    # The sentence and normalisation rules chunks were cut with: new rules re-chunk every document once.
+    text_rules: int = TEXT_RULES_VERSION
 
 
 @dataclass(frozen=True)

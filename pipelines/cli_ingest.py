@@ -46,6 +46,8 @@ def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chun
                    f"{manifest.n_documents} documents, {manifest.n_chunks} chunks")
     else:
         click.echo(f"source tree unchanged: it equals corpus version {result.equals}; no new version created")
+    if result.reparse_reason:
+        click.echo(result.reparse_reason)
     click.echo(f"parsed {result.n_parsed}, reused {result.n_reused}, removed {result.n_removed}, "
                f"quarantined {result.n_quarantined}")
     for error in result.errors:

@@ -4,7 +4,9 @@ Structured:  {"answer_id", "question", "answer", "corpus_version", "created_at"?
               "claims": [{"claim_id"?, "text", "citations": [{"chunk_id", "quote"?, "text_hash"?}]}]}
 Marker form: {"answer_id", "question", "answer": "text with [1] and [2][3] markers", "corpus_version",
               "references": [{"ref": 1, "chunk_id", "quote"?, "text_hash"?}]}
-In marker form every sentence becomes a claim; a sentence without markers is an uncited claim.
+In marker form every sentence (citekeeper.text rules, any script) becomes a claim; a sentence without
+markers is an uncited claim. Markers are those of citekeeper.text.MARKER: [1], [1][2], [1,2], 【1】, ［1］,
+^[1], and ids such as [D1] (whose `ref` is then the string "D1").
 """
 from __future__ import annotations
 
@@ -18,10 +20,8 @@ from pathlib import Path
 
 import polars as pl
 
-from citekeeper.text import split_sentences
+from citekeeper.text import MARKER_ID, marker_ids, split_sentences, strip_markers
 from parsers.identity import text_hash
-
-MARKER = re.compile(r"\[(\d+)\]")
 
 
 class AnswerInputError(ValueError):
@@ -163,26 +163,39 @@ def _structured_claims(record: dict) -> tuple[ParsedClaim, ...]:
     return tuple(claims)
 
 
+_REF = re.compile(MARKER_ID)
+
+
+def _ref_key(ref: str) -> str:
+    """One key for a reference id however it is written: "01" and 1 are the same number."""
+    return str(int(ref)) if ref.isdigit() else ref
+
+
+def _reference_key(ref: object, path: str) -> str:
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        return str(ref)
+    if isinstance(ref, str) and _REF.fullmatch(ref.strip()):
+        return _ref_key(ref.strip())
+    raise AnswerInputError(path, f"must be an integer or a marker id such as 'D1', got {ref!r:.40}")
+
+
 def _marker_claims(record: dict, answer: str) -> tuple[ParsedClaim, ...]:
-    references: dict[int, ParsedCitation] = {}
+    references: dict[str, ParsedCitation] = {}
     for i, ref in enumerate(_list(record, "references", "references")):
         path = f"references[{i}]"
         ref = _object(ref, path)
-        number = ref.get("ref")
-        if not isinstance(number, int) or isinstance(number, bool):
-            raise AnswerInputError(f"{path}.ref", f"must be an integer, got {number!r:.40}")
-        if number in references:
-            raise AnswerInputError(f"{path}.ref", f"duplicate reference number {number}")
-        references[number] = _citation(ref, path)
+        key = _reference_key(ref.get("ref"), f"{path}.ref")
+        if key in references:
+            raise AnswerInputError(f"{path}.ref", f"duplicate reference {key}")
+        references[key] = _citation(ref, path)
     claims = []
     for sentence in split_sentences(answer):
-        numbers = [int(n) for n in MARKER.findall(sentence)]
-        unknown = sorted(set(numbers) - set(references))
+        keys = [_ref_key(ref) for ref in marker_ids(sentence)]
+        unknown = [key for key in keys if key not in references]
         if unknown:
             raise AnswerInputError("answer", f"marker [{unknown[0]}] has no entry in references")
-        text = re.sub(r"\s+", " ", MARKER.sub("", sentence)).strip()
-        text = re.sub(r"\s+([.!?,;:])", r"\1", text)
-        claims.append(ParsedClaim(text=text, citations=tuple(references[n] for n in dict.fromkeys(numbers))))
+        text = strip_markers(sentence)
+        claims.append(ParsedClaim(text=text, citations=tuple(references[key] for key in dict.fromkeys(keys))))
     return tuple(claims)
 
 

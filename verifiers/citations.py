@@ -8,7 +8,9 @@ Each citation gets exactly one status:
 - removed    the chunk has no successor;
 - invalid    at citation time the chunk did not exist in the cited version, the quote was not in it,
              or the cited text_hash did not match: an invented citation, not a stale one.
-The evidence is the quote, or the whole chunk when there is none. Offsets are into the canonical text
+The evidence is the quote, or the whole chunk when there is none. It is located by citekeeper.locate: a
+quote that differs from the chunk only in Unicode forms (full-/half-width), typographic quotes or whitespace
+is found (`quote_match` = normalized), not called invented. Offsets are code points into the canonical text
 of the document (documents.text): the evidence span when it is found, else the chunk's span.
 Stale and removed citations are re-anchored (verifiers.reanchor).
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.answer_store import AnswerStore
+from citekeeper.locate import locate_quotes
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF
 from citekeeper.tables import conform, empty, write_parquet
 from verifiers.diff import VersionDiff, diff_versions
@@ -30,13 +33,6 @@ CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "text_hash", "start_char", "end_c
 
 def status_dir(store_root: Path, target_version: str) -> Path:
     return Path(store_root) / "citations" / f"target_version={target_version}"
-
-
-def _evidence_span(text: pl.Expr, evidence: pl.Expr, chunk_start: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
-    """Document offsets of the first occurrence of `evidence` in a chunk `text` (char, not byte, offsets)."""
-    offset = text.str.split(evidence).list.first().str.len_chars()
-    start = chunk_start + offset
-    return start, start + evidence.str.len_chars()
 
 
 def judge(
@@ -74,7 +70,13 @@ def judge(
             similarity=pl.when(pl.col("change").is_null()).then(1.0).otherwise("similarity"),
         )
         .join(new, on="new_chunk_id", how="left")
-        .with_columns(evidence_in_new=pl.col("new_text").str.contains(pl.col("evidence"), literal=True).fill_null(False))
+        .pipe(locate_quotes, "old_text", "evidence", prefix="old_evidence")
+        .pipe(locate_quotes, "new_text", "evidence", prefix="new_evidence")
+        .with_columns(
+            quote_match=pl.when(pl.col("quote").is_not_null()).then("old_evidence_match"),
+            new_match=pl.col("new_evidence_match"),
+            evidence_in_new=pl.col("new_evidence_match").is_not_null(),
+        )
     )
     return frame.with_columns(_status_and_reason(cited_version, version_known)).pipe(
         _locators, target_version, cited_version
@@ -89,7 +91,7 @@ def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]
         .then(pl.format("chunk {} does not exist in cited version {}", "chunk_id", pl.lit(cited_version)))
         .when(pl.col("cited_text_hash").is_not_null() & (pl.col("cited_text_hash") != pl.col("old_text_hash")))
         .then(pl.format("cited text_hash {} does not match the chunk's {} in {}", "cited_text_hash", "old_text_hash", pl.lit(cited_version)))
-        .when(pl.col("quote").is_not_null() & ~pl.col("old_text").str.contains(pl.col("quote"), literal=True))
+        .when(pl.col("quote").is_not_null() & pl.col("quote_match").is_null())
         .then(pl.format("quote is not in chunk {} at cited version {}", "chunk_id", pl.lit(cited_version)))
     )
     similarity = pl.col("similarity").round(3).cast(pl.String)
@@ -115,7 +117,7 @@ def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]
         .when(pl.col("change") == "relocated")
         .then(pl.format("same text now in {}", "new_source_path"))
         .when((pl.col("change") == "modified") & pl.col("evidence_in_new"))
-        .then(pl.format("chunk modified (similarity {}); evidence still verbatim in successor", similarity))
+        .then(pl.format("chunk modified (similarity {}); evidence still in successor ({} match)", similarity, "new_match"))
         .when(pl.col("change") == "modified")
         .then(pl.format("chunk modified (similarity {}); evidence no longer in successor", similarity))
         .otherwise(pl.lit("chunk removed; no successor above the similarity threshold")),
@@ -125,9 +127,9 @@ def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]
 
 def _locators(frame: pl.DataFrame, target_version: str, cited_version: str) -> pl.DataFrame:
     """Old and new locators: the evidence span where the evidence is found, else the chunk's span."""
-    old_start, old_end = _evidence_span(pl.col("old_text"), pl.col("evidence"), pl.col("old_start_char"))
-    new_start, new_end = _evidence_span(pl.col("new_text"), pl.col("evidence"), pl.col("new_start_char"))
-    quote_in_old = pl.col("old_text").str.contains(pl.col("evidence"), literal=True).fill_null(False)
+    quote_in_old = pl.col("old_evidence_start").is_not_null()
+    old_start, old_end = (pl.col("old_start_char") + pl.col(f"old_evidence_{end}") for end in ("start", "end"))
+    new_start, new_end = (pl.col("new_start_char") + pl.col(f"new_evidence_{end}") for end in ("start", "end"))
     has_successor = pl.col("status").is_in(["valid", "relocated", "drifted", "stale"])
 
     def successor(expr: pl.Expr) -> pl.Expr:
@@ -145,7 +147,7 @@ def _locators(frame: pl.DataFrame, target_version: str, cited_version: str) -> p
         new_end_char=successor(pl.when(pl.col("evidence_in_new")).then(new_end).otherwise("new_end_char")),
         **{
             name: successor(pl.col(name))
-            for name in ("new_chunk_id", "new_doc_id", "new_source_path", "new_access_scope", "new_text", "new_text_hash", "similarity")
+            for name in ("new_chunk_id", "new_match", "new_doc_id", "new_source_path", "new_access_scope", "new_text", "new_text_hash", "similarity")
         },
     )
 
