@@ -139,3 +139,20 @@ def test_add_parquet_input(tmp_path):
     pl.DataFrame([{k: v for k, v in MARKER.items()}]).write_parquet(path)
     result = AnswerStore(tmp_path / "store").add(path)
     assert result.added == ["m1"] and not result.errors
+
+
+def test_chinese_marker_answer_gives_one_claim_per_sentence():
+    record = {
+        "answer_id": "zh1",
+        "answer": "Vite 是一种新型前端构建工具。[1] 它使用 Rollup 打包代码【2】。它很快！[1,2] 没有引用的一句。见^[D1]。",
+        "corpus_version": "v1",
+        "references": [
+            {"ref": 1, "chunk_id": "k1"}, {"ref": "2", "chunk_id": "k2"}, {"ref": "D1", "chunk_id": "k3"},
+        ],
+    }  # fmt: skip
+    answer = parse_answer(record)
+    assert [c.text for c in answer.claims] == ["Vite 是一种新型前端构建工具。", "它使用 Rollup 打包代码。", "它很快！", "没有引用的一句。", "见。"]
+    assert [[x.chunk_id for x in c.citations] for c in answer.claims] == [["k1"], ["k2"], ["k1", "k2"], [], ["k3"]]
+    with pytest.raises(AnswerInputError) as exc:
+        parse_answer(dict(record, answer="它很快。[S9]"))
+    assert exc.value.field == "answer" and "[S9]" in exc.value.message

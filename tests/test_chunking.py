@@ -325,3 +325,13 @@ def test_chunk_id_normalises_whitespace_and_unicode_but_text_hash_does_not():
     assert chunk_id("d", a, 0) != chunk_id("other", a, 0) != chunk_id("d", a, 1)
     assert chunk_id("d", a, 0).startswith("ck_")
     assert chunk_ids("d", [a, b, "x"]) == [chunk_id("d", a, 0), chunk_id("d", a, 1), chunk_id("d", "x", 0)]
+
+
+def test_long_chinese_paragraph_is_cut_at_sentence_ends(tmp_path):
+    sentences = [f"第{i}句说明了组件的一个细节，并且足够长以便测试切分规则。" for i in range(30)]
+    chunks = md_chunks(tmp_path, "# 长段落\n\n" + "".join(sentences) + "\n", max_chars=120)
+    body = [c for c in chunks if "句" in c.text]
+    assert len(body) > 3
+    for chunk in body:
+        assert len(chunk.text) <= 120 and chunk.text.endswith("。"), chunk.text
+    assert "".join(c.text for c in body).removeprefix("长段落\n\n") == "".join(sentences)

@@ -226,3 +226,22 @@ def test_real_httpx_store_diff_reads_only_changed_documents(httpx_check, monkeyp
     order = ["change", "old_chunk_id", "new_chunk_id"]
     assert diff.chunks.sort(order, nulls_last=True).equals(whole.chunks.sort(order, nulls_last=True))
     assert diff.chunk_counts() == whole.chunk_counts() and {"unchanged", "moved", "modified", "added", "removed"} <= set(diff.chunk_counts())
+
+
+def test_quote_differing_only_in_forms_is_found_normalised_not_invalid():
+    docs = {"zh.md": "Vue（发音为 /vjuː/，类似 view）是一款用于构建用户界面的 JavaScript 框架。\n它基于标准 HTML、CSS 和 JavaScript 构建。"}
+    old_docs, old_chunks = build_version("v1", docs)
+    diff = diff_frames("v1", "v1b", old_docs, old_docs, old_chunks, old_chunks)
+    chunk_id = old_chunks["chunk_id"][0]
+    quotes = ["Vue(发音为 /vjuː/,类似 view)是一款用于构建用户界面的JavaScript 框架", "它基于标准 HTML、CSS 和 JavaScript 构建。", "它基于 Rust 构建"]
+    record = {"answer_id": "a", "answer": ".", "corpus_version": "v1",
+              "claims": [{"text": f"c{i}", "citations": [{"chunk_id": chunk_id, "quote": q}]} for i, q in enumerate(quotes)]}  # fmt: skip
+    rows = from_rows(answer_rows(parse_answer(record), 1, None, None)["citations"], CITATIONS)
+    status = {r["quote"]: r for r in judge(rows, old_chunks.select(CHUNK_COLUMNS), diff, old_chunks.select(CHUNK_COLUMNS), "v1b").to_dicts()}
+    normalised, exact, absent = (status[q] for q in quotes)
+    assert (normalised["status"], normalised["quote_match"], normalised["new_match"]) == ("valid", "normalized", "normalized")
+    text = old_docs["text"][0]
+    assert text[normalised["old_start_char"] : normalised["old_end_char"]].startswith("Vue（发音为")
+    assert (exact["status"], exact["quote_match"]) == ("valid", "exact")
+    assert text[exact["new_start_char"] : exact["new_end_char"]] == quotes[1]  # code points, not UTF-8 bytes
+    assert (absent["status"], absent["quote_match"]) == ("invalid", None)

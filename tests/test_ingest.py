@@ -11,6 +11,8 @@ import polars as pl
 import pytest
 
 from citekeeper.ingest import Shard, StrictIngestFailed, commit, ingest, stage
+from citekeeper.text import TEXT_RULES_VERSION
+from parsers.model import ParseConfig
 from citekeeper.store import (
     CorpusStore,
     StoreError,
@@ -255,3 +257,19 @@ def test_two_consecutive_httpx_releases(store_dir: Path) -> None:
     kept = unique_texts(old).join(unique_texts(new), on=["doc_id", "text"], suffix="_new")
     assert kept.height > 100
     assert kept.filter(pl.col("chunk_id") != pl.col("chunk_id_new")).height == 0
+
+
+def test_new_text_rules_reparse_once_say_why_and_keep_english_chunk_ids(source: Path, store_dir: Path) -> None:
+    (source / "zh.md").write_text("# 简介\n\n" + "Vue 是一款用于构建用户界面的框架。" * 40 + "\n", encoding="utf-8")
+    store = CorpusStore(store_dir)
+    old_rules = ParseConfig(max_chunk_chars=300, text_rules=1)
+    ingest(source, store, version="old", config=old_rules)
+    result = ingest(source, store, version="new", config=ParseConfig(max_chunk_chars=300))
+    assert result.created and (result.n_parsed, result.n_reused) == (5, 0)
+    assert result.reparse_reason == f"parse settings changed since old (text_rules 1 -> {TEXT_RULES_VERSION}): every document is parsed again"
+    assert store.manifest("new").parse_settings["text_rules"] == TEXT_RULES_VERSION
+    old, new = assert_sound(store, "old"), assert_sound(store, "new")
+    english = pl.col("doc_id") != "zh.md"
+    assert set(old.filter(english)["chunk_id"]) == set(new.filter(english)["chunk_id"])
+    again = ingest(source, store, config=ParseConfig(max_chunk_chars=300))
+    assert not again.created and again.reparse_reason is None  # once only
