@@ -6,22 +6,33 @@ cache under <store>/verify/cache makes a re-run after a document update score on
 
 import hashlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
 from assets.partitions import corpus_versions
+from citekeeper.language import LANGUAGE_ENV
 from pipelines.resources import CitekeeperConfig
 from verifiers.verify import VerifySettings, latest_run_dir, verify_dir
 
 VERIFICATION = dg.AssetKey("verification")
 CITATION_STATUS = dg.AssetKey("citation_status")
 
-# code_version: the thresholds/window settings and the model the Definitions configure (the same env vars as
-# pipelines/definitions.py), so changing either marks the asset stale.
-_MODEL_SETTING = f"{os.environ.get('CITEKEEPER_NLI_MODEL') or 'no-model'}|{os.environ.get('CITEKEEPER_NLI_BACKEND', 'torch')}"
-CODE_VERSION = "verify-" + hashlib.sha256(f"{VerifySettings().key()}|{_MODEL_SETTING}".encode()).hexdigest()[:12]
+
+def code_version(env: Mapping[str, str] = os.environ) -> str:
+    """The thresholds/window settings and the model, backend and language the Definitions configure (the same
+    env vars as pipelines/definitions.py), so changing any of them marks the asset stale."""
+    setting = "|".join([
+        env.get("CITEKEEPER_NLI_MODEL") or "no-model",
+        env.get("CITEKEEPER_NLI_BACKEND", "torch"),
+        (env.get(LANGUAGE_ENV) or "auto").strip().lower(),
+    ])  # fmt: skip
+    return "verify-" + hashlib.sha256(f"{VerifySettings().key()}|{setting}".encode()).hexdigest()[:12]
+
+
+CODE_VERSION = code_version()
 
 
 def runs_dir(store_dir: Path | str) -> Path:
@@ -37,20 +48,28 @@ def runs_dir(store_dir: Path | str) -> Path:
     description="Claim-level NLI verification of every registered answer against the corpus version.",
 )
 def verification(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
-    from verifiers.nli import ModelUnavailable, load_scorer
+    from citekeeper.language import choose_nli_model, sample_store_texts
+    from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
     from verifiers.verify import verify_store
 
     version = context.partition_key
-    scorer = None
+    store = citekeeper.corpus_store()
+    scorer = choice = None
     if citekeeper.nli_model:
+        # "auto": the default model of the language setting, or of the language detected from the version
+        explicit = None if citekeeper.nli_model.strip().lower() == "auto" else citekeeper.nli_model
+        choice = choose_nli_model(explicit, citekeeper.language, lambda: sample_store_texts(store, version),
+                                  explicit="nli_model", source=f"corpus version {version}")  # fmt: skip
+        context.log.info(f"event=nli_model_chosen model={choice.model!r} language={choice.language} "
+                         f"setting={choice.setting} reason={choice.reason!r}")  # fmt: skip
         try:
-            scorer = load_scorer(citekeeper.nli_model, citekeeper.nli_backend,
+            scorer = load_scorer(choice.model, citekeeper.nli_backend,
                                  onnx_cache_dir=verify_dir(citekeeper.store_path) / "onnx")  # fmt: skip
-        except ModelUnavailable as exc:
-            raise dg.Failure(str(exc)) from exc
+        except (ModelUnavailable, LabelSetError) as exc:
+            raise dg.Failure(f"{exc}\n(NLI model chosen: {choice.reason})") from exc
     else:
         context.log.warning("event=no_nli_model tiers=anchoring,lexical reason='no NLI model configured (nli_model)'")
-    result, paths = verify_store(citekeeper.corpus_store(), runs_dir(citekeeper.store_path), version=version, scorer=scorer)
+    result, paths = verify_store(store, runs_dir(citekeeper.store_path), version=version, scorer=scorer)
     run = result.run.row(0, named=True)
     return dg.MaterializeResult(
         metadata={
@@ -58,6 +77,9 @@ def verification(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
             "run_id": run["run_id"],
             "output_dir": str(paths["claims"].parent),
             "model": f"{run['model_id']}@{run['model_revision']} ({run['backend']})" if run["model_id"] else "none",
+            "model_choice": choice.reason if choice else "no NLI model configured (nli_model unset)",
+            "language_setting": citekeeper.language,
+            "language": (choice.language if choice else None) or "n/a",
             "thresholds": run["thresholds"],
             "status_counts": dg.MetadataValue.json(result.status_counts()),
             "n_claims": run["n_claims"],

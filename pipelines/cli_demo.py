@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from citekeeper.language import LANGUAGE_ENV, LANGUAGES
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_CORPUS = REPO / "sample_corpus"
 DEMO_STORE = ".citekeeper/demo"
@@ -16,23 +18,52 @@ VERSIONS = ("v1", "v2")
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
-def nli_model_or_reason(model: str | None, no_model: bool) -> tuple[str | None, str]:
-    """The NLI model to use, or None with the plain reason why only the model-free tiers run."""
-    from verifiers.nli import DEFAULT_MODEL, LabelSetError, ModelUnavailable, load_scorer
+def nli_model_or_reason(
+    model: str | None, no_model: bool, language: str | None = None, corpus: Path | None = None
+) -> tuple[str | None, str]:
+    """The NLI model to use, or None with the plain reason why only the model-free tiers run.
+
+    Without `model`, the default of the `language` setting (None: $CITEKEEPER_LANGUAGE, else auto); auto
+    detects the language from the first version's documents under `corpus`."""
+    from citekeeper.language import choose_nli_model
+    from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
 
     if no_model:
         return None, "NLI: --no-model given; running the anchoring and lexical tiers only."
-    wanted = model or DEFAULT_MODEL
+    first = (corpus or SAMPLE_CORPUS) / VERSIONS[0]
+    choice = choose_nli_model(model, language, lambda: source_texts(first), source=f"the documents of {first}")
     try:
-        load_scorer(wanted)
+        load_scorer(choice.model)
     except (ModelUnavailable, LabelSetError) as exc:
         first_line = str(exc).splitlines()[0]
         return None, (
-            f"NLI: model {wanted} could not be loaded ({first_line}).\n"
+            f"NLI: model {choice.model} could not be loaded ({first_line}).\n"
+            f"     It was chosen as the {choice.reason}.\n"
             "     Running the anchoring and lexical tiers only: claims they cannot decide are reported as "
             "'unverified', never guessed. Pass --model /local/dir to use a local NLI model."
         )
-    return wanted, f"NLI: model {wanted}"
+    return choice.model, f"NLI: model {choice.describe()}"
+
+
+def source_texts(source_dir: Path, max_docs: int | None = None) -> list[str]:
+    """Canonical texts of at most `max_docs` documents under `source_dir` (spread over the sorted paths),
+    parsed as ingest parses them; text formats are preferred over PDF/DOCX; unparseable ones are skipped."""
+    from citekeeper.language import SAMPLE_DOCS
+    from parsers.discover import discover_sources
+    from parsers.document import extract_blocks
+    from parsers.model import DocumentError, ParseConfig
+
+    config = ParseConfig()
+    sources, _ = discover_sources(source_dir, config)
+    sources = [s for s in sources if s.filetype in ("md", "txt", "html", "rst")] or sources
+    step = -(-len(sources) // (max_docs or SAMPLE_DOCS)) or 1
+    texts = []
+    for source in sources[::step]:
+        try:
+            texts.append(extract_blocks(source, config)[0])
+        except DocumentError:
+            continue
+    return texts
 
 
 def run_version(instance, store_dir: Path, version: str, source: Path, answers: Path, nli_model: str | None) -> None:
@@ -109,14 +140,24 @@ def summary(store_dir: Path, nli_note: str) -> str:
               show_default=True, help="Where the demo's store (and its Dagster run history) goes.")
 @click.option("--corpus", type=click.Path(file_okay=False, exists=True, path_type=Path), default=SAMPLE_CORPUS,
               show_default="sample_corpus/", help="A corpus dir with v1/, v2/ and answers.jsonl.")
-@click.option("--model", default=None, help="NLI model (hub id or local dir); default: try the default model.")
+@click.option("--model", default=None,
+              help="NLI model (hub id or local dir); default: try the default model of --language.")  # fmt: skip
+@click.option("--language", type=click.Choice(LANGUAGES, case_sensitive=False), default=None,
+              show_default=f"${LANGUAGE_ENV} or auto",
+              help="Corpus language, which picks the default NLI model; auto detects it from the v1 "
+                   "documents.")  # fmt: skip
 @click.option("--no-model", is_flag=True, help="Skip NLI; run the anchoring and lexical tiers only.")
-def demo_command(store_dir: Path, corpus: Path, model: str | None, no_model: bool) -> None:
+def demo_command(store_dir: Path, corpus: Path, model: str | None, language: str | None, no_model: bool) -> None:
     """Run the whole pipeline on the sample corpus: ingest v1, register answers, ingest v2, diff,
     stale report, re-verify. Idempotent."""
     import dagster as dg
 
-    nli_model, nli_note = nli_model_or_reason(model, no_model)
+    from citekeeper.language import LanguageError
+
+    try:
+        nli_model, nli_note = nli_model_or_reason(model, no_model, language, corpus)
+    except LanguageError as exc:  # only $CITEKEEPER_LANGUAGE can be bad: click checks --language
+        raise click.UsageError(f"${LANGUAGE_ENV}: {exc}") from exc
     click.echo(nli_note)
     dagster_home = store_dir / "dagster_home"  # DAGSTER_HOME=<this> dagster dev shows the demo's runs
     dagster_home.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from citekeeper.language import ENGLISH, LANGUAGE_ENV, LANGUAGES, MULTILINGUAL, ModelChoice
 from pipelines.cli_common import store_option
 
 
@@ -17,7 +18,13 @@ from pipelines.cli_common import store_option
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Verify the answers in this JSONL/Parquet file instead of the registered ones (nothing is registered).",
 )
-@click.option("--model", default=None, help="NLI model: Hugging Face hub id or local directory. [default: cross-encoder/nli-deberta-v3-xsmall]")
+@click.option("--model", default=None,
+              help="NLI model: Hugging Face hub id or local directory. [default: the --language default: "
+                   f"{ENGLISH.nli} for en, {MULTILINGUAL.nli} for zh and multi]")  # fmt: skip
+@click.option("--language", type=click.Choice(LANGUAGES, case_sensitive=False), default=None,
+              show_default=f"${LANGUAGE_ENV} or auto",
+              help="Corpus language, which picks the default NLI model when --model is not given; auto detects it "
+                   "from a sample of the version's chunk texts.")  # fmt: skip
 @click.option("--backend", type=click.Choice(["torch", "onnx"]), default="torch", show_default=True,
               help="onnx: ONNX Runtime with int8 weights, exported once from the same model and cached.")  # fmt: skip
 @click.option("--no-model", is_flag=True, help="Run only the anchoring and lexical tiers; undecided claims are 'unverified'.")
@@ -31,6 +38,7 @@ def verify_command(
     version: str | None,
     answers_file: Path | None,
     model: str | None,
+    language: str | None,
     backend: str,
     no_model: bool,
     out_dir: Path,
@@ -38,33 +46,59 @@ def verify_command(
     batch_size: int,
 ) -> None:
     """Check every claim against its cited evidence (anchoring, lexical fast path, NLI) and write Parquet."""
+    from citekeeper.language import LanguageError, choose_nli_model, language_setting, sample_store_texts
     from citekeeper.store import CorpusStore, StoreError
     from verifiers.evidence import AnswersFileError
-    from verifiers.nli import DEFAULT_MODEL, LabelSetError, ModelUnavailable, load_scorer
+    from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
     from verifiers.verify import verify_dir, verify_store
 
     if no_model and model:
         raise click.UsageError("--model and --no-model exclude each other")
-    scorer = None
+    try:
+        setting = language_setting(language)
+    except LanguageError as exc:  # only $CITEKEEPER_LANGUAGE can be bad: click checks --language
+        raise click.UsageError(f"${LANGUAGE_ENV}: {exc}") from exc
+    store = CorpusStore.from_env(store_dir)
+    try:
+        version = target_version(store, version)
+    except (StoreError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    scorer = choice = None
     if not no_model:
+        choice = choose_nli_model(model, setting, lambda: sample_store_texts(store, version),
+                                  source=f"corpus version {version}")  # fmt: skip
+        click.echo(f"NLI model: {choice.describe()}")
         try:
-            scorer = load_scorer(model or DEFAULT_MODEL, backend, onnx_cache_dir=verify_dir(store_dir) / "onnx",
+            scorer = load_scorer(choice.model, backend, onnx_cache_dir=verify_dir(store_dir) / "onnx",
                                  batch_size=batch_size, progress=True)  # fmt: skip
         except (ModelUnavailable, LabelSetError) as exc:
-            raise click.ClickException(str(exc)) from exc
+            hint = "" if model else (
+                f"\n(chosen as the {choice.reason}; --language en|zh|multi or --model overrides the choice)"
+            )
+            raise click.ClickException(f"{exc}{hint}") from exc
     try:
-        result, paths = verify_store(CorpusStore.from_env(store_dir), out_dir, version=version, answers_file=answers_file, scorer=scorer)
+        result, paths = verify_store(store, out_dir, version=version, answers_file=answers_file, scorer=scorer)
     except (StoreError, AnswersFileError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     run = result.run.row(0, named=True)
-    click.echo(_summary(run, result.status_counts(), paths))
+    click.echo(_summary(run, result.status_counts(), paths, choice))
     rate = run["supported_rate"]
     if fail_under is not None and rate is not None and rate < fail_under:
         click.echo(f"FAIL: supported-claim rate {rate:.3f} is below --fail-under {fail_under}", err=True)
         raise SystemExit(1)
 
 
-def _summary(run: dict, counts: dict[str, int], paths: dict[str, Path]) -> str:
+def target_version(store, version: str | None) -> str:
+    """`version` checked to exist (UnknownVersion lists the known ones), or the latest version."""
+    if version is None:
+        latest = store.latest()
+        if latest is None:
+            raise ValueError(f"store {store.root} has no corpus versions yet; run `citekeeper ingest` first")
+        return latest.name
+    return store.manifest(version).name
+
+
+def _summary(run: dict, counts: dict[str, int], paths: dict[str, Path], choice: ModelChoice | None = None) -> str:
     def pct(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.1%}"
 
@@ -72,6 +106,7 @@ def _summary(run: dict, counts: dict[str, int], paths: dict[str, Path]) -> str:
     lines = [
         f"verified {run['n_claims']} claim(s) of {run['n_answers']} answer(s) against corpus version {run['corpus_version']}",
         f"model: {model}",
+        *([f"  chosen: {choice.reason}"] if choice is not None else []),
         "statuses: " + ", ".join(f"{status} {n}" for status, n in counts.items()),
         f"supported rate {pct(run['supported_rate'])} | evidence coverage {pct(run['evidence_coverage'])} | "
         f"citation precision {pct(run['citation_precision'])} | locatability {pct(run['locatability'])} | "

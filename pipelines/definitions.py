@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import dagster as dg
 
 from assets import citations, ingest, sharding, verification
+from citekeeper.language import LANGUAGE_ENV
 from citekeeper.locations import locations_from_env
 from pipelines import automation
 from pipelines.resources import CitekeeperConfig
@@ -35,13 +37,17 @@ def build_definitions(config: CitekeeperConfig) -> dg.Definitions:
     )
 
 
-defs = build_definitions(
-    CitekeeperConfig(
-        store_dir=os.environ.get("CITEKEEPER_STORE", ".citekeeper/store"),
-        source_dir=os.environ.get("CITEKEEPER_SOURCE", "sample_corpus/v1"),
-        answers_path=os.environ.get("CITEKEEPER_ANSWERS") or None,  # registered before each citation check
-        nli_model=os.environ.get("CITEKEEPER_NLI_MODEL") or None,
-        nli_backend=os.environ.get("CITEKEEPER_NLI_BACKEND", "torch"),
-        **locations_from_env(),  # CITEKEEPER_LANCE_URI, CITEKEEPER_PARQUET_URI, CITEKEEPER_STORAGE_OPTIONS
+def config_from_env(env: Mapping[str, str] = os.environ) -> CitekeeperConfig:
+    """The resource as the code location configures it from the environment (a bad setting fails the load)."""
+    return CitekeeperConfig(
+        store_dir=env.get("CITEKEEPER_STORE", ".citekeeper/store"),
+        source_dir=env.get("CITEKEEPER_SOURCE", "sample_corpus/v1"),
+        answers_path=env.get("CITEKEEPER_ANSWERS") or None,  # registered before each citation check
+        nli_model=env.get("CITEKEEPER_NLI_MODEL") or None,  # "auto": the default model of the language
+        nli_backend=env.get("CITEKEEPER_NLI_BACKEND", "torch"),
+        language=env.get(LANGUAGE_ENV) or "auto",  # auto | en | zh | multi
+        **locations_from_env(env),  # CITEKEEPER_LANCE_URI, CITEKEEPER_PARQUET_URI, CITEKEEPER_STORAGE_OPTIONS
     )
-)
+
+
+defs = build_definitions(config_from_env())

@@ -4,7 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
+from pydantic import field_validator
 
+from citekeeper.language import validate_language
 from citekeeper.store import CorpusStore
 from parsers.model import ParseConfig
 
@@ -15,14 +17,22 @@ class CitekeeperConfig(dg.ConfigurableResource):
     store_dir: str = ".citekeeper/store"
     source_dir: str = "sample_corpus/v1"
     answers_path: str | None = None  # JSONL/Parquet of answers to register before citation checks
-    nli_model: str | None = None  # hub id or local dir; None runs the model-free tiers only
+    # hub id or local dir; "auto": the default model of `language`; None runs the model-free tiers only
+    nli_model: str | None = None
     nli_backend: str = "torch"
+    # auto (detected from each version's chunk texts) | en | zh | multi; picks the model when nli_model="auto"
+    language: str = "auto"
     max_chunk_chars: int = ParseConfig.max_chunk_chars
     # Object-store locations of the LanceDB tables / Parquet exports (None: under store_dir) and their
     # LanceDB storage options; see citekeeper.locations for the keys.
     lance_uri: str | None = None
     parquet_uri: str | None = None
     storage_options: dict[str, str] = {}
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, value: str) -> str:
+        return validate_language(value)  # a LanguageError names the choices
 
     @property
     def store_path(self) -> Path:

