@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from citekeeper.text import is_cjk
+
 if TYPE_CHECKING:
     from citekeeper.store import CorpusStore
 
@@ -57,19 +59,6 @@ MODELS = {"en": ENGLISH, "zh": MULTILINGUAL, "multi": MULTILINGUAL}
 
 class LanguageError(ValueError):
     """An unknown language setting; the message lists the known ones."""
-
-
-def is_cjk(char: str) -> bool:
-    """Han ideographs (incl. extensions and compatibility), kana and hangul syllables."""
-    code = ord(char)
-    return (
-        0x4E00 <= code <= 0x9FFF
-        or 0x3400 <= code <= 0x4DBF
-        or 0x20000 <= code <= 0x2FA1F
-        or 0xF900 <= code <= 0xFAFF
-        or 0x3040 <= code <= 0x30FF
-        or 0xAC00 <= code <= 0xD7AF
-    )
 
 
 @dataclass(frozen=True)

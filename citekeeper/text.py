@@ -23,6 +23,7 @@ _CJK_CHAR = re.compile(f"[{CJK}]")
 MARKER_ID = r"[A-Za-z]{0,8}[-_]?\d+"
 _MARKER_IDS = rf"{MARKER_ID}(?:\s*[,，、;；]\s*{MARKER_ID})*"
 MARKER = re.compile(rf"\^?[\[【［]\s*(?P<ids>{_MARKER_IDS})\s*[\]】］]")
+_SPACED_MARKER = re.compile(rf"\s*{MARKER.pattern}")
 _MARKER_ID_SPLIT = re.compile(r"\s*[,，、;；]\s*")
 _MARKERS = rf"(?:\s*\^?[\[【［]\s*{_MARKER_IDS}\s*[\]】］])*"
 _CLOSERS = "[\"'\u201d\u2019)\\]」』）】》〉]*"
@@ -67,9 +68,8 @@ def marker_ids(text: str) -> list[str]:
 
 
 def strip_markers(text: str) -> str:
-    """`text` without its citation markers, whitespace runs collapsed, no space left before punctuation."""
-    bare = " ".join(MARKER.sub(" ", text).split())
-    return re.sub(r"\s+([.!?,;:。！？，；：、)）」』】])", r"\1", bare)
+    """`text` without its citation markers (and the whitespace before each), whitespace runs collapsed."""
+    return " ".join(_SPACED_MARKER.sub("", text).split())
 
 
 def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:

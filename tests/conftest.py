@@ -11,6 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_EVAL = Path(os.environ.get("CITEKEEPER_EVAL_DIR", REPO.parent / "shared" / "eval")).resolve()
 HTTPX_DOCS = SHARED_EVAL / "httpx-docs"
 WICE_DEV = SHARED_EVAL / "wice" / "claim-dev.jsonl"
+VUE_DOCS_ZH = SHARED_EVAL / "vue-docs-zh"
 SAMPLE_CORPUS = REPO / "sample_corpus"
 
 
