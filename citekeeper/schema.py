@@ -151,7 +151,7 @@ CITATION_STATUS = pa.schema(
         pa.field("suggested_start_char", pa.int64()),
         pa.field("suggested_end_char", pa.int64()),
         pa.field("suggested_score", pa.float64()),
-        pa.field("suggested_method", pa.string()),  # exact | fuzzy | hybrid
+        pa.field("suggested_method", pa.string()),  # exact | normalized | fuzzy | hybrid | fts (verifiers.reanchor)
         # Evidence text, so a report (or an NLI verifier) can be built from this Parquet alone.
         pa.field("source_path", pa.string()),  # cited document, at the cited version
         pa.field("new_source_path", pa.string()),
