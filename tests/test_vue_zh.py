@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import CITATION_STATUS
 from citekeeper.store import CorpusStore
-from citekeeper.text import is_cjk, sentence_spans, split_sentences
+from citekeeper.text import is_cjk, normalize_text, sentence_spans, split_sentences
 from parsers.model import ParseConfig
 from pipelines.cli import main
 from tests.conftest import VUE_DOCS_ZH
@@ -145,6 +145,7 @@ def test_stale_against_the_newest_revision_matches_the_text(stale_run, vue_store
     text_by_id = dict(zip(new_docs["doc_id"], new_docs["text"]))
     text_by_path = dict(zip(new_docs["source_path"], new_docs["text"]))
     seen = defaultdict(int)
+    normalised = 0
     for row in status.to_dicts():
         quote = row["quote"]
         in_same_doc = quote in text_by_path.get(row["source_path"], "")
@@ -152,7 +153,10 @@ def test_stale_against_the_newest_revision_matches_the_text(stale_run, vue_store
         seen[(row["status"], anywhere)] += 1
         assert row["status"] != "invalid" and row["quote_match"] == "exact", row["reason"]
         if row["status"] in ("valid", "relocated", "drifted"):
-            assert text_by_id[row["new_doc_id"]][row["new_start_char"] : row["new_end_char"]] == quote
+            span = text_by_id[row["new_doc_id"]][row["new_start_char"] : row["new_end_char"]]
+            # An edit that only touched forms ("（CI/CD）" -> " (CI/CD) ") still holds, as a normalised match.
+            assert span == quote if row["new_match"] == "exact" else normalize_text(span) == normalize_text(quote), row
+            normalised += row["new_match"] == "normalized"
         elif anywhere:
             assert row["suggested_method"] == "exact", row
             suggested = text_by_path[row["suggested_source_path"]]
@@ -161,6 +165,7 @@ def test_stale_against_the_newest_revision_matches_the_text(stale_run, vue_store
                 assert row["suggested_source_path"] == row["source_path"]
         else:
             assert row["status"] in ("stale", "removed") and row["suggested_method"] != "exact"
+    assert normalised >= 1  # the real revisions include form-only edits
     assert seen[("valid", True)] >= 100 and seen[("relocated", True)] + seen[("drifted", True)] >= 10
-    assert sum(n for (s, anywhere), n in seen.items() if s in ("stale", "removed") and anywhere) >= 5  # re-anchored
-    assert sum(n for (_, anywhere), n in seen.items() if not anywhere) >= 5  # truly gone
+    assert sum(n for (s, anywhere), n in seen.items() if s in ("stale", "removed") and anywhere) >= 3, seen  # re-anchored
+    assert sum(n for (_, anywhere), n in seen.items() if not anywhere) >= 5, seen  # truly gone
