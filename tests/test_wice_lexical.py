@@ -7,7 +7,7 @@ import pytest
 
 from citekeeper.text import normalize_with_offsets, split_sentences
 from tests.conftest import REPO, WICE_DEV
-from verifiers.anchoring import locate_quote
+from citekeeper.locate import locate_quote
 from verifiers.lexical import lexical_support
 
 EVIDENCE = (
@@ -44,9 +44,10 @@ def test_sentences_and_normalised_anchoring():
     text, origin = normalize_with_offsets("a\u00a0 “b”\n\nﬁ")
     assert text == 'a "b" fi' and origin[-1] == origin[-2] == 8
     chunk = "Say  “hello”\nworld. Bye."
-    start, end, how = locate_quote(chunk, 'Say "hello" world.')
-    assert (chunk[start:end], how) == ("Say  “hello”\nworld.", "normalized")
-    assert locate_quote(chunk, "Bye.") == (20, 24, "exact") and locate_quote(chunk, "Hi.") is None
+    found = locate_quote(chunk, 'Say "hello" world.')
+    assert (chunk[found.start : found.end], found.kind) == ("Say  “hello”\nworld.", "normalized")
+    bye = locate_quote(chunk, "Bye.")
+    assert (bye.start, bye.end, bye.kind) == (20, 24, "exact") and locate_quote(chunk, "Hi.") is None
 
 
 @pytest.mark.skipif(not WICE_DEV.exists(), reason="WiCE dev file not available")

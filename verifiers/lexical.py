@@ -1,36 +1,82 @@
 """Tier 2, lexical fast path: a claim sentence that is near-verbatim in the evidence is supported.
 
-Kept deliberately precise (measured on WiCE dev by bench/wice_lexical_precision.py): a sentence counts as
-supported only when, inside one or two consecutive evidence sentences,
-- its tokens appear in order (LCS over tokens / claim tokens >= `min_score`),
-- at least `min_content_recall` of its content words, and every one of its numbers, are present,
-- the evidence adds no negation or hedge the claim lacks ("not", "never", "may", "reportedly" ...),
+Kept deliberately precise (measured on WiCE dev by bench/wice_lexical_precision.py and on the Chinese Vue
+docs by bench/zh_lexical_precision.py): a sentence counts as supported only when, inside one or two
+consecutive evidence sentences,
+- its tokens appear in order (LCS over tokens / claim tokens >= `min_score`), in one place (the matched
+  tokens skip at most as many window tokens as they cover),
+- at least `min_content_recall` of its content words are matched, and every other one is a variant of the
+  window word at the same place (an inflection, or a Chinese word segmented differently): a swapped name
+  or number is never tolerated, and each claim number matches next to a matched neighbour,
+- claim and window carry the same negations, hedges and contrast markers ("not", "may", "but", 不, 可能,
+  但是 ...), each matched in place,
 - and the claim has at least `min_content_tokens` content words (short claims are too easy to match).
 Anything else is left undecided for the NLI tier; this tier never says "unsupported".
+
+Tokens: Latin words and numbers by regex, runs of Han characters segmented by jieba; English contractions
+are expanded ("isn't" -> "is not") and Chinese numerals become Arabic digits ("十二个" -> "12", "个").
 """
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
+import jieba
 from rapidfuzz.distance import LCSseq
 
 from citekeeper.text import normalize_text, sentence_spans
 
+# The matched claim tokens may skip at most as many window tokens as they cover: a dropped clause, not a
+# sentence stitched from the start of one evidence sentence and the end of the next.
+_MIN_DENSITY = 0.5
+# Han ideographs (basic, extension A, compatibility); jieba segments runs of them.
+_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|\w+")
 _NUMBER = re.compile(r"^\d")
-STOPWORDS = frozenset(
-    """a an the of in on at to for from by with and or as is are was were be been being it its this that these
-    those which who whom whose he she they them his her their there here has have had do does did than then so
-    such into onto over under about also s""".split()
-)
-# Words that flip or weaken a statement: their presence in the evidence but not the claim blocks a match.
-QUALIFIERS = frozenset(
-    """not no never nor none neither cannot can't isn't aren't wasn't weren't doesn't don't didn't won't without
-    may might could would should possibly probably reportedly allegedly alleged rumored rumoured claimed claims
-    if unless except former formerly previously nearly almost approximately about around until""".split()
-)
+_CONTRACTION = re.compile(r"\b(?:can't|cannot|won't|shan't|(\w+)n't)\b")
+_IRREGULAR_NOT = {"can't": "can not", "cannot": "can not", "won't": "will not", "shan't": "shall not"}
+# A cheap English stem: inflected forms of one word ("released", "releases", "release") share it.
+_SUFFIX = re.compile(r"(?:ing|ed|es|er|est|ly|s|e)$")
+
+_ENGLISH_STOPWORDS = """a an the of in on at to for from by with and or as is are was were be been being it its this
+    that these those which who whom whose he she they them his her their there here has have had do does did than
+    then so such into onto over under about also s"""
+_CHINESE_STOPWORDS = """的 地 得 了 着 过 是 在 和 与 及 以及 或 或者 也 都 就 还 又 并 并且 而 之 其 该 此 这 那 这个 那个
+    这些 那些 这样 它 它们 我 我们 你 你们 他 她 他们 被 把 对 为 以 于 从 到 由 将 给 向 个 中 上 下 等 吗 呢 吧 啊"""
+STOPWORDS = frozenset(_ENGLISH_STOPWORDS.split() + _CHINESE_STOPWORDS.split())
+
+# Words that flip, weaken or contrast a statement: claim and window must carry the same ones.
+_ENGLISH_QUALIFIERS = """not no never nor none neither without may might could would should possibly probably
+    reportedly allegedly alleged rumored rumoured claimed claims if unless except former formerly previously nearly
+    almost approximately about around until but however although though yet whereas nevertheless"""
+_CHINESE_QUALIFIERS = """不 没 没有 未 非 无 别 勿 莫 不是 不能 不会 无法 从未 并非 尚未 并未 并不 从不 永不 绝不 毫无 可能
+    也许 或许 大概 据说 约 大约 将近 几乎 差不多 左右 除非 如果 假如 若 要是 倘若 可能会 直到 曾 曾经 但是 但 然而 不过
+    可是 却 虽然 尽管 尽管如此"""
+QUALIFIERS = frozenset(_ENGLISH_QUALIFIERS.split() + _CHINESE_QUALIFIERS.split())
+# jieba glues a negator to its verb (不支持, 无需, 未能, 不可), so a multi-character word starting with one is a
+# negation too, except for common words that start with such a character but do not negate. Uses in the Vue
+# docs: 不同 "different" 127, 非常 "very" 47, 无障碍 "accessibility" 29, 别名 "alias" 22, 无论/不论/不管
+# "regardless", 不仅/不但 "not only", 未来 "future"; without the exemptions bench/zh_lexical_precision.py
+# decides none of its claims that drop a 非常 (0/45 instead of 45/45).
+_NEGATION_START = "不没未无非别勿莫"
+_NOT_NEGATIONS = ("不同", "非常", "别名", "别处", "别的", "别人", "无障碍", "无论", "不论", "不管", "不仅", "不但", "未来")
+
+_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_UNITS = {"十": 10, "百": 100, "千": 1000}
+_MYRIADS = {"万": 10_000, "亿": 100_000_000}
+# A word that is wholly a numeral, optionally followed by one measure word: jieba keeps "十二个", "两种" whole,
+# and without the measure words "两个" never matches "2 个" (bench/zh_lexical_precision.py: 0/100 instead of
+# 100/100). Measure words that also make idioms are left out: 十分 "very", 一点 "a little", 一下, 一些, 一样.
+_MEASURE_WORDS = "个种次件位名条项步段节层章套组份行列年月天周倍帧"
+_NUMERAL_CHARS = re.compile(f"[{''.join(_DIGITS)}{''.join(_UNITS)}{''.join(_MYRIADS)}]+")
+_CHINESE_NUMERAL = re.compile(rf"({_NUMERAL_CHARS.pattern})([{_MEASURE_WORDS}]?)")
+# Two digits in a row only occur after 零 (三百零五); otherwise the word is no numeral (一一 "one by one").
+_ADJACENT_DIGITS = re.compile("[一二两三四五六七八九][零〇一二两三四五六七八九]")
+# Digit by digit, as years are written (二〇二四 -> 2024): jieba cuts these into single characters, so they
+# become Arabic digits before segmentation. Three or more, so that words like 一一 stay words.
+_DIGIT_STRING = re.compile("[〇零一二三四五六七八九]{3,}")
 
 
 @dataclass(frozen=True)
@@ -57,21 +103,102 @@ class LexicalMatch:
 
 
 def tokens(text: str) -> list[str]:
-    return _TOKEN.findall(normalize_text(text).lower())
+    return _tokenize(_prepare(text))
 
 
 def lexical_support(claim: str, evidence: str, settings: LexicalSettings = LexicalSettings()) -> LexicalMatch | None:
     """The best near-verbatim window of `evidence` for `claim`, or None when the fast path cannot decide."""
-    claim_tokens = tokens(claim)
+    claim_tokens = tuple(tokens(claim))
     content = {t for t in claim_tokens if t not in STOPWORDS}
     if len(content) < settings.min_content_tokens:
         return None
     best: LexicalMatch | None = None
     for window in _windows(evidence, settings.max_window_sentences):
-        match = _match_window(claim_tokens, content, window, settings)
-        if match >= settings.min_score and (best is None or match > best.score):
-            best = LexicalMatch(match, window.start, window.end)
+        score = _match_window(claim_tokens, content, window, settings)
+        if score >= settings.min_score and (best is None or _better(score, window, best)):
+            best = LexicalMatch(score, window.start, window.end)
     return best
+
+
+def _better(score: float, window: _Window, best: LexicalMatch) -> bool:
+    """A higher score, or the same score in a shorter window (the sentence itself, not it plus a neighbour)."""
+    return score > best.score or (score == best.score and window.end - window.start < best.end - best.start)
+
+
+def _prepare(text: str) -> str:
+    """Normalised, lower-cased text with English negative contractions spelled out ("isn't" -> "is not") and
+    Chinese digit strings in Arabic digits."""
+    text = _CONTRACTION.sub(_expand_contraction, normalize_text(text).lower())
+    return _DIGIT_STRING.sub(lambda m: "".join(str(_DIGITS[char]) for char in m.group()), text)
+
+
+def _expand_contraction(match: re.Match) -> str:
+    return f"{match.group(1)} not" if match.group(1) else _IRREGULAR_NOT[match.group()]
+
+
+def _tokenize(text: str) -> list[str]:
+    """Latin words and numbers by regex; each run of Han characters segmented by jieba."""
+    out: list[str] = []
+    position = 0
+    for run in _HAN_RUN.finditer(text):
+        out += _TOKEN.findall(text, position, run.start())
+        words = _join_numerals(_segmenter().lcut(run.group(), HMM=False))
+        out += [part for word in words for part in _chinese_numeral(word)]
+        position = run.end()
+    out += _TOKEN.findall(text, position)
+    return out
+
+
+@cache
+def _segmenter() -> jieba.Tokenizer:
+    """jieba's own dictionary, loaded once on first use (a second or so) and kept quiet."""
+    jieba.setLogLevel(logging.WARNING)
+    segmenter = jieba.Tokenizer()
+    segmenter.initialize()
+    return segmenter
+
+
+def _join_numerals(words: list[str]) -> list[str]:
+    """jieba cuts long numerals into pieces (两千 / 零 / 二十四年); put them back together."""
+    out: list[str] = []
+    for word in words:
+        if out and _NUMERAL_CHARS.fullmatch(out[-1]) and _CHINESE_NUMERAL.fullmatch(word):
+            out[-1] += word
+        else:
+            out.append(word)
+    return out
+
+
+def _chinese_numeral(word: str) -> list[str]:
+    """A wholly numeral word as Arabic digits plus its measure word ("三百五十个" -> ["350", "个"]); any other
+    word unchanged (一种 -> ["1", "种"], but 统一, 第一, 一些 stay words)."""
+    match = _CHINESE_NUMERAL.fullmatch(word)
+    value = match and _numeral_value(match.group(1))
+    if value is None:
+        return [word]
+    return [str(value), match.group(2)] if match.group(2) else [str(value)]
+
+
+def _numeral_value(numeral: str) -> int | None:
+    """十二 -> 12, 三百零五 -> 305, 两万 -> 20000; None for a word only made of numeral characters that is no
+    numeral (千万 "by all means", 万一 "in case", 一一 "one by one")."""
+    if numeral[0] in "百千万亿" or _ADJACENT_DIGITS.search(numeral):
+        return None
+    total = section = digit = 0
+    for char in numeral:
+        if char in _DIGITS:
+            digit = _DIGITS[char]
+        elif char in _UNITS:
+            section += (digit or 1) * _UNITS[char]
+            digit = 0
+        else:
+            total += (section + digit) * _MYRIADS[char]
+            section = digit = 0
+    return total + section + digit
+
+
+def _is_qualifier(word: str) -> bool:
+    return word in QUALIFIERS or (len(word) > 1 and word[0] in _NEGATION_START and not word.startswith(_NOT_NEGATIONS))
 
 
 @dataclass(frozen=True)
@@ -82,6 +209,7 @@ class _Window:
     end: int
     tokens: tuple[str, ...]
     token_set: frozenset[str]
+    qualifier_positions: tuple[int, ...]
 
 
 @lru_cache(maxsize=4096)
@@ -92,17 +220,65 @@ def _windows(evidence: str, max_sentences: int) -> tuple[_Window, ...]:
     windows = []
     for first in range(len(spans)):
         for last in range(first, min(first + max_sentences, len(spans))):
-            window = [t for part in span_tokens[first : last + 1] for t in part]
-            windows.append(_Window(spans[first][0], spans[last][1], tuple(window), frozenset(window)))
+            window = tuple(t for part in span_tokens[first : last + 1] for t in part)
+            qualifiers = tuple(i for i, word in enumerate(window) if _is_qualifier(word))
+            windows.append(_Window(spans[first][0], spans[last][1], window, frozenset(window), qualifiers))
     return tuple(windows)
 
 
-def _match_window(claim_tokens: list[str], content: set[str], window: _Window, settings: LexicalSettings) -> float:
-    """LCS share of claim tokens found in order in `window`; 0 when a guard fails."""
+def _match_window(
+    claim_tokens: tuple[str, ...], content: set[str], window: _Window, settings: LexicalSettings
+) -> float:
+    """Share of claim tokens matched in order in `window` (LCS); 0 when a guard fails. The guards work on the
+    alignment, not on the window's bag of words: a word elsewhere in the window does not excuse a swap."""
     if len(content & window.token_set) < settings.min_content_recall * len(content):
+        return 0.0  # cheap bag-of-words bound before aligning
+    aligned = _alignment(claim_tokens, window.tokens)
+    score = len(aligned) / len(claim_tokens)
+    if score < settings.min_score or len(aligned) < _MIN_DENSITY * (max(aligned.values()) - min(aligned.values()) + 1):
         return 0.0
-    if any(_NUMBER.match(t) and t not in window.token_set for t in content):
+    matched = set(aligned.values())
+    # A claim's numbers and qualifiers must match in context (with a neighbouring token), not just somewhere.
+    if any((_NUMBER.match(w) or _is_qualifier(w)) and not _in_context(i, aligned) for i, w in enumerate(claim_tokens)):
         return 0.0
-    if (window.token_set & QUALIFIERS) - set(claim_tokens):
+    if any(j not in matched for j in window.qualifier_positions):
         return 0.0
-    return LCSseq.similarity(claim_tokens, window.tokens) / len(claim_tokens)
+    content_at = [i for i, word in enumerate(claim_tokens) if word not in STOPWORDS]
+    unmatched = [i for i in content_at if i not in aligned]
+    if len(content_at) - len(unmatched) < settings.min_content_recall * len(content_at):
+        return 0.0
+    if not all(_is_variant(claim_tokens[i], _gap(i, aligned, window.tokens)) for i in unmatched):
+        return 0.0
+    return score
+
+
+def _alignment(claim_tokens: tuple[str, ...], window_tokens: tuple[str, ...]) -> dict[int, int]:
+    """claim token index -> window token index, for the tokens of one longest common subsequence."""
+    blocks = LCSseq.editops(claim_tokens, window_tokens).as_matching_blocks()
+    return {block.a + k: block.b + k for block in blocks for k in range(block.size)}
+
+
+def _in_context(i: int, aligned: dict[int, int]) -> bool:
+    j = aligned.get(i)
+    return j is not None and (aligned.get(i - 1) == j - 1 or aligned.get(i + 1) == j + 1)
+
+
+def _gap(i: int, aligned: dict[int, int], window_tokens: tuple[str, ...]) -> tuple[str, ...]:
+    """The window tokens between the matches of the claim tokens around unmatched claim token `i`."""
+    before = [j for c, j in aligned.items() if c < i]
+    after = [j for c, j in aligned.items() if c > i]
+    return window_tokens[max(before, default=-1) + 1 : min(after, default=len(window_tokens))]
+
+
+def _is_variant(word: str, gap: tuple[str, ...]) -> bool:
+    """An unmatched claim word the evidence says in another form at the same place: an inflection
+    ("offers"/"offered") or a Chinese word segmented differently; never a number."""
+    if _NUMBER.match(word):
+        return False
+    if _HAN_RUN.match(word):
+        return word in "".join(gap)
+    return _stem(word) in map(_stem, gap)
+
+
+def _stem(word: str) -> str:
+    return _SUFFIX.sub("", word) if len(word) > 4 else word
