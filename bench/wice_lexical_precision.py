@@ -17,8 +17,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from parsers.identity import text_hash  # noqa: E402
-from verifiers.verify import verify  # noqa: E402
+from bench.lexical_fastpath import lexically_supported  # noqa: E402
 
 WICE_DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "wice" / "claim-dev.jsonl"
 TARGET = 0.95
@@ -39,21 +38,8 @@ def read_wice(path: Path) -> pl.DataFrame:
 
 def main(path: Path = WICE_DEV) -> dict:
     wice = read_wice(path).with_columns(pl.format("wice-{}", "line").alias("claim_id"))
-    claims = wice.select(
-        pl.col("claim_id").alias("answer_id"), pl.lit(1, pl.Int32).alias("revision"), "claim_id",
-        pl.lit(0, pl.Int32).alias("claim_index"), pl.col("claim").alias("text"),
-        pl.col("claim").map_elements(text_hash, return_dtype=pl.String).alias("text_hash"),
-        pl.lit(1, pl.Int32).alias("n_citations"),
-    )  # fmt: skip
-    citations = wice.select(
-        pl.col("claim_id").alias("answer_id"), pl.lit(1, pl.Int32).alias("revision"), "claim_id",
-        pl.format("{}-evidence", "claim_id").alias("citation_id"), pl.lit(0, pl.Int32).alias("citation_index"),
-        pl.format("{}-chunk", "claim_id").alias("chunk_id"), pl.format("{}-chunk", "claim_id").alias("evidence_chunk_id"),
-        pl.lit("wice").alias("doc_id"), pl.col("evidence").alias("chunk_text"), pl.lit(0, pl.Int64).alias("chunk_start_char"),
-    )  # fmt: skip
-    result = verify(claims, citations, "wice-dev", scorer=None)
-    decided = result.claims.filter((pl.col("status") == "supported") & (pl.col("tier") == "lexical"))
-    gold = decided.join(wice.select("claim_id", "label"), on="claim_id")
+    decided = lexically_supported(wice.select("claim_id", "claim", "evidence"), "wice-dev")
+    gold = wice.filter(pl.col("claim_id").is_in(decided.implode())).select("claim_id", "label", pl.col("claim").alias("text"))
     n, n_decided = wice.height, gold.height
     correct = gold.filter(pl.col("label") == "supported").height
     precision = correct / n_decided if n_decided else None
