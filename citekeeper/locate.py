@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from citekeeper.text import normalize_text, normalize_with_offsets
+from citekeeper.text import normalize_text, normalize_with_offsets, segment_end
 
 MATCH_EXACT = "exact"
 MATCH_NORMALIZED = "normalized"
@@ -36,7 +36,7 @@ def locate_quote(text: str, quote: str) -> QuoteMatch | None:
     norm_start = norm_text.find(norm_quote)
     if norm_start < 0:
         return None
-    return QuoteMatch(origin[norm_start], origin[norm_start + len(norm_quote) - 1] + 1, MATCH_NORMALIZED)
+    return QuoteMatch(origin[norm_start], segment_end(text, origin[norm_start + len(norm_quote) - 1]), MATCH_NORMALIZED)
 
 
 def char_find(text: pl.Expr, quote: pl.Expr) -> pl.Expr:

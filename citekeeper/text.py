@@ -151,6 +151,15 @@ def normalize_with_offsets(text: str) -> tuple[str, list[int]]:
     return "".join(chars), origin
 
 
+def segment_end(text: str, start: int) -> int:
+    """End of the composition segment starting at `start` (normalize_with_offsets maps each normalised
+    character to such a start): a span ending in "e" + U+0301 must keep the combining mark."""
+    end = start + 1
+    while end < len(text) and (unicodedata.combining(text[end]) or _composes(text[start:end], text[end])):
+        end += 1
+    return end
+
+
 def _composition_segments(text: str) -> list[tuple[int, str]]:
     """(start index, segment): a new segment starts where NFKC of the pair equals NFKC of each side,
     so normalising segment by segment gives the same text as normalising the whole."""
