@@ -193,6 +193,16 @@ class CorpusStore:
         versions = self.versions()
         return versions[-1] if versions else None
 
+    def version_or_latest(self, version: str | None) -> str:
+        """`version` checked to exist (UnknownVersion lists the known ones), or the latest version's name;
+        ValueError when the store has none."""
+        if version is not None:
+            return self.manifest(version).name
+        latest = self.latest()
+        if latest is None:
+            raise ValueError(f"store {self.root} has no corpus versions yet; run `citekeeper ingest` first")
+        return latest.name
+
     def next_version_name(self) -> str:
         """v0001, v0002, ...: one past the highest generated name so far."""
         numbers = [int(m.group(1)) for v in self.versions() if (m := GENERATED_NAME.match(v.name))]

@@ -60,7 +60,7 @@ def verify_command(
         raise click.UsageError(f"${LANGUAGE_ENV}: {exc}") from exc
     store = CorpusStore.from_env(store_dir)
     try:
-        version = target_version(store, version)
+        version = store.version_or_latest(version)
     except (StoreError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     scorer = choice = None
@@ -86,16 +86,6 @@ def verify_command(
     if fail_under is not None and rate is not None and rate < fail_under:
         click.echo(f"FAIL: supported-claim rate {rate:.3f} is below --fail-under {fail_under}", err=True)
         raise SystemExit(1)
-
-
-def target_version(store, version: str | None) -> str:
-    """`version` checked to exist (UnknownVersion lists the known ones), or the latest version."""
-    if version is None:
-        latest = store.latest()
-        if latest is None:
-            raise ValueError(f"store {store.root} has no corpus versions yet; run `citekeeper ingest` first")
-        return latest.name
-    return store.manifest(version).name
 
 
 def _summary(run: dict, counts: dict[str, int], paths: dict[str, Path], choice: ModelChoice | None = None) -> str:

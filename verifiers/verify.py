@@ -574,12 +574,7 @@ def verify_store(
     from verifiers.evidence import answers_from_file, citation_evidence, read_citation_status
 
     store = store_root if isinstance(store_root, CorpusStore) else CorpusStore(store_root)
-    if version is None:
-        latest = store.latest()
-        if latest is None:
-            raise ValueError(f"store {store.root} has no corpus versions yet; run `citekeeper ingest` first")
-        version = latest.name
-    store.manifest(version)  # UnknownVersion lists the known ones
+    version = store.version_or_latest(version)
     if answers_file is not None:
         claims, citations = answers_from_file(answers_file)
     else:
