@@ -13,7 +13,7 @@ import dagster as dg
 import polars as pl
 
 from assets.partitions import corpus_versions
-from citekeeper.language import LANGUAGE_ENV
+from citekeeper.language import LANGUAGE_ENV, validate_language
 from pipelines.resources import CitekeeperConfig
 from verifiers.verify import VerifySettings, latest_run_dir, verify_dir
 
@@ -27,7 +27,7 @@ def code_version(env: Mapping[str, str] = os.environ) -> str:
     setting = "|".join([
         env.get("CITEKEEPER_NLI_MODEL") or "no-model",
         env.get("CITEKEEPER_NLI_BACKEND", "torch"),
-        (env.get(LANGUAGE_ENV) or "auto").strip().lower(),
+        validate_language(env.get(LANGUAGE_ENV) or "auto"),
     ])  # fmt: skip
     return "verify-" + hashlib.sha256(f"{VerifySettings().key()}|{setting}".encode()).hexdigest()[:12]
 
