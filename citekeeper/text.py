@@ -12,10 +12,14 @@ import unicodedata
 # next ingest re-chunks every document once (ingest says why). 1: English-only rules; 2: every script.
 TEXT_RULES_VERSION = 2
 
-# Han ideographs (with extensions and compatibility forms), kana and hangul syllables, as a regex class body.
-CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
-# Scripts written without spaces between words: whitespace between two of their characters is a line wrap.
-_UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f\u3000-\u303f\uff01-\uff60"
+# Regex class bodies. Han ideographs (basic, extension A, compatibility forms); then with extension B and
+# beyond, kana and hangul syllables; then the scripts written without spaces between words.
+HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_HAN_EXTENDED = "\U00020000-\U0002fa1f"
+_KANA = "\u3040-\u30ff"
+CJK = f"{_KANA}{HAN}\uac00-\ud7af{_HAN_EXTENDED}"
+# Whitespace between two characters of these (or their punctuation) is a line wrap.
+_UNSPACED = f"{_KANA}{HAN}{_HAN_EXTENDED}\u3000-\u303f\uff01-\uff60"
 _CJK_CHAR = re.compile(f"[{CJK}]")
 
 # A citation marker: [1], [1][2], [1,2], [1-3]-style lists, 【1】, ［1］, ^[1], and alphanumeric ids such as

@@ -26,13 +26,13 @@ from functools import cache, lru_cache
 import jieba
 from rapidfuzz.distance import LCSseq
 
-from citekeeper.text import normalize_text, sentence_spans
+from citekeeper.text import HAN, normalize_text, sentence_spans
 
 # The matched claim tokens may skip at most as many window tokens as they cover: a dropped clause, not a
 # sentence stitched from the start of one evidence sentence and the end of the next.
 _MIN_DENSITY = 0.5
-# Han ideographs (basic, extension A, compatibility); jieba segments runs of them.
-_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+# jieba segments runs of Han ideographs.
+_HAN_RUN = re.compile(f"[{HAN}]+")
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|\w+")
 _NUMBER = re.compile(r"^\d")
 _CONTRACTION = re.compile(r"\b(?:can't|cannot|won't|shan't|(\w+)n't)\b")
