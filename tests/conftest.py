@@ -1,5 +1,7 @@
+import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -13,6 +15,15 @@ HTTPX_DOCS = SHARED_EVAL / "httpx-docs"
 WICE_DEV = SHARED_EVAL / "wice" / "claim-dev.jsonl"
 VUE_DOCS_ZH = SHARED_EVAL / "vue-docs-zh"
 SAMPLE_CORPUS = REPO / "sample_corpus"
+
+
+def load_script(relative_path: str) -> ModuleType:
+    """A script of the repo outside the packages (bench/, scripts/) loaded as a module."""
+    path = REPO / relative_path
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

@@ -2,11 +2,10 @@
 real zh-CN Vue docs."""
 from __future__ import annotations
 
-import importlib.util
 
 import pytest
 
-from tests.conftest import REPO, VUE_DOCS_ZH
+from tests.conftest import VUE_DOCS_ZH, load_script
 from verifiers.lexical import lexical_support, tokens
 
 # "㎞" becomes "km" under NFKC: window offsets must still be code points of the raw evidence.
@@ -128,9 +127,7 @@ def test_english_swaps_are_undecided_and_inflections_are_not():
 
 @pytest.mark.skipif(not VUE_DOCS_ZH.exists(), reason="vue-docs-zh not available")
 def test_vue_docs_zh_precision_at_least_095(capsys):
-    spec = importlib.util.spec_from_file_location("zh_bench", REPO / "bench" / "zh_lexical_precision.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("bench/zh_lexical_precision.py")
     figures = bench.main(VUE_DOCS_ZH)
     assert figures["positives"] >= 300 and figures["negatives"] >= 300
     assert figures["precision"] >= 0.95 and figures["coverage"] >= 0.5

@@ -16,7 +16,7 @@ from parsers.discover import discover_sources
 from parsers.document import ELEMENT_SEPARATOR, parse_document
 from parsers.model import DocumentError, ParseConfig, ParsedDocument
 
-from .conftest import REPO, SAMPLE_CORPUS
+from .conftest import SAMPLE_CORPUS, load_script
 
 CONFIG = ParseConfig()
 
@@ -225,9 +225,7 @@ def test_changed_after_discovery(tmp_path):
 
 
 def test_sample_corpus_matches_its_generator(tmp_path):
-    spec = importlib.util.spec_from_file_location("make_sample_corpus", REPO / "scripts" / "make_sample_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("scripts/make_sample_corpus.py")
     module.write_corpus(tmp_path)
     generated = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     committed = sorted(

@@ -1,13 +1,11 @@
 """The lexical fast path: its guards, and its precision on the real WiCE dev file."""
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from citekeeper.text import normalize_with_offsets, split_sentences
-from tests.conftest import REPO, WICE_DEV
 from citekeeper.locate import locate_quote
+from citekeeper.text import normalize_with_offsets, split_sentences
+from tests.conftest import WICE_DEV, load_script
 from verifiers.lexical import lexical_support
 
 EVIDENCE = (
@@ -52,9 +50,7 @@ def test_sentences_and_normalised_anchoring():
 
 @pytest.mark.skipif(not WICE_DEV.exists(), reason="WiCE dev file not available")
 def test_wice_dev_precision_at_least_095(capsys):
-    spec = importlib.util.spec_from_file_location("wice_bench", REPO / "bench" / "wice_lexical_precision.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("bench/wice_lexical_precision.py")
     figures = bench.main(WICE_DEV)
     assert figures["n"] == 349
     assert figures["decided"] >= 1 and figures["precision"] >= 0.95
