@@ -11,9 +11,9 @@ import time
 import dagster as dg
 import polars as pl
 
-from assets.ingest import CHUNKS, DOCUMENTS
+from assets.corpus import CHUNKS, DOCUMENTS
 from assets.partitions import corpus_versions
-from pipelines.resources import CitekeeperConfig
+from assets.resources import CitekeeperConfig
 
 GROUP = "citations"
 
@@ -29,7 +29,7 @@ def _count_metadata(counts: dict[str, int], prefix: str) -> dict[str, int]:
 @dg.asset(partitions_def=corpus_versions, deps=[DOCUMENTS, CHUNKS], group_name=GROUP)
 def chunk_diff(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
     """Chunk- and document-level diff of a corpus version against its parent version."""
-    from verifiers.diff import diff_dir, diff_versions
+    from verifiers.diff import diff_versions
 
     started = time.perf_counter()
     store = citekeeper.corpus_store()
@@ -43,7 +43,7 @@ def chunk_diff(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) 
     return dg.MaterializeResult(
         metadata={
             "parent": parent,
-            "path": str(diff_dir(store.root, parent, version)),
+            "path": str(store.layout.diff_dir(parent, version)),
             **_count_metadata(diff.doc_counts(), "documents_"),
             **_count_metadata(diff.chunk_counts(), "chunks_"),
             "changed_documents": dg.MetadataValue.md(_markdown_table(changed)) if changed.height else "none",
@@ -59,7 +59,7 @@ def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
     Registers `answers_path` (resource config) first when it is set; bad lines are logged, not fatal.
     """
     from citekeeper.answer_store import AnswerStore
-    from verifiers.citations import check_citations
+    from verifiers.citation_status import check_citations
 
     started = time.perf_counter()
     store = citekeeper.corpus_store()
@@ -88,17 +88,15 @@ def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
 def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
     """Self-contained HTML report of the citation status of this version."""
     from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
-    from verifiers.citations import status_dir
     from verifiers.report import terminal_summary, write_store_report
     from citekeeper.tables import read_parquet
 
     started = time.perf_counter()
     store = citekeeper.corpus_store()
     version = context.partition_key
-    out = status_dir(store.root, version)
-    status = read_parquet(out / "citation_status.parquet", CITATION_STATUS)
-    radius = read_parquet(out / "blast_radius.parquet", BLAST_RADIUS)
-    path = write_store_report(out / "report.html", store, version, status, radius)
+    status = read_parquet(store.layout.citation_status_file(version), CITATION_STATUS)
+    radius = read_parquet(store.layout.blast_radius_file(version), BLAST_RADIUS)
+    path = write_store_report(store.layout.report_file(version), store, version, status, radius)
     summary = terminal_summary(status, radius, version)
     context.log.info(summary)
     return dg.MaterializeResult(metadata={"path": str(path), "summary": dg.MetadataValue.md(f"```\n{summary}\n```"),

@@ -13,9 +13,9 @@ import warnings
 
 import dagster as dg
 
-from assets.ingest import STORE_WRITER_POOL, fail_if_unchanged
+from assets.corpus import fail_if_unchanged
 from assets.partitions import corpus_versions
-from pipelines.resources import CitekeeperConfig
+from assets.resources import STORE_WRITER_POOL, CitekeeperConfig
 
 # Static: a shard's documents are fixed by the hash of their doc_id, so n must not change between
 # stage and commit. Set CITEKEEPER_INGEST_SHARDS before the code location loads.
@@ -33,7 +33,7 @@ shard_x_version = dg.MultiPartitionsDefinition({"corpus_version": corpus_version
 @dg.asset(partitions_def=shard_x_version, group_name=SHARD_GROUP)
 def ingest_shard_stage(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
     """Parse one document shard of a corpus version into the staging area (nothing committed yet)."""
-    from citekeeper.ingest import Shard, stage
+    from parsers.ingest import Shard, stage
     
     keys = context.partition_key.keys_by_dimension
     version, shard = keys["corpus_version"], Shard(int(keys["doc_shard"]), N_SHARDS)
@@ -62,7 +62,7 @@ def ingest_shard_stage(context: dg.AssetExecutionContext, citekeeper: Citekeeper
 )
 def ingest_shard_commit(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
     """Merge all staged shards of a corpus version into one committed version, under the writer lock."""
-    from citekeeper.ingest import commit
+    from parsers.ingest import commit
 
     result = commit(citekeeper.corpus_store(), context.partition_key, n_shards=N_SHARDS)
     fail_if_unchanged(result, citekeeper, context.partition_key)

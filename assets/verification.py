@@ -14,8 +14,9 @@ import polars as pl
 
 from assets.partitions import corpus_versions
 from citekeeper.language import LANGUAGE_ENV, validate_language
-from pipelines.resources import CitekeeperConfig
-from verifiers.verify import VerifySettings, latest_run_dir, verify_dir
+from assets.resources import CitekeeperConfig
+from citekeeper.layout import StoreLayout, latest_run_dir
+from verifiers.engine import VerifySettings
 
 VERIFICATION = dg.AssetKey("verification")
 CITATION_STATUS = dg.AssetKey("citation_status")
@@ -35,11 +36,6 @@ def code_version(env: Mapping[str, str] = os.environ) -> str:
 CODE_VERSION = code_version()
 
 
-def runs_dir(store_dir: Path | str) -> Path:
-    """Where the verification asset writes its runs."""
-    return verify_dir(store_dir) / "runs"
-
-
 @dg.asset(
     partitions_def=corpus_versions,
     deps=[CITATION_STATUS],
@@ -50,7 +46,7 @@ def runs_dir(store_dir: Path | str) -> Path:
 def verification(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
     from citekeeper.language import choose_nli_model, sample_store_texts
     from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
-    from verifiers.verify import verify_store
+    from verifiers.verify_store import verify_store
 
     version = context.partition_key
     store = citekeeper.corpus_store()
@@ -64,12 +60,12 @@ def verification(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
                          f"setting={choice.setting} reason={choice.reason!r}")  # fmt: skip
         try:
             scorer = load_scorer(choice.model, citekeeper.nli_backend,
-                                 onnx_cache_dir=verify_dir(citekeeper.store_path) / "onnx")  # fmt: skip
+                                 onnx_cache_dir=store.layout.onnx_dir)  # fmt: skip
         except (ModelUnavailable, LabelSetError) as exc:
             raise dg.Failure(f"{exc}\n(NLI model chosen: {choice.reason})") from exc
     else:
         context.log.warning("event=no_nli_model tiers=anchoring,lexical reason='no NLI model configured (nli_model)'")
-    result, paths = verify_store(store, runs_dir(citekeeper.store_path), version=version, scorer=scorer)
+    result, paths = verify_store(store, store.layout.runs_dir, version=version, scorer=scorer)
     run = result.run.row(0, named=True)
     return dg.MaterializeResult(
         metadata={
@@ -101,7 +97,7 @@ def every_claim_has_one_status(
     from citekeeper.answer_store import AnswerStore
     from citekeeper.schema import CLAIM_STATUSES
 
-    run_dir = latest_run_dir(runs_dir(citekeeper.store_path), context.partition_key)
+    run_dir = latest_run_dir(StoreLayout(citekeeper.store_path).runs_dir, context.partition_key)
     if run_dir is None:
         return dg.AssetCheckResult(passed=False, metadata={"reason": "no verification run for this version"})
     verdicts = pl.read_parquet(run_dir / "claims.parquet", columns=["answer_id", "claim_id", "status"])

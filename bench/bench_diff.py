@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from citekeeper.schema import INGEST_ERRORS  # noqa: E402
 from citekeeper.store import STORED_SCHEMAS, CorpusStore, VersionManifest  # noqa: E402
 from citekeeper.tables import to_arrow  # noqa: E402
-from verifiers.diff import diff_dir, diff_versions  # noqa: E402
+from citekeeper.layout import StoreLayout  # noqa: E402
+from verifiers.diff import diff_versions  # noqa: E402
 
 CHUNKS_PER_DOC = 100
 CHANGES_PER_DOC = 20  # of which: modified 12, removed 4, added 4
@@ -126,7 +127,7 @@ def scan_ids(root: Path) -> int:
 
 def run_diff(root: Path):
     """What `citekeeper diff old new` does, without the cached result of an earlier run."""
-    shutil.rmtree(diff_dir(root, "old", "new"), ignore_errors=True)
+    shutil.rmtree(StoreLayout(root).diff_dir("old", "new"), ignore_errors=True)
     return diff_versions(CorpusStore(root), "old", "new")
 
 

@@ -1,7 +1,7 @@
 """Ingest time per document against bare `unstructured.partition` on the same files, in the same run.
 
 The corpus is every file of every httpx-docs release tag (one source tree). Each round times a bare
-`partition(filename=...)` loop over the files and a full `citekeeper.ingest` (discover, parse, chunk,
+`partition(filename=...)` loop over the files and a full `parsers.ingest` (discover, parse, chunk,
 LanceDB commit, Parquet export) into a fresh store, alternating which goes first; the best round of
 each is compared. The ratio uses CPU time of this process (all its threads, so LanceDB's Rust threads
 count): the machine is shared, and wall time swings with other people's load. Wall time is printed too.
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from unstructured.partition.auto import partition  # noqa: E402
 
-from citekeeper.ingest import ingest  # noqa: E402
+from parsers.ingest import ingest  # noqa: E402
 from citekeeper.store import CorpusStore  # noqa: E402
 
 TARGET = 1.15

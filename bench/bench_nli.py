@@ -26,11 +26,12 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from citekeeper.text import split_sentences  # noqa: E402
-from parsers.identity import text_hash  # noqa: E402
+from citekeeper.identity import text_hash  # noqa: E402
 from verifiers.nli import load_scorer  # noqa: E402
-from verifiers.random_models import save_random_nli_model  # noqa: E402
+from tests.random_models import save_random_nli_model  # noqa: E402
 from verifiers.verdict_cache import VerdictCache  # noqa: E402
-from verifiers.verify import verify, write_outputs  # noqa: E402
+from verifiers.engine import verify  # noqa: E402
+from verifiers.verify_output import write_outputs  # noqa: E402
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "httpx-docs" / "0.28.1"
 

@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_ingest import DEFAULT_SOURCE, Timer, summary  # noqa: E402
-from citekeeper.ingest import ingest  # noqa: E402
+from parsers.ingest import ingest  # noqa: E402
 from citekeeper.store import CorpusStore  # noqa: E402
 
 TARGET = 0.05

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from parsers.identity import text_hash
-from verifiers.verify import verify
+from citekeeper.identity import text_hash
+from verifiers.engine import verify
 
 
 def lexically_supported(cases: pl.DataFrame, corpus: str) -> pl.Series:

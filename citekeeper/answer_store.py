@@ -13,9 +13,10 @@ from pathlib import Path
 import polars as pl
 from filelock import FileLock, Timeout
 
+from citekeeper.layout import StoreLayout
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from citekeeper.tables import from_rows, read_parquet, write_parquet
-from verifiers.answers import LineError, ParsedAnswer, answer_rows, read_answer_records
+from citekeeper.answers import LineError, ParsedAnswer, answer_rows, read_answer_records
 
 TABLES = {"answers": ANSWERS, "claims": CLAIMS, "citations": CITATIONS}
 
@@ -44,7 +45,7 @@ class AddResult:
 
 class AnswerStore:
     def __init__(self, store_root: Path | str, lock_timeout: float = 60.0):
-        self.root = Path(store_root) / "answers"
+        self.root = StoreLayout(store_root).answers_dir
         self.lock_timeout = lock_timeout
 
     def path(self, table: str) -> Path:

@@ -27,6 +27,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from citekeeper.layout import StoreLayout
 from citekeeper.language import models_for, resolve_language
 from citekeeper.text import normalize_text
 
@@ -140,7 +141,7 @@ class EmbeddingStore:
     ):
         import lancedb
 
-        self.path = Path(store_root) / "embeddings"
+        self.path = StoreLayout(store_root).embeddings_dir
         self.path.mkdir(parents=True, exist_ok=True)
         self.db = lancedb.connect(str(self.path))
         self._embedder = embedder

@@ -5,7 +5,7 @@ Layout under the store root:
                                                 LanceDB table version tagged with the version's name
     versions/<name>.json                        manifests; a version exists iff its manifest exists
     parquet/<table>/corpus_version=<v>/<table>.parquet   per-version exports (chunks, documents, errors)
-    staging/<name>/                             ingest output waiting to be committed (citekeeper.ingest)
+    staging/<name>/                             ingest output waiting to be committed (parsers.ingest)
     .lock                                       the exclusive writer lock
 
 `lance_uri` / `parquet_uri` move the LanceDB tables / Parquet exports elsewhere, e.g. to `s3://...`
@@ -34,9 +34,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from citekeeper import schema
+from citekeeper.layout import StoreLayout
 from citekeeper.locations import is_remote, locations_from_env, parquet_filesystem
 from citekeeper.tables import to_arrow, write_parquet
-from parsers.identity import text_hash
+from citekeeper.identity import text_hash
 
 if TYPE_CHECKING:
     import lancedb
@@ -124,10 +125,11 @@ class CorpusStore:
         storage_options: dict[str, str] | None = None,
     ):
         self.root = Path(root)
-        self.lance_uri = lance_uri or str(self.root / "lance")
+        self.layout = StoreLayout(self.root)
+        self.lance_uri = lance_uri or str(self.layout.lance_dir)
         self.parquet_uri = parquet_uri.rstrip("/") if parquet_uri else None
         self.storage_options = dict(storage_options or {})
-        self._lock = filelock.FileLock(str(self.root / ".lock"))
+        self._lock = filelock.FileLock(str(self.layout.lock))
 
     @classmethod
     def from_env(cls, root: Path | str) -> CorpusStore:
@@ -136,19 +138,11 @@ class CorpusStore:
 
     # ------------------------------------------------------------------ paths
 
-    @property
-    def versions_dir(self) -> Path:
-        return self.root / "versions"
-
-    @property
-    def staging_dir(self) -> Path:
-        return self.root / "staging"
-
     def parquet_path(self, table: str, version: str) -> Path | str:
         """Where a version's export lives: a local path, or a URI when parquet_uri is remote."""
         relative = f"{table}/corpus_version={version}/{table}.parquet"
         if self.parquet_uri is None:
-            return self.root / "parquet" / relative
+            return self.layout.parquet_dir / relative
         location = f"{self.parquet_uri}/{relative}"
         return location if is_remote(location) else Path(location.removeprefix("file://"))
 
@@ -174,20 +168,20 @@ class CorpusStore:
 
     def versions(self) -> list[VersionManifest]:
         """Committed versions, oldest first."""
-        if not self.versions_dir.is_dir():
+        if not self.layout.versions_dir.is_dir():
             return []
-        manifests = [VersionManifest.from_file(p) for p in self.versions_dir.glob("[!.]*.json")]
+        manifests = [VersionManifest.from_file(p) for p in self.layout.versions_dir.glob("[!.]*.json")]
         return sorted(manifests, key=lambda m: (m.created_at, m.name))
 
     def manifest(self, name: str) -> VersionManifest:
-        path = self.versions_dir / f"{name}.json"
+        path = self.layout.manifest(name)
         if not VERSION_NAME.match(name) or not path.is_file():
             known = ", ".join(m.name for m in self.versions()) or "none yet"
             raise UnknownVersion(f"unknown corpus version {name!r} in store {self.root} (known: {known})")
         return VersionManifest.from_file(path)
 
     def has_version(self, name: str) -> bool:
-        return bool(VERSION_NAME.match(name)) and (self.versions_dir / f"{name}.json").is_file()
+        return bool(VERSION_NAME.match(name)) and (self.layout.manifest(name)).is_file()
 
     def latest(self) -> VersionManifest | None:
         versions = self.versions()
@@ -331,8 +325,8 @@ class CorpusStore:
 
     def _write_manifest(self, manifest: VersionManifest) -> None:
         """Last step of a commit, atomic: the version exists from this rename on."""
-        self.versions_dir.mkdir(parents=True, exist_ok=True)
-        path = self.versions_dir / f"{manifest.name}.json"
+        self.layout.versions_dir.mkdir(parents=True, exist_ok=True)
+        path = self.layout.manifest(manifest.name)
         tmp = path.with_name(f".{path.name}.tmp")
         with open(tmp, "w") as out:
             out.write(manifest.to_json())

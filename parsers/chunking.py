@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from citekeeper.text import sentence_spans
-from parsers.identity import chunk_ids, text_hash
+from citekeeper.identity import chunk_ids, text_hash
 from parsers.model import Chunk
 
 HEADING_CATEGORY = "Title"

@@ -15,7 +15,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from parsers.identity import sha256_hex
+from citekeeper.identity import sha256_hex
 from parsers.metadata import SIDECAR_SUFFIX, MetadataError, read_sidecar, split_front_matter
 from parsers.model import IngestError, ParseConfig, SourceFile
 

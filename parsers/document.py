@@ -13,7 +13,7 @@ import zipfile
 from collections.abc import Callable
 
 from parsers.chunking import HEADING_CATEGORY, Block, chunk_document
-from parsers.identity import sha256_hex
+from citekeeper.identity import sha256_hex
 from parsers.metadata import MetadataError, split_front_matter
 from parsers.model import DocumentError, ParseConfig, ParsedDocument, SourceFile
 from parsers.time_limit import ParseTimeout, time_limit

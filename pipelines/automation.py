@@ -13,13 +13,10 @@ import dagster as dg
 
 from assets.partitions import corpus_versions
 from assets.sharding import SHARD_GROUP, ingest_shard_commit, ingest_shard_stage, shard_x_version
-from citekeeper.ingest import config_hash, latest_if_equal
+from parsers.ingest import config_hash, latest_if_equal
 from citekeeper.store import corpus_hash
 from parsers.discover import discover_sources
-from pipelines.resources import CitekeeperConfig
-
-# dagster.yaml limits runs carrying this tag to one at a time (tag_concurrency_limits).
-STORE_WRITER_TAG = "citekeeper/store-writer"
+from assets.resources import STORE_WRITER_TAG, CitekeeperConfig
 
 WRITER_TAGS = {
     STORE_WRITER_TAG: "1",

@@ -102,7 +102,7 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
     Exits 0 unless a status listed in --fail-on occurs (then 1).
     """
     from citekeeper.schema import CITATION_STATUS
-    from verifiers.citations import check_citations
+    from verifiers.citation_status import check_citations
     from verifiers.report import terminal_summary, write_store_report
     from citekeeper.tables import write_parquet
 

@@ -70,7 +70,7 @@ def run_version(instance, store_dir: Path, version: str, source: Path, answers: 
     """Materialize every asset of one corpus version with the pipeline job; raise with the failing steps."""
     from citekeeper.locations import locations_from_env
     from pipelines.definitions import build_definitions
-    from pipelines.resources import CitekeeperConfig
+    from assets.resources import CitekeeperConfig
 
     if not instance.has_dynamic_partition("corpus_version", version):
         instance.add_dynamic_partitions("corpus_version", [version])
@@ -95,21 +95,18 @@ def summary(store_dir: Path, nli_note: str) -> str:
     """Where everything went, and what the v1 -> v2 update did to the sample answers."""
     import polars as pl
 
-    from assets.verification import runs_dir
     from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
     from citekeeper.store import CorpusStore
-    from verifiers.citations import status_dir
-    from verifiers.diff import diff_dir
     from verifiers.report import terminal_summary
-    from verifiers.verify import latest_run_dir
+    from citekeeper.layout import latest_run_dir
     from citekeeper.tables import read_parquet
 
     store = CorpusStore.from_env(store_dir)
     old, new = VERSIONS
-    status_path = status_dir(store.root, new)
-    status = read_parquet(status_path / "citation_status.parquet", CITATION_STATUS)
-    radius = read_parquet(status_path / "blast_radius.parquet", BLAST_RADIUS)
-    run_dir = latest_run_dir(runs_dir(store.root), new)
+    layout = store.layout
+    status = read_parquet(layout.citation_status_file(new), CITATION_STATUS)
+    radius = read_parquet(layout.blast_radius_file(new), BLAST_RADIUS)
+    run_dir = latest_run_dir(layout.runs_dir, new)
     claims = pl.read_parquet(run_dir / "claims.parquet")
     run = pl.read_parquet(run_dir / "run.parquet").row(0, named=True)
     claim_counts = dict(sorted(claims.group_by("status").len().iter_rows()))
@@ -119,10 +116,10 @@ def summary(store_dir: Path, nli_note: str) -> str:
         "",
         *(f"  corpus {m.name}: {m.n_documents} documents, {m.n_chunks} chunks, {m.n_errors} quarantined "
           f"-> {store.parquet_path('chunks', m.name)}" for m in store.versions()),
-        f"  diff {old} -> {new}:        {diff_dir(store.root, old, new)}",
-        f"  citation status:       {status_path / 'citation_status.parquet'}",
-        f"  blast radius:          {status_path / 'blast_radius.parquet'}",
-        f"  stale report (HTML):   {status_path / 'report.html'}",
+        f"  diff {old} -> {new}:        {layout.diff_dir(old, new)}",
+        f"  citation status:       {layout.citation_status_file(new)}",
+        f"  blast radius:          {layout.blast_radius_file(new)}",
+        f"  stale report (HTML):   {layout.report_file(new)}",
         f"  verification:          {run_dir}",
         "",
         terminal_summary(status, radius, new),

@@ -24,7 +24,7 @@ from pipelines.cli_common import store_option
 def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chunk_chars: int | None,
                    lock_timeout: float, store_dir: Path) -> None:
     """Ingest SOURCE_DIR as a new immutable corpus version (only changed documents are re-parsed)."""
-    from citekeeper.ingest import ingest  # imports unstructured: keep `versions`/`export` fast
+    from parsers.ingest import ingest  # imports unstructured: keep `versions`/`export` fast
     from parsers.model import ParseConfig
 
     config = ParseConfig() if max_chunk_chars is None else ParseConfig(max_chunk_chars=max_chunk_chars)

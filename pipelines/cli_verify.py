@@ -50,7 +50,7 @@ def verify_command(
     from citekeeper.store import CorpusStore, StoreError
     from verifiers.evidence import AnswersFileError
     from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
-    from verifiers.verify import verify_dir, verify_store
+    from verifiers.verify_store import verify_store
 
     if no_model and model:
         raise click.UsageError("--model and --no-model exclude each other")
@@ -69,7 +69,7 @@ def verify_command(
                                   source=f"corpus version {version}")  # fmt: skip
         click.echo(f"NLI model: {choice.describe()}")
         try:
-            scorer = load_scorer(choice.model, backend, onnx_cache_dir=verify_dir(store_dir) / "onnx",
+            scorer = load_scorer(choice.model, backend, onnx_cache_dir=store.layout.onnx_dir,
                                  batch_size=batch_size, progress=True)  # fmt: skip
         except (ModelUnavailable, LabelSetError) as exc:
             hint = "" if model else (

@@ -6,13 +6,13 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from assets import citations, ingest, sharding, verification
+from assets import citations, corpus, sharding, verification
 from citekeeper.language import LANGUAGE_ENV
 from citekeeper.locations import locations_from_env
 from pipelines import automation
-from pipelines.resources import CitekeeperConfig
+from assets.resources import CitekeeperConfig
 
-ASSET_MODULES = [ingest, citations, verification, sharding]
+ASSET_MODULES = [corpus, citations, verification, sharding]
 
 
 def _executor() -> dg.ExecutorDefinition:

@@ -13,7 +13,7 @@ import polars as pl
 
 from citekeeper.schema import CHUNKS, DOCUMENTS
 from citekeeper.tables import from_rows
-from parsers.identity import text_hash
+from citekeeper.identity import text_hash
 
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 

@@ -8,7 +8,7 @@ import pytest
 from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from citekeeper.text import split_sentences
-from verifiers.answers import AnswerInputError, parse_answer
+from citekeeper.answers import AnswerInputError, parse_answer
 
 STRUCTURED = {
     "answer_id": "a1",

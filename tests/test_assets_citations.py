@@ -8,11 +8,11 @@ import dagster as dg
 import polars as pl
 
 from assets import citations as citation_assets
-from assets import ingest as ingest_assets
+from assets import corpus as ingest_assets
 from assets.partitions import corpus_versions
 from citekeeper.schema import BLAST_RADIUS, CHUNK_DIFF, CITATION_STATUS, DOC_DIFF
 from citekeeper.store import CorpusStore
-from pipelines.resources import CitekeeperConfig
+from assets.resources import CitekeeperConfig
 from tests.chunk_frames import write_tree
 
 ASSETS = [

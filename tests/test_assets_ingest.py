@@ -8,12 +8,12 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets import ingest as ingest_assets
+from assets import corpus as ingest_assets
 from assets.partitions import corpus_versions
 from citekeeper import schema
 from citekeeper.store import STORED_SCHEMAS, CorpusStore
 from citekeeper.tables import to_arrow
-from pipelines.resources import CitekeeperConfig
+from assets.resources import CitekeeperConfig
 
 CHECKS = [ingest_assets.chunk_integrity_checks]
 

@@ -12,7 +12,7 @@ from citekeeper.text import normalize_text, sentence_spans
 from parsers.chunking import chunk_document
 from parsers.discover import discover_sources
 from parsers.document import extract_blocks, parse_document
-from parsers.identity import chunk_id, chunk_ids, text_hash
+from citekeeper.identity import chunk_id, chunk_ids, text_hash
 from parsers.model import ParseConfig
 
 from .conftest import HTTPX_DOCS, SAMPLE_CORPUS

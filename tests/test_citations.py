@@ -9,11 +9,11 @@ from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import CITATION_STATUS, CITATIONS
 from citekeeper.tables import from_rows
 from citekeeper.text import split_sentences
-from parsers.identity import text_hash
+from citekeeper.identity import text_hash
 from tests.chunk_frames import build_version, doc_id_of
 from tests.conftest import HTTPX_DOCS
-from verifiers.answers import answer_rows, parse_answer
-from verifiers.citations import CHUNK_COLUMNS, check_citations, judge
+from citekeeper.answers import answer_rows, parse_answer
+from verifiers.citation_status import CHUNK_COLUMNS, check_citations, judge
 from verifiers.diff import diff_frames
 
 STABLE = "HTTPX is a fully featured HTTP client for Python 3."
@@ -123,7 +123,7 @@ OLD_TAG, NEW_TAG = "0.23.0", "0.28.1"
 @pytest.fixture(scope="module")
 def httpx_check(tmp_path_factory):
     """Ingest two httpx-docs tags; cite one sentence of every old chunk; judge against the new tag."""
-    from citekeeper.ingest import ingest
+    from parsers.ingest import ingest
     from citekeeper.store import CorpusStore
 
     store = CorpusStore(tmp_path_factory.mktemp("httpx") / "store")
@@ -201,7 +201,7 @@ def test_real_httpx_store_diff_reads_only_changed_documents(httpx_check, monkeyp
     """diff_versions reads chunks through the doc_id index for changed documents only, and finds what a
     diff of the two whole versions finds."""
     from citekeeper.store import CorpusStore
-    from verifiers.diff import diff_dir, diff_versions
+    from verifiers.diff import diff_versions
 
     store, _ = httpx_check
     whole = diff_frames(
@@ -215,7 +215,7 @@ def test_real_httpx_store_diff_reads_only_changed_documents(httpx_check, monkeyp
         return read_chunks(self, version, columns, doc_ids)
 
     monkeypatch.setattr(CorpusStore, "read_chunks", recording_read)
-    shutil.rmtree(diff_dir(store.root, OLD_TAG, NEW_TAG))  # the citation check cached this diff
+    shutil.rmtree(store.layout.diff_dir(OLD_TAG, NEW_TAG))  # the citation check cached this diff
     diff = diff_versions(store, OLD_TAG, NEW_TAG)
     changed = diff.changed_docs()
     assert 0 < changed.height < diff.docs.height

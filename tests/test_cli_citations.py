@@ -24,7 +24,7 @@ V2 = {
 
 @pytest.fixture(scope="module")
 def store_root(tmp_path_factory) -> Path:
-    from citekeeper.ingest import ingest
+    from parsers.ingest import ingest
 
     base = tmp_path_factory.mktemp("cli")
     store = CorpusStore(base / "store")
@@ -105,7 +105,7 @@ def test_stale_rejects_unknown_status_and_version(store_root):
 
 
 def test_citation_status_function_matches_stored_parquet(store_root):
-    from verifiers.citations import citation_status
+    from verifiers.citation_status import citation_status
 
     run("answers", "add", str(store_root.parent / "answers.jsonl"), "--store", str(store_root))
     frame = citation_status(CorpusStore(store_root), "v1")

@@ -5,26 +5,23 @@ from pathlib import Path
 import polars as pl
 from click.testing import CliRunner
 
-from assets.verification import runs_dir
-from verifiers.verify import latest_run_dir
+from citekeeper.layout import StoreLayout, latest_run_dir
 from citekeeper.answer_store import AnswerStore
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
-from verifiers.citations import status_dir
-from verifiers.diff import diff_dir
 
 
 def _results(store_root: Path) -> dict[str, pl.DataFrame]:
     """Everything the demo produces that must not change on a rerun (run ids and timestamps aside)."""
-    store = CorpusStore(store_root)
-    claims = pl.read_parquet(latest_run_dir(runs_dir(store_root), "v2") / "claims.parquet").drop("run_id")
+    store, layout = CorpusStore(store_root), StoreLayout(store_root)
+    claims = pl.read_parquet(latest_run_dir(layout.runs_dir, "v2") / "claims.parquet").drop("run_id")
     return {
         "manifests": pl.DataFrame([(m.name, m.parent, m.corpus_hash, m.n_chunks) for m in store.versions()],
                                   orient="row", schema=["name", "parent", "corpus_hash", "n_chunks"]),
-        **{f"status_{v}": pl.read_parquet(status_dir(store_root, v) / "citation_status.parquet").sort("citation_id")
+        **{f"status_{v}": pl.read_parquet(layout.citation_status_file(v)).sort("citation_id")
            for v in ("v1", "v2")},
-        "blast_radius": pl.read_parquet(status_dir(store_root, "v2") / "blast_radius.parquet").sort("doc_id"),
-        "chunk_diff": pl.read_parquet(diff_dir(store_root, "v1", "v2") / "chunk_diff.parquet").sort(pl.all()),
+        "blast_radius": pl.read_parquet(layout.blast_radius_file("v2")).sort("doc_id"),
+        "chunk_diff": pl.read_parquet(layout.chunk_diff_file("v1", "v2")).sort(pl.all()),
         "answers": AnswerStore(store_root).answers().drop("registered_at").sort("answer_id", "revision"),
         "claims": claims.sort("claim_id"),
     }
@@ -37,8 +34,8 @@ def test_demo_runs_the_pipeline_and_is_idempotent(tmp_path: Path):
     assert first.exit_code == 0, first.output
     results = _results(store_root)
 
-    report = status_dir(store_root, "v2") / "report.html"
-    for path in (report, CorpusStore(store_root).parquet_path("chunks", "v2"), latest_run_dir(runs_dir(store_root), "v2")):
+    report = StoreLayout(store_root).report_file("v2")
+    for path in (report, CorpusStore(store_root).parquet_path("chunks", "v2"), latest_run_dir(StoreLayout(store_root).runs_dir, "v2")):
         assert str(path) in first.output and path.exists()
     assert "NLI: " in first.output  # says which model ran, or plainly that none could be loaded
     assert '<section id="plots">' in report.read_text()

@@ -3,7 +3,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from pipelines.automation import STORE_WRITER_TAG
+from assets.resources import STORE_WRITER_TAG
 from tests.conftest import REPO
 
 K8S = REPO / "deploy" / "k8s"

@@ -2,7 +2,7 @@
 import polars as pl
 
 from citekeeper.schema import CHUNK_DIFF, DOC_DIFF
-from parsers.identity import text_hash
+from citekeeper.identity import text_hash
 from tests.chunk_frames import build_version, doc_id_of
 from verifiers.diff import diff_frames
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from citekeeper.ingest import Shard, StrictIngestFailed, commit, ingest, stage
+from parsers.ingest import Shard, StrictIngestFailed, commit, ingest, stage
 from citekeeper.text import TEXT_RULES_VERSION
 from parsers.model import ParseConfig
 from citekeeper.store import (
@@ -61,7 +61,7 @@ def test_unchanged_tree_creates_no_new_version(source: Path, store_dir: Path) ->
     again = ingest(source, store)
     assert not again.created and again.equals == "v0001" and again.n_parsed == 0
     assert [v.name for v in store.versions()] == ["v0001"]
-    assert not (store.staging_dir / "v0002").exists()
+    assert not (store.layout.staging_dir / "v0002").exists()
 
 
 def test_only_changed_documents_are_reparsed(source: Path, store_dir: Path) -> None:
@@ -166,7 +166,7 @@ def test_process_killed_before_manifest_leaves_previous_version(source: Path, st
     # a real death: no exception handlers, no finally blocks, the lock released by the OS
     code = textwrap.dedent(f"""
         import os
-        from citekeeper.ingest import ingest
+        from parsers.ingest import ingest
         from citekeeper.store import CorpusStore
         CorpusStore._write_manifest = lambda self, manifest: os._exit(9)
         ingest({str(source)!r}, CorpusStore({str(store_dir)!r}), version="two")
@@ -194,7 +194,7 @@ def test_concurrent_ingest_is_refused_clearly(source: Path, store_dir: Path) -> 
     finally:
         holder.stdin.close()
         holder.wait(timeout=60)
-    assert store.versions() == [] and not store.staging_dir.exists()
+    assert store.versions() == [] and not store.layout.staging_dir.exists()
 
 
 def test_concurrent_ingest_waits_for_the_writer(source: Path, store_dir: Path) -> None:

@@ -32,10 +32,11 @@ from citekeeper.store import CorpusStore
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
 from tests.verify_helpers import citations_frame, claims_frame
-from verifiers.citations import check_citations
+from verifiers.citation_status import check_citations
 from verifiers.nli import DEFAULT_MODEL, load_scorer
-from verifiers.random_models import build_tokenizer, save_random_nli_model
-from verifiers.verify import verify, verify_store
+from tests.random_models import build_tokenizer, save_random_nli_model
+from verifiers.engine import verify
+from verifiers.verify_store import verify_store
 
 ENGLISH_NLI = "cross-encoder/nli-deberta-v3-xsmall"
 MULTILINGUAL_NLI = "MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7"
@@ -309,7 +310,7 @@ def test_demo_model_choice_follows_the_corpus_language(tmp_path, monkeypatch):
 def test_resource_language_is_validated_and_read_from_env():
     from assets.verification import code_version
     from pipelines.definitions import config_from_env
-    from pipelines.resources import CitekeeperConfig
+    from assets.resources import CitekeeperConfig
 
     assert CitekeeperConfig().language == "auto" and CitekeeperConfig(language="ZH").language == "zh"
     with pytest.raises(Exception, match=r"unknown language 'fr'; use one of auto, en, zh, multi"):
@@ -324,7 +325,7 @@ def test_resource_language_is_validated_and_read_from_env():
 
 def materialize_verification(store: CorpusStore, **config):
     from assets.verification import verification
-    from pipelines.resources import CitekeeperConfig
+    from assets.resources import CitekeeperConfig
 
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v1"])

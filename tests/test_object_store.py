@@ -18,13 +18,13 @@ import pytest
 from click.testing import CliRunner
 from moto import server as moto_server
 
-from assets import ingest as ingest_assets
+from assets import corpus as ingest_assets
 from assets.partitions import corpus_versions
-from citekeeper.ingest import ingest
+from parsers.ingest import ingest
 from citekeeper.locations import LocationError, locations_from_env, parquet_filesystem
 from citekeeper.store import READ_SCHEMAS, CorpusStore, UnknownVersion
 from pipelines.cli import main
-from pipelines.resources import CitekeeperConfig
+from assets.resources import CitekeeperConfig
 from tests.conftest import SAMPLE_CORPUS
 
 BUCKET = "citekeeper-test"

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from citekeeper.store import CorpusStore
 from pipelines.definitions import build_definitions
-from pipelines.resources import CitekeeperConfig
+from assets.resources import CitekeeperConfig
 from tests.conftest import REPO, require_service
 
 PG_URL = os.environ.get("CITEKEEPER_TEST_PG_URL")

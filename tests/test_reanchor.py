@@ -6,8 +6,8 @@ from citekeeper.embeddings import Embedder, EmbeddingStore
 from citekeeper.schema import CITATIONS
 from citekeeper.tables import from_rows
 from tests.chunk_frames import build_version, doc_id_of
-from verifiers.answers import answer_rows, parse_answer
-from verifiers.citations import CHUNK_COLUMNS, judge
+from citekeeper.answers import answer_rows, parse_answer
+from verifiers.citation_status import CHUNK_COLUMNS, judge
 from verifiers.diff import diff_frames
 from verifiers.reanchor import Reanchorer, reanchor
 

@@ -5,10 +5,10 @@ import polars as pl
 
 from citekeeper.schema import ANSWERS, CITATION_STATUS, CITATIONS, CLAIMS
 from citekeeper.tables import conform, from_rows
-from parsers.identity import text_hash
+from citekeeper.identity import text_hash
 from tests.chunk_frames import build_version
-from verifiers.answers import answer_rows, parse_answer
-from verifiers.citations import CHUNK_COLUMNS, blast_radius, judge
+from citekeeper.answers import answer_rows, parse_answer
+from verifiers.citation_status import CHUNK_COLUMNS, blast_radius, judge
 from verifiers.diff import diff_frames
 from verifiers.reanchor import Reanchorer, reanchor
 from verifiers.report import REDACTED, render_html, terminal_summary, word_diff

@@ -8,14 +8,12 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.verification import runs_dir
-from verifiers.verify import latest_run_dir
+from citekeeper.layout import latest_run_dir
 from citekeeper.answer_store import AnswerStore
 from citekeeper.store import CorpusStore
 from pipelines.automation import nightly_reindex_schedule, source_change_sensor, source_fingerprint
 from pipelines.definitions import build_definitions
-from pipelines.resources import CitekeeperConfig
-from verifiers.citations import status_dir
+from assets.resources import CitekeeperConfig
 
 GUIDE = "# Guide\n\nInstall the client with pip.\n\n## Usage\n\nCall get() with a URL.\n"
 FAQ_V1 = "# FAQ\n\nTimeouts default to five seconds.\n"
@@ -138,9 +136,9 @@ def test_changed_document_triggers_new_version_with_downstream_assets(tmp_path: 
     guide_ids = lambda chunks: set(chunks.filter(pl.col("source_path") == "guide.md")["chunk_id"])  # noqa: E731
     assert guide_ids(chunks_v1) == guide_ids(chunks_v2)
     # the change reached the answers: the citation on the edited sentence went stale and was re-verified
-    status = pl.read_parquet(status_dir(store.root, v2) / "citation_status.parquet")
+    status = pl.read_parquet(store.layout.citation_status_file(v2))
     assert status["status"].to_list() == ["stale"]
-    claims = pl.read_parquet(latest_run_dir(runs_dir(store.root), v2) / "claims.parquet")
+    claims = pl.read_parquet(latest_run_dir(store.layout.runs_dir, v2) / "claims.parquet")
     assert claims["answer_id"].to_list() == ["timeouts"] and claims["corpus_version"].to_list() == [v2]
 
 

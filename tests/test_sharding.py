@@ -8,11 +8,11 @@ import dagster as dg
 import polars as pl
 
 from assets.sharding import N_SHARDS
-from citekeeper.ingest import Shard, ingest, stage
+from parsers.ingest import Shard, ingest, stage
 from citekeeper.store import CorpusStore
 from parsers.model import ParseConfig
 from pipelines.definitions import build_definitions
-from pipelines.resources import CitekeeperConfig
+from assets.resources import CitekeeperConfig
 
 N_DOCS = 12
 VOLATILE = ["ingested_at"]  # the wall-clock time of the ingest, the only column allowed to differ
@@ -96,7 +96,7 @@ def test_sharded_ingest_equals_single_ingest(tmp_path: Path):
         # The regular pipeline's ingest of the same version finds it committed and lets downstream run.
         assert defs.resolve_job_def("citekeeper_ingest").execute_in_process(partition_key="v2", instance=instance).success
     assert [m.name for m in sharded.versions()] == ["v1", "v2"]
-    assert not any((sharded.staging_dir).glob("*/shard-*"))
+    assert not any((sharded.layout.staging_dir).glob("*/shard-*"))
 
 
 def test_blocking_checks_stop_a_corrupted_shard_before_anything_downstream(tmp_path: Path):
@@ -111,7 +111,7 @@ def test_blocking_checks_stop_a_corrupted_shard_before_anything_downstream(tmp_p
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("corpus_version", ["v1"])
         _stage_side_by_side(source, store, "v1", parse_config)
-        staged = next(p for p in store.staging_dir.glob("v1/shard-*/chunks.parquet") if pl.read_parquet(p).height)
+        staged = next(p for p in store.layout.staging_dir.glob("v1/shard-*/chunks.parquet") if pl.read_parquet(p).height)
         chunks = pl.read_parquet(staged)
         chunks.with_columns(pl.col("text").str.replace("explains", "EXPLAINS")).write_parquet(staged)
         _commit(defs, instance, "v1")

@@ -26,7 +26,7 @@ from citekeeper.store import (
     misplaced_offsets,
     _doc_id_filters,
 )
-from parsers.identity import text_hash
+from citekeeper.identity import text_hash
 from tests.store_helpers import Crash, crash_before_manifest, hold_lock
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

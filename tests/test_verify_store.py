@@ -14,16 +14,16 @@ import pytest
 from click.testing import CliRunner
 
 from citekeeper.answer_store import AnswerStore
-from citekeeper.ingest import ingest
+from parsers.ingest import ingest
 from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
 from citekeeper.store import CorpusStore
 from parsers.model import ParseConfig
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
-from verifiers.citations import check_citations
+from verifiers.citation_status import check_citations
 from verifiers.nli import load_scorer
-from verifiers.random_models import save_random_nli_model
-from verifiers.verify import verify_store
+from tests.random_models import save_random_nli_model
+from verifiers.verify_store import verify_store
 
 DOCS = {
     f"doc{d}.md": "\n\n".join(
@@ -157,7 +157,7 @@ def test_cli_with_local_model_and_answers_file(world, tmp_path):
 
 def test_dagster_asset_and_check(world):
     from assets.verification import every_claim_has_one_status, verification
-    from pipelines.resources import CitekeeperConfig
+    from assets.resources import CitekeeperConfig
 
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v2"])

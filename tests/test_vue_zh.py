@@ -21,7 +21,7 @@ from citekeeper.text import is_cjk, normalize_text, sentence_spans, split_senten
 from parsers.model import ParseConfig
 from pipelines.cli import main
 from tests.conftest import VUE_DOCS_ZH
-from verifiers.answers import parse_answer
+from citekeeper.answers import parse_answer
 
 DATES = sorted(p.name for p in VUE_DOCS_ZH.iterdir() if p.is_dir() and p.name[:1].isdigit()) if VUE_DOCS_ZH.is_dir() else []
 OLDEST, NEWEST = (DATES[0], DATES[-1]) if DATES else (None, None)
@@ -31,7 +31,7 @@ MIN_SENTENCE_CHARS = 12  # shorter sentences (headings, "示例：") are too amb
 
 @pytest.fixture(scope="module")
 def vue_store(tmp_path_factory) -> CorpusStore:
-    from citekeeper.ingest import ingest
+    from parsers.ingest import ingest
 
     assert len(DATES) == 3, f"vue-docs-zh (three dated folders) missing under {VUE_DOCS_ZH}"
     store = CorpusStore(tmp_path_factory.mktemp("vue") / "store")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from parsers.identity import text_hash
+from citekeeper.identity import text_hash
 
 
 def claims_frame(rows: list[tuple[str, str, str, int]]) -> pl.DataFrame:

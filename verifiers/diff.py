@@ -260,15 +260,11 @@ def _store_reader(store, version: str) -> ChunkReader:
     return lambda doc_ids: store.read_chunks(version, columns=CHUNK_COLUMNS, doc_ids=doc_ids)
 
 
-def diff_dir(store_root: Path, old_version: str, new_version: str) -> Path:
-    return Path(store_root) / "diffs" / f"{old_version}__{new_version}"
-
-
 def diff_versions(store, old_version: str, new_version: str) -> VersionDiff:
     """Diff two versions of a CorpusStore (default threshold), cached under <store.root>/diffs/<old>__<new>/
     (versions are immutable)."""
-    out = diff_dir(store.root, old_version, new_version)
-    chunk_path, doc_path = out / "chunk_diff.parquet", out / "doc_diff.parquet"
+    chunk_path = store.layout.chunk_diff_file(old_version, new_version)
+    doc_path = store.layout.doc_diff_file(old_version, new_version)
     if chunk_path.exists() and doc_path.exists():
         return VersionDiff(old_version, new_version, read_parquet(chunk_path, CHUNK_DIFF), read_parquet(doc_path, DOC_DIFF))
     result = diff_changed(  # reading an unknown version raises UnknownVersion naming the known ones

@@ -1,6 +1,6 @@
 """Resolve each citation to the evidence it has in a target corpus version.
 
-With a citation-status table for the target version (verifiers.citations), a citation's evidence is:
+With a citation-status table for the target version (verifiers.citation_status), a citation's evidence is:
 valid -> its chunk; relocated / drifted -> the successor chunk and the quote's new span; stale / removed ->
 the re-anchoring suggestion if there is one, else none; invalid -> none. Without that table (e.g. verifying
 answers against the version they cite) a citation resolves to the chunk with its chunk_id, if present.
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import polars as pl
 
+from citekeeper.layout import StoreLayout
 from citekeeper.schema import CITATION_STATUS, CITATIONS, CLAIMS, HOLDING_STATUSES
 from citekeeper.tables import from_rows, read_parquet
-from verifiers.answers import answer_rows, read_answer_records
-from verifiers.citations import status_dir
+from citekeeper.answers import answer_rows, read_answer_records
 
 CITATION_KEY = ["answer_id", "revision", "claim_id", "citation_id"]
 
@@ -25,7 +25,7 @@ class AnswersFileError(ValueError):
 
 
 def read_citation_status(store_root: Path | str, target_version: str) -> pl.DataFrame | None:
-    path = status_dir(Path(store_root), target_version) / "citation_status.parquet"
+    path = StoreLayout(store_root).citation_status_file(target_version)
     return read_parquet(path, CITATION_STATUS) if path.exists() else None
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import polars as pl
 
+from citekeeper.layout import StoreLayout
 from citekeeper.schema import NOT_HOLDING_STATUSES
-from verifiers.citations import status_dir
 
 STATUS_COLORS = {  # also the badge colours of verifiers/report.py
     "valid": "#1a7f37",
@@ -174,7 +174,7 @@ def report_plots(store_root: Path, versions: list[str], target_version: str, bla
     """Plots for the report of `target_version`: citation statuses of every version up to it (from the
     citation_status.parquet files already written) and the target's blast radius."""
     shown = versions[: versions.index(target_version) + 1] if target_version in versions else [target_version]
-    paths = [status_dir(store_root, v) / "citation_status.parquet" for v in shown]
+    paths = [StoreLayout(store_root).citation_status_file(v) for v in shown]
     frames = [pl.read_parquet(p, columns=["target_version", "status"]) for p in paths if p.is_file()]
     if not frames:
         return ""

@@ -10,11 +10,10 @@ import dagster as dg
 
 from assets.partitions import corpus_versions
 from citekeeper.store import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
-from pipelines.resources import CitekeeperConfig
+from assets.resources import STORE_WRITER_POOL, CitekeeperConfig
 
 DOCUMENTS = dg.AssetKey("documents")
 CHUNKS = dg.AssetKey("chunks")
-STORE_WRITER_POOL = "citekeeper_store_writer"
 MAX_LISTED = 20  # offending rows shown in check metadata
 
 
@@ -29,7 +28,7 @@ MAX_LISTED = 20  # offending rows shown in check metadata
 )
 def ingested_corpus(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig):
     """Ingest the source directory as the corpus version named by the partition key."""
-    from citekeeper.ingest import ingest
+    from parsers.ingest import ingest
 
     version = context.partition_key
     store = citekeeper.corpus_store()

@@ -1,4 +1,4 @@
-"""Dagster resources: where the store and the source documents live."""
+"""Dagster resources: where the store and the source documents live, and how store writers are serialised."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,6 +9,12 @@ from pydantic import field_validator
 from citekeeper.language import validate_language
 from citekeeper.store import CorpusStore
 from parsers.model import ParseConfig
+
+# Store writes are serialised twice over: ops in this pool run one at a time (dagster.yaml `concurrency`),
+# and runs carrying this tag run one at a time (`tag_concurrency_limits`); the store's file lock still
+# guards against writers outside Dagster.
+STORE_WRITER_POOL = "citekeeper_store_writer"
+STORE_WRITER_TAG = "citekeeper/store-writer"
 
 
 class CitekeeperConfig(dg.ConfigurableResource):

@@ -31,10 +31,6 @@ from verifiers.reanchor import Reanchorer, reanchor
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char", "source_path", "access_scope"]
 
 
-def status_dir(store_root: Path, target_version: str) -> Path:
-    return Path(store_root) / "citations" / f"target_version={target_version}"
-
-
 def judge(
     citations: pl.DataFrame,
     cited_chunks: pl.DataFrame | None,
@@ -224,13 +220,12 @@ def check_citations(store, target_version: str, suggest: bool = True, embedding_
         status = _with_suggestions(store, target_version, status, target_chunks, embedding_store)
     status = conform(status, CITATION_STATUS).sort("answer_id", "claim_id", "citation_id")
     radius = blast_radius(status, doc_diffs, target_version)
-    out = status_dir(store.root, target_version)
     return CitationCheck(
         target_version,
         status,
         radius,
-        write_parquet(status, CITATION_STATUS, out / "citation_status.parquet"),
-        write_parquet(radius, BLAST_RADIUS, out / "blast_radius.parquet"),
+        write_parquet(status, CITATION_STATUS, store.layout.citation_status_file(target_version)),
+        write_parquet(radius, BLAST_RADIUS, store.layout.blast_radius_file(target_version)),
     )
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.text import MARKER_ID, marker_ids, split_sentences, strip_markers
-from parsers.identity import text_hash
+from citekeeper.identity import text_hash
 
 
 class AnswerInputError(ValueError):

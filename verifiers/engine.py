@@ -1,33 +1,28 @@
-"""Claim verification: anchoring -> lexical fast path -> NLI, aggregated into one status per claim.
+"""The verification engine: anchoring -> lexical fast path -> NLI, per (claim sentence, cited evidence) pair.
 
-`verify()` is the engine. It takes polars frames: the claims, and one row per citation with its evidence
-already resolved to a chunk of the target version (see verifiers.evidence), and needs no store. Outputs are
-frames with the NLI_* schemas of citekeeper.schema; `write_outputs` puts them under
-<out>/corpus_version=<v>/run_id=<r>/.
+`verify()` takes polars frames: the claims, and one row per citation with its evidence already resolved
+to a chunk of the target version (see verifiers.evidence), and needs no store. The claim statuses and
+metrics it returns come from verifiers.claim_metrics; the frames have the NLI_* schemas of
+citekeeper.schema (verifiers.verify_output writes them, verifiers.verify_store runs it over a store).
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import polars as pl
 
+from citekeeper.identity import text_hash
 from citekeeper.schema import CLAIM_STATUSES, HOLDING_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
-from citekeeper.tables import conform, write_parquet
+from citekeeper.tables import conform
 from citekeeper.text import sentence_spans
-from parsers.identity import text_hash
 from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
-from verifiers.lexical import STOPWORDS, LexicalSettings, lexical_support, tokens
+from verifiers.claim_metrics import CLAIM_KEY, aggregate_claims, answer_metrics, run_summary
+from verifiers.lexical import LexicalSettings, lexical_support
 from verifiers.nli import Scorer
 from verifiers.verdict_cache import VerdictCache, no_hits
 
-if TYPE_CHECKING:
-    from citekeeper.store import CorpusStore
-
-CLAIM_KEY = ["answer_id", "revision", "claim_id"]
 PAIR_KEY = ["sentence", "evidence_text"]
 TABLES = {"pairs": NLI_PAIRS, "claims": NLI_CLAIMS, "answers": NLI_ANSWERS, "run": NLI_RUNS}
 # The columns a resolved citation frame must have (verifiers.evidence builds it from the store).
@@ -347,244 +342,3 @@ def _label_pairs(pairs: pl.DataFrame, judged: pl.DataFrame) -> pl.DataFrame:
         (pl.col("evidence_start_char") + pl.col("window_start")).alias("window_start_char"),
         (pl.col("evidence_start_char") + pl.col("window_end")).alias("window_end_char"),
     )
-
-
-# ------------------------------------------------------------------------------------------ aggregation
-
-
-def citation_verdicts(pairs: pl.DataFrame) -> pl.DataFrame:
-    """Per citation: does its evidence entail at least one sentence of its claim; is it locatable."""
-    return pairs.group_by(CLAIM_KEY + ["citation_id"]).agg(
-        (pl.col("label") == "entailment").any().alias("supports"),
-        pl.col("locatable").first(),
-        pl.col("evidence_text").is_not_null().first().alias("has_evidence"),
-        pl.coalesce("citation_status", "anchor").first().alias("evidence_finding"),
-    )
-
-
-def sentence_labels(pairs: pl.DataFrame) -> pl.DataFrame:
-    """Best support of each claim sentence over all its citations."""
-    entail, contra = pl.col("label") == "entailment", pl.col("label") == "contradiction"
-    per_sentence = pairs.group_by(CLAIM_KEY + ["sentence_index"]).agg(
-        entail.any().alias("entailed"),
-        (entail & pl.col("anchored")).any().alias("entailed_anchored"),
-        contra.any().alias("contradicted"),
-        (pl.col("label") == "unverified").any().alias("undecided"),
-        (pl.col("tier") == "nli").any().alias("by_nli"),
-        pl.col("score").max().alias("support"),
-        pl.col("p_entailment").max(),
-        pl.col("p_contradiction").max(),
-    )
-    return per_sentence.with_columns(
-        pl.when(pl.col("entailed") & pl.col("contradicted")).then(pl.lit("conflicted"))
-        .when(pl.col("entailed")).then(pl.lit("entailed"))
-        .when(pl.col("contradicted")).then(pl.lit("contradicted"))
-        .when(pl.col("undecided")).then(pl.lit("unverified"))
-        .otherwise(pl.lit("not_entailed"))
-        .alias("sentence_label")
-    )  # fmt: skip
-
-
-def aggregate_claims(claims: pl.DataFrame, sentences: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
-    """One status per claim, with its deciding tier, probabilities and reason."""
-    label = pl.col("sentence_label")
-    per_claim = sentence_labels(pairs).group_by(CLAIM_KEY).agg(
-        *(
-            (label == name).sum().cast(pl.Int32).alias(f"n_{name}")
-            for name in ("entailed", "conflicted", "contradicted", "unverified")
-        ),
-        pl.col("entailed_anchored").sum().cast(pl.Int32).alias("n_traceable"),
-        pl.col("by_nli").any(),
-        pl.when(pl.col("support").is_null().any()).then(None).otherwise(pl.col("support").min()).alias("support_score"),
-        pl.col("p_entailment").min(),
-        pl.col("p_contradiction").max(),
-    )
-    per_citation = citation_verdicts(pairs).group_by(CLAIM_KEY).agg(
-        pl.len().cast(pl.Int32).alias("n_citations"),
-        pl.col("supports").sum().cast(pl.Int32).alias("n_citations_supporting"),
-        pl.col("locatable").sum().cast(pl.Int32).alias("n_citations_locatable"),
-        pl.col("has_evidence").any(),
-        pl.col("evidence_finding").unique().sort().str.join(", ").alias("findings"),
-    )
-    n_sentences = sentences.group_by(CLAIM_KEY).len("n_sentences")
-    frame = (
-        claims.select(CLAIM_KEY + ["claim_index", "text"])
-        .join(n_sentences, on=CLAIM_KEY, how="left")
-        .join(per_claim, on=CLAIM_KEY, how="left")
-        .join(per_citation, on=CLAIM_KEY, how="left")
-        .with_columns(
-            pl.col("n_citations", "n_citations_supporting", "n_citations_locatable").fill_null(0),
-            pl.col("n_entailed").fill_null(0).alias("n_sentences_supported"),
-            pl.col("has_evidence").fill_null(False),
-            pl.col("text").map_elements(_needs_evidence, return_dtype=pl.Boolean).alias("needs_evidence"),
-        )
-    )
-    return frame.with_columns(status=_status_expr(), tier=_tier_expr()).with_columns(
-        reason=_reason_expr(),
-        traceable=(pl.col("status") == "supported") & (pl.col("n_traceable") == pl.col("n_sentences")),
-    )
-
-
-def _needs_evidence(text: str) -> bool:
-    return any(token not in STOPWORDS for token in tokens(text))
-
-
-def _status_expr() -> pl.Expr:
-    n = pl.col
-    return (
-        pl.when(n("n_citations") == 0).then(pl.lit("uncited"))
-        .when(~n("has_evidence")).then(pl.lit("unsupported"))
-        .when(n("n_conflicted") > 0).then(pl.lit("conflicted"))
-        .when(n("n_contradicted") > 0).then(pl.lit("contradicted"))
-        .when(n("n_unverified") > 0).then(pl.lit("unverified"))
-        .when(n("n_entailed") == n("n_sentences")).then(pl.lit("supported"))
-        .when(n("n_entailed") > 0).then(pl.lit("partially_supported"))
-        .otherwise(pl.lit("unsupported"))
-    )  # fmt: skip
-
-
-def _tier_expr() -> pl.Expr:
-    return (
-        pl.when(pl.col("n_citations") == 0).then(pl.lit("none"))
-        .when(~pl.col("has_evidence")).then(pl.lit("anchoring"))
-        .when(pl.col("by_nli")).then(pl.lit("nli"))
-        .otherwise(pl.lit("lexical"))
-    )  # fmt: skip
-
-
-def _reason_expr() -> pl.Expr:
-    n, status = pl.col, pl.col("status")
-    of_n = pl.format("{} of {} sentence(s)", n("n_entailed"), n("n_sentences"))
-    p_entail = n("p_entailment").round(3).cast(pl.String).fill_null("n/a")
-    p_contra = n("p_contradiction").round(3).cast(pl.String).fill_null("n/a")
-    return (
-        pl.when(status == "uncited").then(pl.lit("the claim has no citations"))
-        .when(~n("has_evidence")).then(
-            pl.format("none of its {} citation(s) resolves to evidence: {}", n("n_citations"), n("findings")))
-        .when(status == "conflicted").then(
-            pl.format("{} sentence(s) entailed by one citation and contradicted by another", n("n_conflicted")))
-        .when(status == "contradicted").then(
-            pl.format("{} sentence(s) contradicted by cited evidence (p_contradiction {})", n("n_contradicted"), p_contra))
-        .when(status == "unverified").then(
-            pl.format("{} sentence(s) not decided by the lexical tier and no NLI model was loaded", n("n_unverified")))
-        .when(status == "supported").then(
-            pl.format("all {} sentence(s) entailed by cited evidence ({} tier; weakest support {})",
-                      n("n_sentences"), n("tier"), n("support_score").round(3).cast(pl.String).fill_null("n/a")))
-        .when(status == "partially_supported").then(pl.format("{} entailed, the rest not supported", of_n))
-        .otherwise(pl.format("no sentence entailed by its {} citation(s) (best p_entailment {})", n("n_citations"), p_entail))
-    )  # fmt: skip
-
-
-# ------------------------------------------------------------------------------------------ metrics
-
-
-def _ratio(numerator: str, denominator: str) -> pl.Expr:
-    return pl.when(pl.col(denominator) > 0).then(pl.col(numerator) / pl.col(denominator)).otherwise(None)
-
-
-METRICS = {
-    "evidence_coverage": _ratio("n_covered", "n_needing_evidence"),
-    "citation_precision": _ratio("n_citations_supporting", "n_citations"),
-    "claim_completeness": _ratio("n_supported", "n_claims"),
-    "locatability": _ratio("n_citations_locatable", "n_citations"),
-}
-_COUNTS = ["n_claims", "n_needing_evidence", "n_covered", "n_citations", "n_citations_supporting", "n_citations_locatable"]
-
-
-def answer_metrics(claims: pl.DataFrame) -> pl.DataFrame:
-    """Per answer: status counts, the four ratio metrics (with their counts) and traceability."""
-    status = pl.col("status")
-    covered = pl.col("needs_evidence") & status.is_in(["supported", "partially_supported"])
-    per_answer = claims.group_by("answer_id", "revision").agg(
-        pl.len().alias("n_claims"),
-        *((status == s).sum().cast(pl.Int64).alias(f"n_{s}") for s in CLAIM_STATUSES),
-        pl.col("needs_evidence").sum().cast(pl.Int64).alias("n_needing_evidence"),
-        covered.sum().cast(pl.Int64).alias("n_covered"),
-        pl.col("n_citations").sum().cast(pl.Int64),
-        pl.col("n_citations_supporting").sum().cast(pl.Int64),
-        pl.col("n_citations_locatable").sum().cast(pl.Int64),
-        pl.col("traceable").all(),
-    )
-    return per_answer.with_columns(**METRICS).sort("answer_id")
-
-
-def run_summary(answers: pl.DataFrame, stats: dict, started_at: datetime, duration_s: float) -> pl.DataFrame:
-    """Run totals: the answer-level counts summed, the same ratio metrics over them, traceability rate."""
-    totals = answers.select(
-        *(pl.col(c).sum() for c in _COUNTS),
-        *(pl.col(f"n_{s}").sum() for s in CLAIM_STATUSES),
-        pl.len().alias("n_answers"),
-        pl.when(pl.len() > 0).then(pl.col("traceable").mean()).alias("traceability_rate"),
-    )
-    return totals.with_columns(
-        **METRICS,
-        supported_rate=_ratio("n_supported", "n_claims"),
-        started_at=pl.lit(started_at),
-        duration_s=pl.lit(duration_s),
-        **{name: pl.lit(value, pl.Int64) for name, value in stats.items()},
-    )
-
-
-# ------------------------------------------------------------------------------------------ output
-
-
-def verify_dir(store_root: Path | str) -> Path:
-    """<store>/verify: runs/ (what the pipeline writes), cache/ (verdicts), onnx/ (exported models)."""
-    return Path(store_root) / "verify"
-
-
-def latest_run_dir(out_dir: Path | str, version: str) -> Path | None:
-    """The newest run_id=<r>/ that write_outputs wrote under `out_dir` for `version`."""
-    runs = sorted((Path(out_dir) / f"corpus_version={version}").glob("run_id=*"))
-    return runs[-1] if runs else None
-
-
-def write_outputs(result: VerifyResult, out_dir: Path | str) -> dict[str, Path]:
-    """Write pairs/claims/answers/run Parquet under <out>/corpus_version=<v>/run_id=<r>/."""
-    run = result.run.row(0, named=True)
-    directory = Path(out_dir) / f"corpus_version={run['corpus_version']}" / f"run_id={run['run_id']}"
-    frames = {"pairs": result.pairs, "claims": result.claims, "answers": result.answers, "run": result.run}
-    _assert_no_nan(frames)
-    return {name: write_parquet(frame, TABLES[name], directory / f"{name}.parquet") for name, frame in frames.items()}
-
-
-def _assert_no_nan(frames: dict[str, pl.DataFrame]) -> None:
-    for name, frame in frames.items():
-        floats = [c for c, dtype in frame.schema.items() if dtype.is_float()]
-        if floats and frame.select(pl.any_horizontal(pl.col(floats).is_nan().any())).item():
-            raise ValueError(f"verification table {name!r} contains NaN in {floats}")
-
-
-# ------------------------------------------------------------------------------------------ against the store
-
-
-def verify_store(
-    store_root: Path | str | CorpusStore,
-    out_dir: Path | str,
-    version: str | None = None,
-    answers_file: Path | str | None = None,
-    scorer: Scorer | None = None,
-    settings: VerifySettings = VerifySettings(),
-    run_id: str | None = None,
-) -> tuple[VerifyResult, dict[str, Path]]:
-    """Verify the current answers (or those of `answers_file`) against `version` (default: the latest) and
-    write the Parquet tables; verdicts are cached under <store>/verify/cache."""
-    from citekeeper.answer_store import AnswerStore
-    from citekeeper.store import CorpusStore
-    from verifiers.evidence import answers_from_file, citation_evidence, read_citation_status
-
-    store = store_root if isinstance(store_root, CorpusStore) else CorpusStore(store_root)
-    version = store.version_or_latest(version)
-    if answers_file is not None:
-        claims, citations = answers_from_file(answers_file)
-    else:
-        answer_store = AnswerStore(store.root)
-        claims, citations = answer_store.claims(), answer_store.citations()
-    chunks = store.read_chunks(version, columns=["chunk_id", "doc_id", "text", "start_char"])
-    evidence = citation_evidence(citations, chunks, read_citation_status(store.root, version))
-    cache = VerdictCache(verify_dir(store.root) / "cache") if scorer is not None else None
-    run_id = run_id or new_run_id()
-    result = verify(claims, evidence, version, scorer, settings, cache, run_id)
-    if cache is not None:
-        cache.flush(run_id)
-    return result, write_outputs(result, out_dir)

@@ -41,7 +41,7 @@ from citekeeper.store import (
 from citekeeper.tables import to_arrow, write_parquet
 from parsers.discover import discover_sources
 from parsers.document import parse_document
-from parsers.identity import sha256_hex
+from citekeeper.identity import sha256_hex
 from parsers.model import DocumentError, IngestError, ParseConfig, ParsedDocument, SourceFile
 
 Progress = Callable[[str, int, int], None]  # (source_path, documents parsed so far, documents to parse)
@@ -163,7 +163,7 @@ def stage(
     parsed, parse_errors = _parse_all(to_parse, config, progress)
     errors += parse_errors
 
-    out = store.staging_dir / version / shard.dirname
+    out = store.layout.staging_dir / version / shard.dirname
     shutil.rmtree(out, ignore_errors=True)  # leftovers of an interrupted stage of this shard
     ingested_at = datetime.now(timezone.utc)
     write_parquet(chunk_table(parsed, ingested_at), STORED_SCHEMAS["chunks"], out / "chunks.parquet")
@@ -194,14 +194,14 @@ def commit(
         staged = _load_staged(store, version, n_shards)
         errors = _ingest_errors(staged["errors"])
         if strict and errors:
-            shutil.rmtree(store.staging_dir / version, ignore_errors=True)
+            shutil.rmtree(store.layout.staging_dir / version, ignore_errors=True)
             listing = "\n".join(f"  {e.source_path}: {e.stage}: {e.reason}" for e in errors)
             raise StrictIngestFailed(f"--strict: {len(errors)} file(s) quarantined, no version committed:\n{listing}")
         sources = staged["sources"]
         tree_hash = corpus_hash(zip(sources["doc_id"], sources["content_hash"]))
         equal = _equal_version(store, version, tree_hash, staged["config_hash"])
         if equal is not None:
-            shutil.rmtree(store.staging_dir / version, ignore_errors=True)
+            shutil.rmtree(store.layout.staging_dir / version, ignore_errors=True)
             return IngestResult(equal, created=False, equals=equal.name, n_reused=sources.height, errors=errors)
         parent_ids = _parent_doc_ids(store, staged["parent"])
         reused_ids = sources.filter(pl.col("outcome") == "reused")["doc_id"]
@@ -229,7 +229,7 @@ def commit(
             documents=staged["documents"],
             errors=staged["errors"],
         )
-        shutil.rmtree(store.staging_dir / version, ignore_errors=True)
+        shutil.rmtree(store.layout.staging_dir / version, ignore_errors=True)
     return IngestResult(
         committed,
         created=True,
@@ -313,7 +313,7 @@ def _source_rows(sources: list[SourceFile], outcome: dict[str, str]) -> pa.Table
 
 def _load_staged(store: CorpusStore, version: str, n_shards: int) -> dict:
     """All n shards of a staged version, checked complete and staged against the same parent and settings."""
-    shards = [store.staging_dir / version / Shard(i, n_shards).dirname for i in range(n_shards)]
+    shards = [store.layout.staging_dir / version / Shard(i, n_shards).dirname for i in range(n_shards)]
     missing = [s.name for s in shards if not (s / STAGE_DONE).is_file()]
     if missing:
         raise StoreError(f"cannot commit {version!r}: shards not staged (or staging interrupted): {', '.join(missing)}")

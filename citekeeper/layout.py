@@ -1,0 +1,106 @@
+"""Every path under a store root: the one place that knows where each table, output and lock lives.
+
+    <root>/lance/{chunks,documents}.lance            corpus tables (citekeeper.store); may live elsewhere
+    <root>/versions/<name>.json                       version manifests
+    <root>/parquet/<table>/corpus_version=<v>/<table>.parquet   per-version Parquet exports (local default)
+    <root>/staging/<name>/                            ingest output waiting to be committed
+    <root>/.lock                                      the corpus store's exclusive writer lock
+    <root>/answers/                                   the answer store (citekeeper.answer_store)
+    <root>/embeddings/                                re-anchoring's LanceDB vectors and full-text index
+    <root>/diffs/<old>__<new>/{chunk,doc}_diff.parquet             chunk and document diffs
+    <root>/citations/target_version=<v>/{citation_status,blast_radius}.parquet, report.html
+    <root>/verify/runs/corpus_version=<v>/run_id=<r>/ verification outputs
+    <root>/verify/cache/                              the NLI verdict cache
+    <root>/verify/onnx/                               exported ONNX models
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    root: Path
+
+    def __init__(self, root: Path | str):
+        object.__setattr__(self, "root", Path(root))
+
+    @property
+    def lance_dir(self) -> Path:
+        return self.root / "lance"
+
+    @property
+    def versions_dir(self) -> Path:
+        return self.root / "versions"
+
+    def manifest(self, version: str) -> Path:
+        return self.versions_dir / f"{version}.json"
+
+    @property
+    def parquet_dir(self) -> Path:
+        return self.root / "parquet"
+
+    @property
+    def staging_dir(self) -> Path:
+        return self.root / "staging"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / ".lock"
+
+    @property
+    def answers_dir(self) -> Path:
+        return self.root / "answers"
+
+    @property
+    def embeddings_dir(self) -> Path:
+        return self.root / "embeddings"
+
+    def diff_dir(self, old_version: str, new_version: str) -> Path:
+        return self.root / "diffs" / f"{old_version}__{new_version}"
+
+    def chunk_diff_file(self, old_version: str, new_version: str) -> Path:
+        return self.diff_dir(old_version, new_version) / "chunk_diff.parquet"
+
+    def doc_diff_file(self, old_version: str, new_version: str) -> Path:
+        return self.diff_dir(old_version, new_version) / "doc_diff.parquet"
+
+    def citation_status_dir(self, target_version: str) -> Path:
+        return self.root / "citations" / f"target_version={target_version}"
+
+    def citation_status_file(self, target_version: str) -> Path:
+        return self.citation_status_dir(target_version) / "citation_status.parquet"
+
+    def blast_radius_file(self, target_version: str) -> Path:
+        return self.citation_status_dir(target_version) / "blast_radius.parquet"
+
+    def report_file(self, target_version: str) -> Path:
+        return self.citation_status_dir(target_version) / "report.html"
+
+    @property
+    def verify_dir(self) -> Path:
+        return self.root / "verify"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.verify_dir / "runs"
+
+    @property
+    def verdict_cache_dir(self) -> Path:
+        return self.verify_dir / "cache"
+
+    @property
+    def onnx_dir(self) -> Path:
+        return self.verify_dir / "onnx"
+
+
+def run_dir(out_dir: Path | str, version: str, run_id: str) -> Path:
+    """Where one verification run's tables go under any output dir (the store's runs_dir, or --out)."""
+    return Path(out_dir) / f"corpus_version={version}" / f"run_id={run_id}"
+
+
+def latest_run_dir(out_dir: Path | str, version: str) -> Path | None:
+    """The newest run_dir under `out_dir` for `version`."""
+    runs = sorted((Path(out_dir) / f"corpus_version={version}").glob("run_id=*"))
+    return runs[-1] if runs else None
