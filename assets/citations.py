@@ -14,6 +14,7 @@ import polars as pl
 from assets.corpus import CHUNKS, DOCUMENTS
 from assets.partitions import corpus_versions
 from assets.resources import CitekeeperConfig
+from assets.table_metadata import table_metadata
 
 GROUP = "citations"
 
@@ -46,7 +47,7 @@ def chunk_diff(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) 
             "path": str(store.layout.diff_dir(parent, version)),
             **_count_metadata(diff.doc_counts(), "documents_"),
             **_count_metadata(diff.chunk_counts(), "chunks_"),
-            "changed_documents": dg.MetadataValue.md(_markdown_table(changed)) if changed.height else "none",
+            "changed_documents": table_metadata(changed),
             "duration_s": _seconds_since(started),
         }
     )
@@ -78,7 +79,7 @@ def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
             **_count_metadata(check.counts(), "status_"),
             "reanchored": reanchored,
             "path": str(check.status_path),
-            "blast_radius": dg.MetadataValue.md(_markdown_table(check.blast_radius.head(10).drop("target_version"))),
+            "blast_radius": table_metadata(check.blast_radius.head(10).drop("target_version")),
             "duration_s": _seconds_since(started),
         }
     )
@@ -122,12 +123,6 @@ def citations_reference_existing_chunks(citekeeper: CitekeeperConfig) -> dg.Asse
         metadata={
             "n_phantom_citations": phantom.height,
             "n_citations": citations.height,
-            "phantom_citations": dg.MetadataValue.md(_markdown_table(phantom.head(20))) if phantom.height else "none",
+            "phantom_citations": table_metadata(phantom.head(20)),
         },
     )
-
-
-def _markdown_table(frame: pl.DataFrame) -> str:
-    header = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns)
-    rows = ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in frame.iter_rows()]
-    return "\n".join([header, *rows])

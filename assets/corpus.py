@@ -11,6 +11,7 @@ import dagster as dg
 from assets.partitions import corpus_versions
 from citekeeper.store import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
 from assets.resources import STORE_WRITER_POOL, CitekeeperConfig
+from assets.table_metadata import table_metadata
 
 DOCUMENTS = dg.AssetKey("documents")
 CHUNKS = dg.AssetKey("chunks")
@@ -86,7 +87,7 @@ def _check_result(check_name: str, offending, what: str) -> dg.AssetCheckResult:
         severity=dg.AssetCheckSeverity.ERROR,
         metadata={
             f"n_{what}": offending.height,
-            what: dg.MetadataValue.md(str(offending.head(MAX_LISTED))) if offending.height else "none",
+            what: table_metadata(offending.head(MAX_LISTED)),
         },
     )
 

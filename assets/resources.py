@@ -21,7 +21,7 @@ class CitekeeperConfig(dg.ConfigurableResource):
     """Paths and knobs shared by every citekeeper asset."""
 
     store_dir: str = ".citekeeper/store"
-    source_dir: str = "sample_corpus/v1"
+    source_dir: str = "pipelines/sample_corpus/v1"
     answers_path: str | None = None  # JSONL/Parquet of answers to register before citation checks
     # hub id or local dir; "auto": the default model of `language`; None runs the model-free tiers only
     nli_model: str | None = None

@@ -1,11 +1,24 @@
 """The answer store: registered answers, their claims and citations, every revision kept.
 
-Files: <store_root>/answers/{answers,claims,citations}.parquet (schemas ANSWERS, CLAIMS, CITATIONS).
-The current revision of an answer is its highest one; `.answers()`, `.claims()` and `.citations()`
-return current revisions only, `all_*` every revision.
+Files under <store_root>/answers/ (StoreLayout.answers_dir):
+    manifest.json                          {"parts": [...]}: the committed parts, oldest first
+    parts/<n>-<token>/{answers,claims,citations}.parquet   the rows one add registered (ANSWERS, CLAIMS, CITATIONS)
+    .lock                                  the writers' lock
+A store written before manifests existed keeps {answers,claims,citations}.parquet directly in answers/; it reads
+as one part, ".", which the first add lists in the manifest it writes.
+
+An add writes its part, then os.replace()s manifest.json: that one rename commits all three tables at once. A
+reader reads the manifest once and then only the parts it lists, so it sees a commit whole or not at all; a part
+left by a killed add is listed nowhere, and the next add deletes it. An add costs what it adds: no stored part is
+rewritten. The current revision of an answer is its highest one; `.answers()`, `.claims()` and `.citations()`
+return current revisions only, `all_answers()` every revision.
 """
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,10 +28,12 @@ from filelock import FileLock, Timeout
 
 from citekeeper.layout import StoreLayout
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
-from citekeeper.tables import from_rows, read_parquet, write_parquet
+from citekeeper.tables import empty, from_rows, read_parquet, write_parquet
 from citekeeper.answers import LineError, ParsedAnswer, answer_rows, read_answer_records
 
 TABLES = {"answers": ANSWERS, "claims": CLAIMS, "citations": CITATIONS}
+LEGACY_PART = "."  # the pre-manifest layout: the three tables directly in answers/
+PARTS = "parts"
 
 
 class AnswerStoreLocked(RuntimeError):
@@ -43,25 +58,24 @@ class AddResult:
         )
 
 
-class AnswerStore:
-    def __init__(self, store_root: Path | str, lock_timeout: float = 60.0):
-        self.root = StoreLayout(store_root).answers_dir
-        self.lock_timeout = lock_timeout
+@dataclass(frozen=True)
+class AnswerSnapshot:
+    """The store as of one commit. Take one snapshot to read several tables that must agree with each other."""
 
-    def path(self, table: str) -> Path:
-        return self.root / f"{table}.parquet"
+    root: Path  # the answers dir
+    parts: tuple[str, ...]  # paths relative to root, as the manifest lists them
 
-    def _read(self, table: str) -> pl.DataFrame:
-        return read_parquet(self.path(table), TABLES[table])
-
-    # ------------------------------------------------------------ reading
+    def read(self, table: str) -> pl.DataFrame:
+        schema = TABLES[table]
+        frames = [read_parquet(self.root / part / f"{table}.parquet", schema) for part in self.parts]
+        return pl.concat(frames) if frames else empty(schema)
 
     def all_answers(self) -> pl.DataFrame:
-        return self._read("answers")
+        return self.read("answers")
 
     def _current(self, table: str) -> pl.DataFrame:
         """Rows of each answer's latest revision."""
-        frame = self._read(table)
+        frame = self.read(table)
         answers = frame if table == "answers" else self.all_answers()
         latest = answers.group_by("answer_id").agg(pl.col("revision").max())
         return frame.join(latest, on=["answer_id", "revision"], how="semi")
@@ -74,6 +88,44 @@ class AnswerStore:
 
     def citations(self) -> pl.DataFrame:
         return self._current("citations").sort("answer_id", "claim_id", "citation_index")
+
+
+class AnswerStore:
+    def __init__(self, store_root: Path | str, lock_timeout: float = 60.0):
+        self.root = StoreLayout(store_root).answers_dir
+        self.lock_timeout = lock_timeout
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.json"
+
+    @property
+    def parts_dir(self) -> Path:
+        return self.root / PARTS
+
+    # ------------------------------------------------------------ reading
+
+    def snapshot(self) -> AnswerSnapshot:
+        return AnswerSnapshot(self.root, self._committed_parts())
+
+    def _committed_parts(self) -> tuple[str, ...]:
+        try:
+            return tuple(json.loads(self.manifest_path.read_text(encoding="utf-8"))["parts"])
+        except FileNotFoundError:
+            legacy = any((self.root / f"{table}.parquet").exists() for table in TABLES)
+            return (LEGACY_PART,) if legacy else ()
+
+    def all_answers(self) -> pl.DataFrame:
+        return self.snapshot().all_answers()
+
+    def answers(self) -> pl.DataFrame:
+        return self.snapshot().answers()
+
+    def claims(self) -> pl.DataFrame:
+        return self.snapshot().claims()
+
+    def citations(self) -> pl.DataFrame:
+        return self.snapshot().citations()
 
     # ------------------------------------------------------------ writing
 
@@ -93,9 +145,10 @@ class AnswerStore:
         return result
 
     def _register(self, parsed: list[ParsedAnswer], source_file: str, result: AddResult) -> None:
+        snapshot = self.snapshot()
         current = {
             row["answer_id"]: (row["revision"], row["content_hash"])
-            for row in self.answers().select("answer_id", "revision", "content_hash").to_dicts()
+            for row in snapshot.answers().select("answer_id", "revision", "content_hash").to_dicts()
         }
         new_rows: dict[str, list[dict]] = {name: [] for name in TABLES}
         registered_at = datetime.now(timezone.utc)
@@ -114,6 +167,28 @@ class AnswerStore:
                 new_rows[name].extend(rows)
         if not new_rows["answers"]:
             return
+        self._remove_uncommitted(snapshot.parts)
+        part = self._write_part(new_rows, sequence=len(snapshot.parts) + 1)
+        self._publish([*snapshot.parts, part])
+
+    def _remove_uncommitted(self, committed: tuple[str, ...]) -> None:
+        """Parts and manifest temp files of adds killed before their commit. Safe under the writers' lock:
+        no manifest lists these parts, so no reader opens them."""
+        for part in self.parts_dir.glob("*"):
+            if f"{PARTS}/{part.name}" not in committed:
+                shutil.rmtree(part)
+        for tmp in self.root.glob(".manifest.json.*.tmp"):
+            tmp.unlink()
+
+    def _write_part(self, rows: dict[str, list[dict]], sequence: int) -> str:
+        # The sequence orders parts for a person listing the directory; the token keeps names unique regardless.
+        dir_name = f"{sequence:06d}-{uuid.uuid4().hex[:8]}"
         for name, schema in TABLES.items():
-            combined = pl.concat([self._read(name), from_rows(new_rows[name], schema)])
-            write_parquet(combined, schema, self.path(name))
+            write_parquet(from_rows(rows[name], schema), schema, self.parts_dir / dir_name / f"{name}.parquet")
+        return f"{PARTS}/{dir_name}"
+
+    def _publish(self, parts: list[str]) -> None:
+        """The commit: one os.replace makes the new part visible, all three tables at once."""
+        tmp = self.root / f".manifest.json.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"parts": parts}, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, self.manifest_path)

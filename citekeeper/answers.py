@@ -7,6 +7,8 @@ Marker form: {"answer_id", "question", "answer": "text with [1] and [2][3] marke
 In marker form every sentence (citekeeper.text rules, any script) becomes a claim; a sentence without
 markers is an uncited claim. Markers are those of citekeeper.text.MARKER: [1], [1][2], [1,2], 【1】, ［1］,
 ^[1], and ids such as [D1] (whose `ref` is then the string "D1").
+Records are validated by the pydantic models AnswerRecord, ClaimRecord, CitationRecord and ReferenceRecord; each
+problem names its field by the dotted path of pydantic's loc (claims.0.citations.1.quote).
 """
 from __future__ import annotations
 
@@ -17,20 +19,34 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Annotated
 
 import polars as pl
+from pydantic import (
+    AfterValidator, BaseModel, Field, PlainValidator, PrivateAttr, StrictStr, StringConstraints, ValidationError,
+    model_validator,
+)
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from citekeeper.text import MARKER_ID, marker_ids, split_sentences, strip_markers
 from citekeeper.identity import text_hash
 
 
-class AnswerInputError(ValueError):
-    """One input record is malformed; `field` names the offending field (dotted path)."""
+@dataclass(frozen=True)
+class Issue:
+    field: str  # dotted path into the record, e.g. claims.0.citations.1.quote
+    message: str
 
-    def __init__(self, field_name: str, message: str):
-        super().__init__(f"{field_name}: {message}")
-        self.field = field_name
-        self.message = message
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class AnswerInputError(ValueError):
+    """One input record is malformed; `issues` names each offending field and what is wrong with it."""
+
+    def __init__(self, issues: list[Issue]):
+        super().__init__("; ".join(str(issue) for issue in issues))
+        self.issues = issues
 
 
 @dataclass(frozen=True)
@@ -78,89 +94,38 @@ def _short_id(prefix: str, *parts: object) -> str:
     return f"{prefix}_{digest[:20]}"
 
 
-# ---------------------------------------------------------------- field validation
+# ---------------------------------------------------------------- input records (pydantic)
+# Strict strings: a number where text belongs is an error, never silently str()-ed. Extra keys are ignored.
 
 
-def _required_str(record: dict, key: str, path: str) -> str:
-    value = record.get(key)
-    if value is None:
-        raise AnswerInputError(path, "missing")
-    if not isinstance(value, str) or not value.strip():
-        raise AnswerInputError(path, f"must be a non-empty string, got {value!r:.60}")
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("blank", "String should not be blank")
     return value
 
 
-def _optional_str(record: dict, key: str, path: str) -> str | None:
-    value = record.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise AnswerInputError(path, f"must be a non-empty string when given, got {value!r:.60}")
+def _sha256(value: str) -> str:
+    if not value.startswith("sha256:"):
+        raise PydanticCustomError("text_hash", "String should look like 'sha256:<hex>'")
     return value
 
 
-def _list(record: dict, key: str, path: str) -> list:
-    value = record.get(key)
-    if not isinstance(value, list):
-        raise AnswerInputError(path, "missing" if value is None else "must be a list")
-    return value
-
-
-def _object(value: object, path: str) -> dict:
-    if not isinstance(value, dict):
-        raise AnswerInputError(path, "must be an object")
-    return value
-
-
-def _created_at(record: dict) -> datetime | None:
-    value = record.get("created_at")
-    if value is None or isinstance(value, datetime):
-        return _utc(value)
-    if not isinstance(value, str):
-        raise AnswerInputError("created_at", "must be an ISO-8601 string")
-    try:
-        return _utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
-    except ValueError as exc:
-        raise AnswerInputError("created_at", f"not an ISO-8601 timestamp: {value!r}") from exc
-
-
-def _utc(value: datetime | None) -> datetime | None:
+def _utc_timestamp(value: object) -> datetime | None:
+    """An ISO-8601 string ("Z" allowed) or a datetime (Parquet input); a naive one is taken as UTC."""
     if value is None:
         return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise _not_a_timestamp(value) from None
+    if not isinstance(value, datetime):
+        raise _not_a_timestamp(value)
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
-def _citation(record: object, path: str) -> ParsedCitation:
-    record = _object(record, path)
-    text_hash = _optional_str(record, "text_hash", f"{path}.text_hash")
-    if text_hash is not None and not text_hash.startswith("sha256:"):
-        raise AnswerInputError(f"{path}.text_hash", "must look like 'sha256:<hex>'")
-    return ParsedCitation(
-        chunk_id=_required_str(record, "chunk_id", f"{path}.chunk_id"),
-        quote=_optional_str(record, "quote", f"{path}.quote"),
-        cited_text_hash=text_hash,
-    )
-
-
-# ---------------------------------------------------------------- the two input forms
-
-
-def _structured_claims(record: dict) -> tuple[ParsedClaim, ...]:
-    claims = []
-    for i, claim in enumerate(_list(record, "claims", "claims")):
-        path = f"claims[{i}]"
-        claim = _object(claim, path)
-        citations = claim.get("citations", [])
-        if not isinstance(citations, list):
-            raise AnswerInputError(f"{path}.citations", "must be a list")
-        claims.append(
-            ParsedClaim(
-                text=_required_str(claim, "text", f"{path}.text"),
-                citations=tuple(_citation(c, f"{path}.citations[{j}]") for j, c in enumerate(citations)),
-                source_claim_id=_optional_str(claim, "claim_id", f"{path}.claim_id"),
-            )
-        )
-    return tuple(claims)
+def _not_a_timestamp(value: object) -> PydanticCustomError:
+    return PydanticCustomError("timestamp", "Input should be an ISO-8601 timestamp, got {got}", {"got": f"{value!r:.60}"})
 
 
 _REF = re.compile(MARKER_ID)
@@ -171,57 +136,125 @@ def _ref_key(ref: str) -> str:
     return str(int(ref)) if ref.isdigit() else ref
 
 
-def _reference_key(ref: object, path: str) -> str:
+def _reference_key(ref: object) -> str:
     if isinstance(ref, int) and not isinstance(ref, bool):
         return str(ref)
     if isinstance(ref, str) and _REF.fullmatch(ref.strip()):
         return _ref_key(ref.strip())
-    raise AnswerInputError(path, f"must be an integer or a marker id such as 'D1', got {ref!r:.40}")
+    raise PydanticCustomError(
+        "reference_id", "Input should be an integer or a marker id such as 'D1', got {got}", {"got": f"{ref!r:.40}"}
+    )
 
 
-def _marker_claims(record: dict, answer: str) -> tuple[ParsedClaim, ...]:
-    references: dict[str, ParsedCitation] = {}
-    for i, ref in enumerate(_list(record, "references", "references")):
-        path = f"references[{i}]"
-        ref = _object(ref, path)
-        key = _reference_key(ref.get("ref"), f"{path}.ref")
-        if key in references:
-            raise AnswerInputError(f"{path}.ref", f"duplicate reference {key}")
-        references[key] = _citation(ref, path)
+RequiredText = Annotated[StrictStr, AfterValidator(_not_blank)]
+GivenText = Annotated[StrictStr, StringConstraints(min_length=1)]  # optional, but not "" when given
+TextHash = Annotated[StrictStr, AfterValidator(_sha256)]
+Timestamp = Annotated[datetime | None, PlainValidator(_utc_timestamp)]
+ReferenceKey = Annotated[str, PlainValidator(_reference_key)]
+
+
+def _record_error(field_name: str, message: str) -> PydanticCustomError:
+    """An error of a rule over the whole record (pydantic gives it an empty loc): ctx names its field."""
+    return PydanticCustomError("answer_record", message, {"field": field_name})
+
+
+class CitationRecord(BaseModel):
+    chunk_id: RequiredText
+    quote: GivenText | None = None
+    text_hash: TextHash | None = None
+
+    def parsed(self) -> ParsedCitation:
+        return ParsedCitation(chunk_id=self.chunk_id, quote=self.quote, cited_text_hash=self.text_hash)
+
+
+class ReferenceRecord(CitationRecord):
+    ref: ReferenceKey  # the key its markers use: 1, "1" and "01" are all "1"
+
+
+class ClaimRecord(BaseModel):
+    text: RequiredText
+    citations: list[CitationRecord] = Field(default_factory=list)
+    claim_id: GivenText | None = None
+
+    def parsed(self) -> ParsedClaim:
+        return ParsedClaim(
+            text=self.text, citations=tuple(c.parsed() for c in self.citations), source_claim_id=self.claim_id
+        )
+
+
+class AnswerRecord(BaseModel):
+    """One input line. A null `claims` or `references` counts as absent (Parquet rows of the other form)."""
+
+    answer_id: RequiredText
+    question: StrictStr | None = None
+    answer: StrictStr
+    corpus_version: RequiredText
+    created_at: Timestamp = None
+    claims: list[ClaimRecord] | None = None
+    references: list[ReferenceRecord] | None = None
+    _parsed_claims: tuple[ParsedClaim, ...] = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _resolve_claims(self) -> AnswerRecord:
+        """Exactly one form; in marker form every marker must name a reference."""
+        if self.claims is not None and self.references is not None:
+            raise _record_error("claims", "give either claims (structured) or references (marker form), not both")
+        if self.claims is not None:
+            self._parsed_claims = tuple(claim.parsed() for claim in self.claims)
+        elif self.references is not None:
+            self._parsed_claims = _marker_claims(self.answer, _reference_map(self.references))
+        else:
+            raise _record_error("claims", "missing: give claims (structured) or references (marker form)")
+        return self
+
+    def parsed(self) -> ParsedAnswer:
+        return ParsedAnswer(
+            answer_id=self.answer_id,
+            question=self.question,
+            answer=self.answer,
+            corpus_version=self.corpus_version,
+            created_at=self.created_at,
+            input_form="structured" if self.claims is not None else "marker",
+            claims=self._parsed_claims,
+        )
+
+
+def _reference_map(references: list[ReferenceRecord]) -> dict[str, ParsedCitation]:
+    by_key: dict[str, ParsedCitation] = {}
+    for i, reference in enumerate(references):
+        if reference.ref in by_key:
+            raise _record_error(f"references.{i}.ref", f"duplicate reference {reference.ref}")
+        by_key[reference.ref] = reference.parsed()
+    return by_key
+
+
+def _marker_claims(answer: str, references: dict[str, ParsedCitation]) -> tuple[ParsedClaim, ...]:
     claims = []
     for sentence in split_sentences(answer):
         keys = [_ref_key(ref) for ref in marker_ids(sentence)]
         unknown = [key for key in keys if key not in references]
         if unknown:
-            raise AnswerInputError("answer", f"marker [{unknown[0]}] has no entry in references")
+            raise _record_error("answer", f"marker [{unknown[0]}] has no entry in references")
         text = strip_markers(sentence)
         claims.append(ParsedClaim(text=text, citations=tuple(references[key] for key in dict.fromkeys(keys))))
     return tuple(claims)
 
 
 def parse_answer(record: object) -> ParsedAnswer:
-    """Validate one input record (either form). Raises AnswerInputError naming the bad field."""
-    record = _object(record, "record")
-    has_claims, has_refs = "claims" in record, "references" in record
-    if has_claims and has_refs:
-        raise AnswerInputError("claims", "give either claims (structured) or references (marker form), not both")
-    answer = record.get("answer")
-    if not isinstance(answer, str):
-        raise AnswerInputError("answer", "missing" if answer is None else "must be a string")
-    question = record.get("question")
-    if question is not None and not isinstance(question, str):
-        raise AnswerInputError("question", "must be a string")
-    if not has_claims and not has_refs:
-        raise AnswerInputError("claims", "missing: give claims (structured) or references (marker form)")
-    return ParsedAnswer(
-        answer_id=_required_str(record, "answer_id", "answer_id"),
-        question=question,
-        answer=answer,
-        corpus_version=_required_str(record, "corpus_version", "corpus_version"),
-        created_at=_created_at(record),
-        input_form="structured" if has_claims else "marker",
-        claims=_structured_claims(record) if has_claims else _marker_claims(record, answer),
-    )
+    """Validate one input record (either form). Raises AnswerInputError naming every bad field."""
+    try:
+        return AnswerRecord.model_validate(record).parsed()
+    except ValidationError as exc:
+        raise AnswerInputError([_issue(error) for error in exc.errors()]) from None
+
+
+# pydantic's own text would name our model class ("instance of ClaimRecord").
+_MESSAGES = {"model_type": "Input should be an object"}
+
+
+def _issue(error: ErrorDetails) -> Issue:
+    field_name = ".".join(str(part) for part in error["loc"]) or error.get("ctx", {}).get("field", "record")
+    return Issue(field_name, _MESSAGES.get(error["type"], error["msg"]))
 
 
 # ---------------------------------------------------------------- reading input files
@@ -238,7 +271,7 @@ class LineError:
 
 
 def read_answer_records(path: Path) -> tuple[list[ParsedAnswer], list[LineError]]:
-    """The answers of a JSONL or Parquet file, and an error for each bad non-blank line / row."""
+    """The answers of a JSONL or Parquet file, and an error for each problem of a bad non-blank line / row."""
     path = Path(path)
     if path.suffix.lower() == ".parquet":
         rows: Iterator[tuple[int, object]] = enumerate(pl.read_parquet(path).to_dicts(), start=1)
@@ -252,7 +285,7 @@ def read_answer_records(path: Path) -> tuple[list[ParsedAnswer], list[LineError]
         try:
             answers.append(parse_answer(row))
         except AnswerInputError as exc:
-            errors.append(LineError(line_no, exc.field, exc.message))
+            errors.extend(LineError(line_no, issue.field, issue.message) for issue in exc.issues)
     return answers, errors
 
 

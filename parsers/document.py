@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import os
 import re
 import zipfile
 from collections.abc import Callable
@@ -87,6 +88,9 @@ def partition_elements(source: SourceFile, config: ParseConfig) -> list:
     """unstructured's elements for the document, exactly as parse_document partitions it."""
     raw = _raw_bytes(source)
     partitioner = _PARTITIONERS[source.filetype]
+    # unstructured prints an advert on its first partition call (a banner on a terminal's stdout, else a
+    # log warning) unless this is set; setdefault keeps a user's own choice.
+    os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
     try:
         with time_limit(config.parse_timeout_s):
             return partitioner(source, raw)

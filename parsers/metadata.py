@@ -5,14 +5,17 @@ import json
 import re
 from pathlib import Path
 
+import yaml
+
 from parsers.model import ACCESS_SCOPES
 
 SIDECAR_SUFFIX = ".citekeeper.json"
 METADATA_KEYS = ("doc_id", "access_scope", "title")
 
-# Front matter: a leading `---` block whose first line looks like `key: value` (so a leading rule is not one).
+# Front matter: a leading `---` block whose first line looks like `key:` (so a leading rule is not one),
+# closed by a `---` or `...` line. Its first line is line 2 of the file.
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(?=[A-Za-z_][\w-]*[ \t]*:)(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
-_FRONT_MATTER_LINE = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:[ \t]*(.*?)[ \t]*$")
+_FIRST_BLOCK_LINE = 2
 
 
 class MetadataError(ValueError):
@@ -24,12 +27,45 @@ def split_front_matter(text: str) -> tuple[dict[str, str], str]:
     match = _FRONT_MATTER.match(text)
     if not match:
         return {}, text
-    found = {}
-    for line in match.group(1).splitlines():
-        line_match = _FRONT_MATTER_LINE.match(line)
-        if line_match and line_match.group(1) in METADATA_KEYS:
-            found[line_match.group(1)] = _unquote(line_match.group(2))
+    values = _load_yaml_mapping(match.group(1))
+    found = {key: value for key, value in values.items() if key in METADATA_KEYS}
     return _validated(found, "front matter"), text[match.end() :]
+
+
+class _StrictLoader(yaml.BaseLoader):
+    """BaseLoader keeps every scalar as the text written (`doc_id: 007` stays "007", `title: No` stays "No")
+    and builds nothing but str, list and dict, so it is as safe as safe_load. A key given twice is an error:
+    YAML would keep the last `access_scope`, and redaction must fail closed."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _load_yaml_mapping(block: str) -> dict:
+    """The block as YAML (see _StrictLoader)."""
+    try:
+        values = yaml.load(block, Loader=_StrictLoader)
+    except yaml.YAMLError as exc:
+        raise MetadataError(f"front matter {_located(exc, block)}") from exc
+    if not isinstance(values, dict):  # `access_scope:internal_only`: without the space YAML reads one string
+        raise MetadataError(f"front matter must be `key: value` lines (a space after each colon), got {values!r}")
+    return values
+
+
+def _located(exc: yaml.YAMLError, block: str) -> str:
+    """`line L[, column C]: problem`, L and C counted in the file (yaml counts from 0 within the block)."""
+    if isinstance(exc, yaml.reader.ReaderError):  # an unprintable character, known by its offset only
+        line = block.count("\n", 0, exc.position) + _FIRST_BLOCK_LINE
+        return f"line {line}: invalid YAML: character U+{exc.character:04X} is not allowed"
+    mark = exc.problem_mark or exc.context_mark
+    problem = " ".join(part for part in (exc.context, exc.problem) if part)
+    return f"line {mark.line + _FIRST_BLOCK_LINE}, column {mark.column + 1}: invalid YAML: {problem}"
 
 
 def read_sidecar(path: Path) -> dict[str, str]:
@@ -54,15 +90,11 @@ def read_sidecar(path: Path) -> dict[str, str]:
 
 def _validated(values: dict, origin: str) -> dict[str, str]:
     for key, value in values.items():
-        if not isinstance(value, str) or not value.strip():
+        if not isinstance(value, str):
+            raise MetadataError(f"{origin}: {key} must be a string, got {type(value).__name__} {value!r}")
+        if not value.strip():
             raise MetadataError(f"{origin}: {key} must be a non-empty string, got {value!r}")
     scope = values.get("access_scope")
     if scope is not None and scope not in ACCESS_SCOPES:
         raise MetadataError(f"{origin}: access_scope {scope!r} is not one of {list(ACCESS_SCOPES)}")
     return {key: value.strip() for key, value in values.items()}
-
-
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1]
-    return value

@@ -6,14 +6,39 @@ from pathlib import Path
 
 import click
 
+from citekeeper.language import LANGUAGE_ENV, LANGUAGES, LanguageError, language_setting
+
+STORE_ENV = "CITEKEEPER_STORE"
 DEFAULT_STORE = ".citekeeper/store"
 
-store_option = click.option(
-    "--store",
-    "store_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=lambda: os.environ.get("CITEKEEPER_STORE", DEFAULT_STORE),
-    show_default=f"$CITEKEEPER_STORE or {DEFAULT_STORE}",
-    help="Store directory (manifests, writer lock; LanceDB tables and Parquet exports unless "
+
+def store_option_defaulting_to(default: str, help: str):
+    """`--store DIR`: the given directory, else $CITEKEEPER_STORE, else `default`."""
+    return click.option(
+        "--store",
+        "store_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=lambda: os.environ.get(STORE_ENV) or default,
+        show_default=f"${STORE_ENV} or {default}",
+        help=help,
+    )
+
+
+store_option = store_option_defaulting_to(
+    DEFAULT_STORE,
+    "Store directory (manifests, writer lock; LanceDB tables and Parquet exports unless "
     "$CITEKEEPER_LANCE_URI / $CITEKEEPER_PARQUET_URI put them in an object store).",
 )
+
+
+def language_option(help: str):
+    """`--language auto|en|zh|multi`, else $CITEKEEPER_LANGUAGE, else auto: the command gets the checked setting."""
+    return click.option("--language", type=click.Choice(LANGUAGES, case_sensitive=False), default=None,
+                        show_default=f"${LANGUAGE_ENV} or auto", callback=_checked_language, help=help)  # fmt: skip
+
+
+def _checked_language(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    try:
+        return language_setting(value)
+    except LanguageError as exc:  # only $CITEKEEPER_LANGUAGE can be bad: click checks --language
+        raise click.UsageError(f"${LANGUAGE_ENV}: {exc}") from exc

@@ -4,15 +4,19 @@ v1 is ingested and the sample answers (sample_corpus/answers.jsonl, citing real 
 and checked; then v2 is ingested, diffed against v1, every citation judged against v2, the stale report
 written and the claims re-verified. Running it again reuses the committed versions, the registered answers
 and the verdict cache, and gives the same results.
+
+The sample corpus is package data (pipelines/sample_corpus/), so the demo runs from an installed wheel as
+well as from a checkout; it is only read, never written.
 """
+from importlib import resources
 from pathlib import Path
 
 import click
 
-from citekeeper.language import LANGUAGE_ENV, LANGUAGES
+from pipelines.cli_common import language_option, store_option_defaulting_to
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE_CORPUS = REPO / "sample_corpus"
+# A real directory inside the installed package (the wheel ships it unzipped).
+SAMPLE_CORPUS = Path(str(resources.files("pipelines") / "sample_corpus"))
 DEMO_STORE = ".citekeeper/demo"
 VERSIONS = ("v1", "v2")
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -133,28 +137,19 @@ def summary(store_dir: Path, nli_note: str) -> str:
 
 
 @click.command("demo")
-@click.option("--store", "store_dir", type=click.Path(file_okay=False, path_type=Path), default=DEMO_STORE,
-              show_default=True, help="Where the demo's store (and its Dagster run history) goes.")
+@store_option_defaulting_to(DEMO_STORE, "Where the demo's store (and its Dagster run history) goes.")
 @click.option("--corpus", type=click.Path(file_okay=False, exists=True, path_type=Path), default=SAMPLE_CORPUS,
-              show_default="sample_corpus/", help="A corpus dir with v1/, v2/ and answers.jsonl.")
+              show_default="the bundled sample corpus", help="A corpus dir with v1/, v2/ and answers.jsonl.")
 @click.option("--model", default=None,
               help="NLI model (hub id or local dir); default: try the default model of --language.")  # fmt: skip
-@click.option("--language", type=click.Choice(LANGUAGES, case_sensitive=False), default=None,
-              show_default=f"${LANGUAGE_ENV} or auto",
-              help="Corpus language, which picks the default NLI model; auto detects it from the v1 "
-                   "documents.")  # fmt: skip
+@language_option("Corpus language, which picks the default NLI model; auto detects it from the v1 documents.")
 @click.option("--no-model", is_flag=True, help="Skip NLI; run the anchoring and lexical tiers only.")
-def demo_command(store_dir: Path, corpus: Path, model: str | None, language: str | None, no_model: bool) -> None:
+def demo_command(store_dir: Path, corpus: Path, model: str | None, language: str, no_model: bool) -> None:
     """Run the whole pipeline on the sample corpus: ingest v1, register answers, ingest v2, diff,
     stale report, re-verify. Idempotent."""
     import dagster as dg
 
-    from citekeeper.language import LanguageError
-
-    try:
-        nli_model, nli_note = nli_model_or_reason(model, no_model, language, corpus)
-    except LanguageError as exc:  # only $CITEKEEPER_LANGUAGE can be bad: click checks --language
-        raise click.UsageError(f"${LANGUAGE_ENV}: {exc}") from exc
+    nli_model, nli_note = nli_model_or_reason(model, no_model, language, corpus)
     click.echo(nli_note)
     dagster_home = store_dir / "dagster_home"  # DAGSTER_HOME=<this> dagster dev shows the demo's runs
     dagster_home.mkdir(parents=True, exist_ok=True)

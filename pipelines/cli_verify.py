@@ -5,8 +5,8 @@ from pathlib import Path
 
 import click
 
-from citekeeper.language import ENGLISH, LANGUAGE_ENV, LANGUAGES, MULTILINGUAL, ModelChoice
-from pipelines.cli_common import store_option
+from citekeeper.language import ENGLISH, MULTILINGUAL, ModelChoice
+from pipelines.cli_common import language_option, store_option
 
 
 @click.command("verify")
@@ -21,10 +21,8 @@ from pipelines.cli_common import store_option
 @click.option("--model", default=None,
               help="NLI model: Hugging Face hub id or local directory. [default: the --language default: "
                    f"{ENGLISH.nli} for en, {MULTILINGUAL.nli} for zh and multi]")  # fmt: skip
-@click.option("--language", type=click.Choice(LANGUAGES, case_sensitive=False), default=None,
-              show_default=f"${LANGUAGE_ENV} or auto",
-              help="Corpus language, which picks the default NLI model when --model is not given; auto detects it "
-                   "from a sample of the version's chunk texts.")  # fmt: skip
+@language_option("Corpus language, which picks the default NLI model when --model is not given; auto detects it "
+                 "from a sample of the version's chunk texts.")
 @click.option("--backend", type=click.Choice(["torch", "onnx"]), default="torch", show_default=True,
               help="onnx: ONNX Runtime with int8 weights, exported once from the same model and cached.")  # fmt: skip
 @click.option("--no-model", is_flag=True, help="Run only the anchoring and lexical tiers; undecided claims are 'unverified'.")
@@ -46,7 +44,7 @@ def verify_command(
     batch_size: int,
 ) -> None:
     """Check every claim against its cited evidence (anchoring, lexical fast path, NLI) and write Parquet."""
-    from citekeeper.language import LanguageError, choose_nli_model, language_setting, sample_store_texts
+    from citekeeper.language import choose_nli_model, sample_store_texts
     from citekeeper.store import CorpusStore, StoreError
     from verifiers.evidence import AnswersFileError
     from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
@@ -54,10 +52,6 @@ def verify_command(
 
     if no_model and model:
         raise click.UsageError("--model and --no-model exclude each other")
-    try:
-        setting = language_setting(language)
-    except LanguageError as exc:  # only $CITEKEEPER_LANGUAGE can be bad: click checks --language
-        raise click.UsageError(f"${LANGUAGE_ENV}: {exc}") from exc
     store = CorpusStore.from_env(store_dir)
     try:
         version = store.version_or_latest(version)
@@ -65,7 +59,7 @@ def verify_command(
         raise click.ClickException(str(exc)) from exc
     scorer = choice = None
     if not no_model:
-        choice = choose_nli_model(model, setting, lambda: sample_store_texts(store, version),
+        choice = choose_nli_model(model, language, lambda: sample_store_texts(store, version),
                                   source=f"corpus version {version}")  # fmt: skip
         click.echo(f"NLI model: {choice.describe()}")
         try:

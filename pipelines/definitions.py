@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from importlib.resources import files as package_files
 
 import dagster as dg
 
@@ -41,7 +42,8 @@ def config_from_env(env: Mapping[str, str] = os.environ) -> CitekeeperConfig:
     """The resource as the code location configures it from the environment (a bad setting fails the load)."""
     return CitekeeperConfig(
         store_dir=env.get("CITEKEEPER_STORE", ".citekeeper/store"),
-        source_dir=env.get("CITEKEEPER_SOURCE", "sample_corpus/v1"),
+        # default: the bundled sample corpus's v1, wherever the package is installed
+        source_dir=env.get("CITEKEEPER_SOURCE", str(package_files("pipelines") / "sample_corpus" / "v1")),
         answers_path=env.get("CITEKEEPER_ANSWERS") or None,  # registered before each citation check
         nli_model=env.get("CITEKEEPER_NLI_MODEL") or None,  # "auto": the default model of the language
         nli_backend=env.get("CITEKEEPER_NLI_BACKEND", "torch"),

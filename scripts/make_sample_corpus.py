@@ -1,8 +1,9 @@
-"""Write sample_corpus/v1 and sample_corpus/v2: a small "Acme Cloud" handbook in md, html, pdf, docx and txt.
+"""Write pipelines/sample_corpus/v1 and v2 (the demo's package data): a small "Acme Cloud" handbook in md,
+html, pdf, docx and txt.
 
 Run: .venv/bin/python scripts/make_sample_corpus.py
 Output is deterministic (fixed PDF/DOCX dates and ZIP timestamps), so a rerun gives identical bytes.
-v2 is v1 with the edits listed in sample_corpus/README.md, applied by the functions at the bottom.
+v2 is v1 with the edits listed in pipelines/sample_corpus/README.md, applied by the functions at the bottom.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 import docx
 from fpdf import FPDF
 
-OUT = Path(__file__).resolve().parent.parent / "sample_corpus"
+OUT = Path(__file__).resolve().parent.parent / "pipelines" / "sample_corpus"
 FIXED_TIME = dt.datetime(2024, 1, 15, 9, 0, 0, tzinfo=dt.timezone.utc)
 
 # A document is a list of blocks: ("h1"|"h2"|"h3", text), ("p", text) or ("li", text).

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Idempotent setup: .venv with pinned CPU torch first, then citekeeper, then an offline spaCy model.
+# Every install runs under constraints.txt (the exact tested versions; pyproject.toml declares ranges).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 stamp=.venv/.citekeeper-installed
-want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -c1-16)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then exit 0; fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 VPY=.venv/bin/python
 pip_install() {
   # This machine's pip config lists local indexes that need not exist; their per-package warnings are noise.
-  "$VPY" -m pip install -q "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  "$VPY" -m pip install -q -c constraints.txt "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 }
 pip_install --upgrade pip
 # torch first and pinned: anything unpinned later then finds it satisfied.

@@ -9,12 +9,15 @@ os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parent.parent
-# The shared evaluation data sits beside the checkout (CI lays a copy there); override to point elsewhere.
-SHARED_EVAL = Path(os.environ.get("CITEKEEPER_EVAL_DIR", REPO.parent / "shared" / "eval")).resolve()
+# The real evaluation data (httpx-docs, vue-docs-zh, wice) is not part of the repository: it sits beside
+# the checkout in ../shared/eval (CI lays a copy there), or wherever CITEKEEPER_EVAL_DIR points.
+EVAL_ENV = "CITEKEEPER_EVAL_DIR"
+REQUIRE_EVAL_ENV = "CITEKEEPER_REQUIRE_EVAL"  # set by .ci/run: missing data fails instead of skipping
+SHARED_EVAL = Path(os.environ.get(EVAL_ENV) or REPO.parent / "shared" / "eval").resolve()
 HTTPX_DOCS = SHARED_EVAL / "httpx-docs"
 WICE_DEV = SHARED_EVAL / "wice" / "claim-dev.jsonl"
 VUE_DOCS_ZH = SHARED_EVAL / "vue-docs-zh"
-SAMPLE_CORPUS = REPO / "sample_corpus"
+SAMPLE_CORPUS = REPO / "pipelines" / "sample_corpus"  # package data: the demo reads it from the package
 
 
 def load_script(relative_path: str) -> ModuleType:
@@ -29,6 +32,18 @@ def load_script(relative_path: str) -> ModuleType:
 @pytest.fixture
 def store_dir(tmp_path: Path) -> Path:
     return tmp_path / "store"
+
+
+def require_eval(path: Path) -> Path:
+    """`path` (a data set under SHARED_EVAL) for a real-data test. Missing: the test skips, one message for
+    every such test, saying where the data goes; under .ci/run (CITEKEEPER_REQUIRE_EVAL=1) it fails."""
+    if path.exists():
+        return path
+    where = f"set {EVAL_ENV}=/path/to/eval (default ../shared/eval beside the checkout)"
+    if os.environ.get(REQUIRE_EVAL_ENV):
+        pytest.fail(f"real evaluation data missing: {path} is required under .ci/run ({REQUIRE_EVAL_ENV}=1); {where}")
+    name = path.relative_to(SHARED_EVAL) if path.is_relative_to(SHARED_EVAL) else path
+    pytest.skip(f"real evaluation data {name} not found under {SHARED_EVAL}; {where}")
 
 
 def require_service(available: bool, what: str) -> None:

@@ -46,6 +46,7 @@ def test_materialize_diff_status_report_and_check(tmp_path: Path) -> None:
     first_diff = {e.asset_key.path[-1]: e.materialization.metadata for e in first.get_asset_materialization_events()}
     assert first_diff["chunk_diff"]["parent"].value == ""
     assert check_metadata(first)["n_phantom_citations"] == 0
+    assert check_metadata(first)["phantom_citations"].records == []
 
     store = CorpusStore(store_dir)
     chunks = store.read_chunks("v1", columns=["chunk_id", "text"])
@@ -85,5 +86,12 @@ def test_materialize_diff_status_report_and_check(tmp_path: Path) -> None:
     assert materialized["citation_status"]["status_invalid"].value == 1
     assert materialized["citation_status"]["answers_registered"].value == 4
     assert materialized["chunk_diff"]["documents_removed"].value == 1
+    changed = materialized["chunk_diff"]["changed_documents"]
+    assert [c.name for c in changed.schema.columns] == ["change", "old_source_path", "new_source_path"]
+    assert sorted(list(r.data.values()) for r in changed.records) == [["modified", "a.md", "a.md"], ["removed", "gone.md", None]]
+    blast_radius = materialized["citation_status"]["blast_radius"]
+    assert ("rank", "int") in [(c.name, c.type) for c in blast_radius.schema.columns]
+    assert sorted((r.data["source_path"], r.data["n_citations"]) for r in blast_radius.records) == [("a.md", 1), ("gone.md", 1)]
     metadata = check_metadata(second)
     assert metadata["passed"] is False and metadata["n_phantom_citations"] == 1
+    assert [(r.data["answer_id"], r.data["chunk_id"]) for r in metadata["phantom_citations"].records] == [("phantom", "chk_invented")]

@@ -96,7 +96,15 @@ def test_checks_fail_on_a_version_with_broken_offsets(source: Path, store_dir: P
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
     assert not checks["offsets_reproduce_text"].passed
     assert checks["offsets_reproduce_text"].metadata["n_misplaced_chunks"].value == chunks.height
+    misplaced = checks["offsets_reproduce_text"].metadata["misplaced_chunks"]
+    assert [(c.name, c.type) for c in misplaced.schema.columns] == [
+        ("chunk_id", "string"), ("doc_id", "string"), ("start_char", "int"), ("end_char", "int"),
+    ]
+    assert sorted(r.data["chunk_id"] for r in misplaced.records) == sorted(chunks["chunk_id"])
+    assert {(r.data["doc_id"], r.data["start_char"]) for r in misplaced.records} == {("alpha.md", s) for s in chunks["start_char"]}
     assert checks["chunk_ids_unique"].passed and checks["text_hash_matches_text"].passed
+    no_duplicates = checks["chunk_ids_unique"].metadata["duplicate_chunk_ids"]  # a passing check: an empty table
+    assert no_duplicates.records == [] and [c.name for c in no_duplicates.schema.columns] == ["chunk_id", "len"]
     # blocking: nothing downstream of the failed check ran
     materialized = {e.materialization.asset_key.path[-1] for e in result.get_asset_materialization_events()}
     assert materialized == {"documents", "chunks"}

@@ -11,7 +11,7 @@ from citekeeper.tables import from_rows
 from citekeeper.text import split_sentences
 from citekeeper.identity import text_hash
 from tests.chunk_frames import build_version, doc_id_of
-from tests.conftest import HTTPX_DOCS
+from tests.conftest import HTTPX_DOCS, require_eval
 from citekeeper.answers import answer_rows, parse_answer
 from verifiers.citation_status import CHUNK_COLUMNS, check_citations, judge
 from verifiers.diff import diff_frames
@@ -126,6 +126,7 @@ def httpx_check(tmp_path_factory):
     from parsers.ingest import ingest
     from citekeeper.store import CorpusStore
 
+    require_eval(HTTPX_DOCS)
     store = CorpusStore(tmp_path_factory.mktemp("httpx") / "store")
     for tag in (OLD_TAG, NEW_TAG):
         ingest(HTTPX_DOCS / tag, store, version=tag)

@@ -56,7 +56,7 @@ def test_answers_add_reports_bad_line_and_registers_good_ones(store_root):
     result = run("answers", "add", str(store_root.parent / "answers.jsonl"), "--store", str(store_root))
     assert result.exit_code == 1
     assert "3 added, 0 revised, 0 unchanged, 1 error(s)" in result.output
-    assert "line 4: claims[0].text: missing" in result.output
+    assert "line 4: claims.0.text: Field required" in result.output
     again = run("answers", "add", str(store_root.parent / "answers.jsonl"), "--store", str(store_root))
     assert "0 added, 0 revised, 3 unchanged" in again.output
 

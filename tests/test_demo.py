@@ -3,11 +3,13 @@ and gives the same results when run twice."""
 from pathlib import Path
 
 import polars as pl
+import pytest
 from click.testing import CliRunner
 
 from citekeeper.layout import StoreLayout, latest_run_dir
 from citekeeper.answer_store import AnswerStore
 from citekeeper.store import CorpusStore
+from pipelines import cli_demo
 from pipelines.cli import main
 
 
@@ -27,7 +29,7 @@ def _results(store_root: Path) -> dict[str, pl.DataFrame]:
     }
 
 
-def test_demo_runs_the_pipeline_and_is_idempotent(tmp_path: Path):
+def test_demo_runs_the_pipeline_and_is_idempotent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     store_root = tmp_path / "demo"
     runner = CliRunner()
     first = runner.invoke(main, ["demo", "--store", str(store_root)])
@@ -48,9 +50,35 @@ def test_demo_runs_the_pipeline_and_is_idempotent(tmp_path: Path):
             ("on-call-ack", "stale"), ("service-credit-cash", "invalid")} <= v2
     assert results["manifests"]["name"].to_list() == ["v1", "v2"]
 
-    second = runner.invoke(main, ["demo", "--store", str(store_root)])
+    # The rerun names the store through $CITEKEEPER_STORE instead of --store, from another directory.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    second = runner.invoke(main, ["demo"], env={"CITEKEEPER_STORE": str(store_root)})
     assert second.exit_code == 0, second.output
+    assert f"store {store_root}" in second.output and list(elsewhere.iterdir()) == []
     again = _results(store_root)
     for name, frame in results.items():
         assert again[name].equals(frame), name
     assert (results["answers"]["revision"] == 1).all()  # re-registering identical answers is a no-op
+
+
+@pytest.mark.parametrize(
+    "args, env, expected",
+    [
+        (["--store", "from-flag"], {"CITEKEEPER_STORE": "from-env"}, "from-flag"),  # --store wins
+        ([], {"CITEKEEPER_STORE": "from-env"}, "from-env"),
+        ([], {"CITEKEEPER_STORE": None}, ".citekeeper/demo"),
+    ],
+)
+def test_demo_store_is_the_flag_then_the_environment_then_its_default(
+    args: list[str], env: dict, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    used = []
+    monkeypatch.setattr(cli_demo, "run_version", lambda instance, store_dir, *rest: used.append(store_dir))
+    monkeypatch.setattr(cli_demo, "summary", lambda store_dir, note: f"summary of {store_dir}")
+    result = CliRunner().invoke(main, ["demo", "--no-model", *args], env=env)
+    assert result.exit_code == 0, result.output
+    assert used == [Path(expected)] * 2 and (tmp_path / expected / "dagster_home").is_dir()
+    assert f"summary of {expected}" in result.output

@@ -84,6 +84,56 @@ def test_front_matter_after_byte_order_mark(tmp_path):
     assert errors == [] and source.doc_id == "with-bom"
 
 
+@pytest.mark.parametrize(
+    ("front_matter", "expected"),
+    [
+        ('title: "A \\"quoted\\" title"', {"title": 'A "quoted" title'}),
+        ("title: 'It''s here'", {"title": "It's here"}),
+        ("title: >\n  A folded\n  long title", {"title": "A folded long title"}),
+        ("doc_id: 007\ntitle: No", {"doc_id": "007", "title": "No"}),  # kept as written, not 7 and False
+        ("title: 运维手册\ndoc_id: 手册/简介\naccess_scope: internal_only", {"title": "运维手册", "doc_id": "手册/简介", "access_scope": "internal_only"}),
+        ("title: A\r\ndoc_id: crlf\r\nauthor: [x, y]", {"title": "A", "doc_id": "crlf"}),  # unknown keys ignored
+    ],
+)
+def test_front_matter_is_yaml(tmp_path, front_matter, expected):
+    newline = "\r\n" if "\r\n" in front_matter else "\n"
+    write(tmp_path / "fm.md", newline.join(["---", front_matter, "---", "# Heading", ""]))
+    (source,), errors = discover_sources(tmp_path, CONFIG)
+    assert errors == []
+    explicit = {"doc_id": source.doc_id, "title": source.title, "access_scope": source.access_scope}
+    assert explicit == {"doc_id": "fm.md", "title": None, "access_scope": "user_visible"} | expected
+
+
+@pytest.mark.parametrize(
+    ("front_matter", "reason"),
+    [
+        ("title: [a, b]", "front matter: title must be a string, got list ['a', 'b']"),
+        ("doc_id: ok\ntitle: 'unclosed", "front matter line 3, column 17: invalid YAML: while scanning a quoted scalar found unexpected end"),
+        ("title: a: b", "front matter line 2, column 9: invalid YAML: mapping values are not allowed here"),
+        ("title: ok\ndoc_id: bell\x07", "front matter line 3: invalid YAML: character U+0007 is not allowed"),
+        ("access_scope:internal_only", "front matter must be `key: value` lines (a space after each colon)"),
+        ("access_scope: secret", "front matter: access_scope 'secret' is not one of"),
+        ("title: ''", "front matter: title must be a non-empty string"),
+        # YAML alone would keep the last one: an internal document must not turn user-visible by accident
+        ("access_scope: internal\naccess_scope: user_visible",
+         "front matter line 3, column 1: invalid YAML: key 'access_scope' is given twice"),
+    ],
+)
+def test_invalid_front_matter_quarantines_the_document(tmp_path, front_matter, reason):
+    write(tmp_path / "doc.md", f"---\n{front_matter}\n---\n# D\n")
+    sources, errors = discover_sources(tmp_path, CONFIG)
+    assert sources == []
+    (error,) = errors
+    assert (error.source_path, error.stage, error.error_type) == ("doc.md", "discover", "InvalidMetadata")
+    assert error.reason.startswith(reason), error.reason
+
+
+def test_a_leading_rule_is_not_front_matter(tmp_path):
+    write(tmp_path / "rule.md", "---\nJust a paragraph: between rules.\n---\n# T\n")
+    (source,), errors = discover_sources(tmp_path, CONFIG)
+    assert errors == [] and (source.doc_id, source.title) == ("rule.md", None)
+
+
 def test_sample_corpus_internal_document():
     sources, errors = discover_sources(SAMPLE_CORPUS / "v1", CONFIG)
     assert errors == []

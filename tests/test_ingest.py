@@ -22,7 +22,7 @@ from citekeeper.store import (
     mismatched_text_hashes,
     misplaced_offsets,
 )
-from tests.conftest import HTTPX_DOCS
+from tests.conftest import HTTPX_DOCS, require_eval
 from tests.store_helpers import crash_before_manifest, hold_lock
 
 
@@ -235,8 +235,8 @@ def test_stage_against_a_stale_parent_is_not_committed(source: Path, store_dir: 
         commit(store, "late")
 
 
-@pytest.mark.skipif(not HTTPX_DOCS.is_dir(), reason="httpx docs not available")
 def test_two_consecutive_httpx_releases(store_dir: Path) -> None:
+    require_eval(HTTPX_DOCS)
     old_dir, new_dir = HTTPX_DOCS / "0.27.0", HTTPX_DOCS / "0.28.0"
     store = CorpusStore(store_dir)
     ingest(old_dir, store, version="0.27.0")

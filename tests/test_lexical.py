@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import VUE_DOCS_ZH, load_script
+from tests.conftest import VUE_DOCS_ZH, load_script, require_eval
 from verifiers.lexical import lexical_support, tokens
 
 # "㎞" becomes "km" under NFKC: window offsets must still be code points of the raw evidence.
@@ -125,8 +125,8 @@ def test_english_swaps_are_undecided_and_inflections_are_not():
     assert lexical_support("The library offers a broadly requests-compatible API.", evidence) is not None
 
 
-@pytest.mark.skipif(not VUE_DOCS_ZH.exists(), reason="vue-docs-zh not available")
 def test_vue_docs_zh_precision_at_least_095(capsys):
+    require_eval(VUE_DOCS_ZH)
     bench = load_script("bench/zh_lexical_precision.py")
     figures = bench.main(VUE_DOCS_ZH)
     assert figures["positives"] >= 300 and figures["negatives"] >= 300

@@ -73,7 +73,8 @@ def test_missing_model_fails_fast_with_guidance(tmp_path, monkeypatch):
             load_scorer(model)
         message = str(excinfo.value)
         assert model in message and "--model /local/dir" in message and "--no-model" in message
-        assert time.monotonic() - started < 30  # no network retries
+        assert "citekeeper models pull" in message
+        assert time.monotonic() - started < 10  # no network retries
 
 
 def test_long_evidence_windows_fit_the_real_tokenizer(tmp_path):

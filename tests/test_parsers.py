@@ -128,6 +128,18 @@ def test_front_matter_is_not_text(tmp_path):
     assert doc.text == "Shown Heading" + ELEMENT_SEPARATOR + "Body text here."
 
 
+def test_yaml_front_matter_with_crlf_and_chinese_is_not_text(tmp_path):
+    page = "---\r\ntitle: >\r\n  运维\r\n  手册\r\ndoc_id: \"手册/\\\"一\\\"\"\r\n---\r\n# 简介\r\n\r\n正文在这里。\r\n"
+    doc = parse_file(write(tmp_path / "page.md", page))
+    assert (doc.title, doc.source.doc_id) == ("运维 手册", '手册/"一"')
+    assert doc.text == "简介" + ELEMENT_SEPARATOR + "正文在这里。"
+
+
+def test_leading_rule_stays_text(tmp_path):
+    doc = parse_file(write(tmp_path / "rule.md", "---\nA paragraph between rules.\n---\n\nBody text here.\n"))
+    assert "A paragraph between rules." in doc.text and "Body text here." in doc.text
+
+
 def test_html_declared_charset(tmp_path):
     page = '<html><head><meta charset="iso-8859-1"></head><body><h1>Caf\xe9</h1><p>Cr\xe8me br\xfbl\xe9e is served daily.</p></body></html>'
     doc = parse_file(write(tmp_path / "menu.html", page.encode("latin-1")))

@@ -7,12 +7,12 @@ from pathlib import Path
 import lancedb
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from citekeeper import schema
 from citekeeper.store import (
-    DOC_ID_BATCH,
     STORED_SCHEMAS,
     CorpusStore,
     StoreError,
@@ -24,7 +24,6 @@ from citekeeper.store import (
     duplicate_chunk_ids,
     mismatched_text_hashes,
     misplaced_offsets,
-    _doc_id_filters,
 )
 from citekeeper.identity import text_hash
 from tests.store_helpers import Crash, crash_before_manifest, hold_lock
@@ -225,14 +224,22 @@ def test_reading_some_documents_uses_the_doc_id_index(two_versions: CorpusStore)
     assert store.read_chunks("v1", doc_ids=[]).height == 0
     indices = lancedb.connect(store.lance_uri).open_table("chunks").list_indices()
     assert [(i.name, i.columns, i.num_unindexed_rows) for i in indices] == [("doc_id_idx", ["doc_id"], 0)]
-    scan = lancedb.connect(store.lance_uri).open_table("chunks").to_lance().scanner(columns=["doc_id"], filter="doc_id IN ('b')")
+    dataset = lancedb.connect(store.lance_uri).open_table("chunks").to_lance()
+    scan = dataset.scanner(columns=["doc_id"], filter=pc.field("doc_id").isin(["b"]))
     assert "ScalarIndexQuery" in scan.explain_plan()
 
 
-def test_doc_id_filters_quote_ids_and_batch_them() -> None:
-    filters = list(_doc_id_filters([f"d{i:04d}" for i in range(DOC_ID_BATCH + 1)] + ["it's"]))
-    assert len(filters) == 2 and filters[0].startswith("doc_id IN ('d0000', ")
-    assert "'it''s'" in filters[1]
+def test_doc_ids_with_quotes_backslashes_and_chinese_are_read_and_deleted_exactly(store_dir: Path) -> None:
+    odd = ["it's", 'say "hi"', "back\\slash", "手册/简介", "x' OR '1'='1", "50%_off"]
+    plain = ["a", "it", "手册", "x"]  # prefixes and pieces of the odd ids, which must be left alone
+    store = CorpusStore(store_dir)
+    commit(store, "v1", {doc_id: paragraphs(doc_id, 2) for doc_id in odd + plain})
+    assert sorted(store.read_documents("v1", doc_ids=odd)["doc_id"]) == sorted(odd)
+    assert sorted(store.read_chunks("v1", doc_ids=odd[:2], columns=["doc_id"])["doc_id"]) == sorted(odd[:2] * 2)
+    commit(store, "v2", {}, replaced=odd, parent="v1")
+    assert sorted(store.read_documents("v2")["doc_id"]) == sorted(plain)
+    assert store.read_chunks("v2", doc_ids=odd).height == 0
+    assert sorted(store.read_documents("v1")["doc_id"]) == sorted(odd + plain)  # v1 still holds them
 
 
 def test_parquet_exports_use_the_schemas(two_versions: CorpusStore, store_dir: Path) -> None:

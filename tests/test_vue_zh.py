@@ -20,7 +20,7 @@ from citekeeper.store import CorpusStore
 from citekeeper.text import is_cjk, normalize_text, sentence_spans, split_sentences
 from parsers.model import ParseConfig
 from pipelines.cli import main
-from tests.conftest import VUE_DOCS_ZH
+from tests.conftest import VUE_DOCS_ZH, require_eval
 from citekeeper.answers import parse_answer
 
 DATES = sorted(p.name for p in VUE_DOCS_ZH.iterdir() if p.is_dir() and p.name[:1].isdigit()) if VUE_DOCS_ZH.is_dir() else []
@@ -33,6 +33,7 @@ MIN_SENTENCE_CHARS = 12  # shorter sentences (headings, "示例：") are too amb
 def vue_store(tmp_path_factory) -> CorpusStore:
     from parsers.ingest import ingest
 
+    require_eval(VUE_DOCS_ZH)
     assert len(DATES) == 3, f"vue-docs-zh (three dated folders) missing under {VUE_DOCS_ZH}"
     store = CorpusStore(tmp_path_factory.mktemp("vue") / "store")
     for date in DATES:

@@ -5,7 +5,7 @@ import pytest
 
 from citekeeper.locate import locate_quote
 from citekeeper.text import normalize_with_offsets, split_sentences
-from tests.conftest import WICE_DEV, load_script
+from tests.conftest import WICE_DEV, load_script, require_eval
 from verifiers.lexical import lexical_support
 
 EVIDENCE = (
@@ -48,8 +48,8 @@ def test_sentences_and_normalised_anchoring():
     assert (bye.start, bye.end, bye.kind) == (20, 24, "exact") and locate_quote(chunk, "Hi.") is None
 
 
-@pytest.mark.skipif(not WICE_DEV.exists(), reason="WiCE dev file not available")
 def test_wice_dev_precision_at_least_095(capsys):
+    require_eval(WICE_DEV)
     bench = load_script("bench/wice_lexical_precision.py")
     figures = bench.main(WICE_DEV)
     assert figures["n"] == 349

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -18,6 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from citekeeper.language import ENGLISH
+from citekeeper.models import ModelSourceError, resolve_model
 
 # The English default. The CLI and the Dagster asset pick the model per corpus language instead:
 # citekeeper.language.choose_nli_model (multilingual for Chinese and other non-English corpora).
@@ -76,9 +78,10 @@ def canonical_columns(id2label: dict) -> tuple[int, int, int | None]:
 def missing_model_message(model: str, reason: str) -> str:
     return (
         f"cannot load NLI model {model!r}: {reason}\n"
-        "No model weights can be downloaded here. Either pass --model /local/dir (a directory saved with "
-        "save_pretrained: config.json, weights and tokenizer of an NLI sequence-classification model), or "
-        "--no-model to run only the anchoring and lexical tiers (claims they cannot decide become 'unverified')."
+        "Either pass --model /local/dir (a directory saved with save_pretrained: config.json, weights and "
+        "tokenizer of an NLI sequence-classification model; on a machine without network, save one elsewhere "
+        "with `citekeeper models pull --to DIR` and copy DIR over), or --no-model to run only the anchoring and "
+        "lexical tiers (claims they cannot decide become 'unverified')."
     )
 
 
@@ -164,19 +167,26 @@ def load_scorer(
     batch_size: int = 32,
     progress: bool = False,
 ) -> HFScorer:
-    """Load `model` (hub id or local dir) for `backend`; raises ModelUnavailable / LabelSetError."""
+    """Load `model` for `backend`; raises ModelUnavailable / LabelSetError.
+
+    `model` is a local directory or a hub id (from the local Hugging Face cache, else downloaded into it:
+    citekeeper.models.resolve_model). The revision is the hub commit, else a content hash of the directory.
+    """
     if backend not in BACKENDS:
         raise ValueError(f"unknown NLI backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    source = _resolve_source(model)
+    try:
+        local = resolve_model(model)
+    except ModelSourceError as exc:
+        raise ModelUnavailable(missing_model_message(model, str(exc))) from exc
     try:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        hf_model = AutoModelForSequenceClassification.from_pretrained(source).eval()
+        tokenizer = AutoTokenizer.from_pretrained(local.path)
+        hf_model = AutoModelForSequenceClassification.from_pretrained(local.path).eval()
     except (OSError, ValueError, KeyError) as exc:
         raise ModelUnavailable(missing_model_message(model, f"{type(exc).__name__}: {exc}")) from exc
     columns = canonical_columns(hf_model.config.id2label)
-    revision = _revision(Path(source), hf_model.config)
+    revision = local.commit or _content_hash(local.path)
     common = dict(
         model_id=model, revision=revision, tokenizer=tokenizer, columns=columns,
         max_tokens=_max_tokens(tokenizer, hf_model.config), batch_size=batch_size, progress=progress,
@@ -189,35 +199,13 @@ def load_scorer(
     return OnnxScorer(**common, session=_onnx_session(onnx_path))
 
 
-def _resolve_source(model: str) -> str:
-    """A local dir as is; a hub id only when it is already in the local cache (offline: fail fast)."""
-    path = Path(model).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").exists():
-            raise ModelUnavailable(missing_model_message(model, f"{path} has no config.json"))
-        return str(path)
-    if model.startswith((".", "/", "~")) or model.count("/") > 1:  # a path, not an org/name hub id
-        raise ModelUnavailable(missing_model_message(model, f"directory {path} does not exist"))
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
-        from huggingface_hub import try_to_load_from_cache
-
-        if not isinstance(try_to_load_from_cache(model, "config.json"), str):
-            raise ModelUnavailable(
-                missing_model_message(model, "it is not in the local Hugging Face cache and HF_HUB_OFFLINE=1")
-            )
-    return model
-
-
-def _revision(source: Path, config) -> str:
-    """The hub commit when known, else a content hash of the local config and weights."""
-    commit = getattr(config, "_commit_hash", None)
-    if commit or not source.is_dir():
-        return commit or "unknown"
+def _content_hash(directory: Path) -> str:
+    """The revision of a model directory without a hub commit: a hash of its config and weights."""
     digest = hashlib.sha256()
-    for name in sorted(os.listdir(source)):
-        if name.endswith((".json", ".safetensors", ".bin")) and (source / name).is_file():
+    for name in sorted(os.listdir(directory)):
+        if name.endswith((".json", ".safetensors", ".bin")) and (directory / name).is_file():
             digest.update(name.encode())
-            with open(source / name, "rb") as handle:
+            with open(directory / name, "rb") as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
     return "sha256:" + digest.hexdigest()[:16]
@@ -236,28 +224,45 @@ def _safe_name(text: str) -> str:
 
 
 def export_int8_onnx(hf_model, tokenizer, directory: Path) -> Path:
-    """Export `hf_model` to ONNX and quantise its weights to int8 once; later calls reuse the file."""
+    """Export `hf_model` to ONNX and quantise its weights to int8 once; later calls reuse the file.
+
+    Both steps write temp files of their own and the result is renamed into place, so concurrent exports never
+    read each other's half-written files and an export killed midway leaves no model.int8.onnx behind.
+    """
     quantized = directory / "model.int8.onnx"
     if quantized.exists():
         return quantized
-    import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     directory.mkdir(parents=True, exist_ok=True)
+    fp32, int8 = _temp_file(directory, ".model.fp32."), _temp_file(directory, ".model.int8.")
+    try:
+        _export_fp32(hf_model, tokenizer, fp32)
+        quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+        os.replace(int8, quantized)
+    finally:
+        fp32.unlink(missing_ok=True)
+        int8.unlink(missing_ok=True)
+    return quantized
+
+
+def _temp_file(directory: Path, prefix: str) -> Path:
+    handle, name = tempfile.mkstemp(prefix=prefix, suffix=".onnx", dir=directory)
+    os.close(handle)
+    return Path(name)
+
+
+def _export_fp32(hf_model, tokenizer, path: Path) -> None:
+    import torch
+
     sample = dict(tokenizer(["a premise"] * 2, ["a hypothesis"] * 2, padding=True, return_tensors="pt"))
     names = list(sample)
-    fp32 = directory / "model.fp32.onnx"
     axes = {name: {0: "batch", 1: "sequence"} for name in names} | {"logits": {0: "batch"}}
     with torch.inference_mode():
         torch.onnx.export(
-            _logits_only(hf_model, names), tuple(sample[n] for n in names), str(fp32),
+            _logits_only(hf_model, names), tuple(sample[n] for n in names), str(path),
             input_names=names, output_names=["logits"], dynamic_axes=axes, opset_version=17, dynamo=False,
         )  # fmt: skip
-    tmp = directory / f".model.int8.{os.getpid()}.onnx"
-    quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8)
-    os.replace(tmp, quantized)
-    fp32.unlink()
-    return quantized
 
 
 def _logits_only(model, names: list[str]):

@@ -206,6 +206,6 @@ def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_ve
 
 def write_store_report(path: Path, store, target_version: str, status: pl.DataFrame, blast_radius: pl.DataFrame) -> Path:
     """The report of `target_version` in a CorpusStore: its registered answers and the plots over its versions."""
-    answers = AnswerStore(store.root)
+    answers = AnswerStore(store.root).snapshot()  # answers and claims of one commit
     plots = report_plots(store.root, [m.name for m in store.versions()], target_version, blast_radius)
     return write_html(path, status, blast_radius, answers.answers(), answers.claims(), target_version, plots_html=plots)

@@ -28,8 +28,8 @@ def verify_store(
     if answers_file is not None:
         claims, citations = answers_from_file(answers_file)
     else:
-        answer_store = AnswerStore(store.root)
-        claims, citations = answer_store.claims(), answer_store.citations()
+        answers = AnswerStore(store.root).snapshot()  # claims and citations of one commit
+        claims, citations = answers.claims(), answers.citations()
     chunks = store.read_chunks(version, columns=["chunk_id", "doc_id", "text", "start_char"])
     evidence = citation_evidence(citations, chunks, read_citation_status(store.root, version))
     cache = VerdictCache(store.layout.verdict_cache_dir) if scorer is not None else None

@@ -1,0 +1,210 @@
+"""Where a model comes from: a local directory, the local Hugging Face cache, or a download.
+
+A model spec is a local directory saved with save_pretrained (config.json, tokenizer, weights) or a hub id
+(`org/name`). resolve_model turns either into a local directory that from_pretrained loads:
+- a directory loads as is;
+- a hub id already in the local Hugging Face cache loads without any network access;
+- any other hub id is downloaded into that cache (config, tokenizer files and one weights format,
+  safetensors preferred), with a progress bar, unless $HF_HUB_OFFLINE is set. $HF_ENDPOINT names the hub.
+  Both are read at each call. A hub that does not answer within HUB_TIMEOUT_S fails the call at once.
+pull copies models into plain directories to carry to a machine without network (`citekeeper models pull`).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from citekeeper.language import LANGUAGES, models_for
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+# How long the hub may take to answer the first request. Without a bound, a machine whose network drops
+# packets waits minutes (TCP connect retries, DNS timeouts, huggingface_hub's own retries) before failing.
+HUB_TIMEOUT_S = 5.0
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+SUPPORT_SUFFIXES = (".json", ".txt", ".model")  # config.json, tokenizer.json, vocab.txt, spm.model, ...
+TOKENIZER_FILES = frozenset(
+    {"tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spm.model", "sentencepiece.bpe.model"}
+)
+_TRUE = {"1", "true", "yes", "on"}
+
+
+class ModelSourceError(RuntimeError):
+    """A model spec that gives no loadable local directory; the message says why."""
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    path: Path  # a directory from_pretrained loads
+    commit: str | None  # the hub commit of a hub id; None for a spec that is a directory
+
+
+@dataclass(frozen=True)
+class PulledModel:
+    spec: str
+    path: Path  # <to_dir>/<pulled_name(spec)>, a plain save_pretrained-style directory
+    commit: str | None
+
+
+def resolve_model(spec: str | Path) -> LocalModel:
+    """The local directory of `spec` (directory or hub id), downloading a hub id that is not cached."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise ModelSourceError(f"{path} has no config.json")
+        return LocalModel(path, None)
+    if _looks_like_path(str(spec)):
+        raise ModelSourceError(f"directory {path} does not exist")
+    cached = _cached_snapshot(str(spec))
+    if cached is not None:
+        return LocalModel(cached, cached.name)
+    if _hub_offline():
+        raise ModelSourceError("it is not in the local Hugging Face cache and HF_HUB_OFFLINE=1")
+    folder = _download(str(spec), _hub_endpoint())
+    return LocalModel(folder, folder.name)
+
+
+def _looks_like_path(spec: str) -> bool:
+    """True for a spec that can only be a path: a hub id is `name` or `org/name`."""
+    return spec.startswith((".", "/", "~")) or spec.count("/") > 1
+
+
+def _hub_offline() -> bool:
+    return any(os.environ.get(name, "").strip().lower() in _TRUE for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _hub_endpoint() -> str:
+    # Passed explicitly: huggingface_hub reads $HF_ENDPOINT once, when it is imported.
+    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def needed_files(names: Iterable[str]) -> list[str]:
+    """The files from_pretrained needs out of a repo or directory listing: the top-level config and tokenizer
+    files and one weights format, safetensors when there are any (many repos carry the weights twice)."""
+    top = sorted(name for name in names if "/" not in name)
+    weights = [name for name in top if name.endswith(".safetensors")] or [name for name in top if name.endswith(".bin")]
+    return [name for name in top if name.endswith(SUPPORT_SUFFIXES)] + weights
+
+
+def _is_loadable(names: Iterable[str]) -> bool:
+    """A listing with a config, a tokenizer and weights."""
+    names = set(names)
+    return "config.json" in names and bool(names & TOKENIZER_FILES) and any(n.endswith(WEIGHT_SUFFIXES) for n in names)
+
+
+def _cached_snapshot(repo_id: str) -> Path | None:
+    """The cached snapshot of `repo_id`'s default branch, read without network access; None when it is missing
+    or incomplete (a download that was interrupted links only the files it finished)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        config = try_to_load_from_cache(repo_id, "config.json")
+    except ValueError as exc:  # not a valid hub id
+        raise ModelSourceError(f"it is neither a local directory nor a Hugging Face hub id ({exc})") from exc
+    if not isinstance(config, str):
+        return None
+    folder = Path(config).parent
+    return folder if _is_loadable(os.listdir(folder)) else None
+
+
+def _download(repo_id: str, endpoint: str) -> Path:
+    from huggingface_hub import snapshot_download
+
+    files = needed_files(_repo_files(repo_id, endpoint))
+    if not _is_loadable(files):
+        raise ModelSourceError(f"{endpoint}/{repo_id} has no config.json, tokenizer and safetensors/.bin weights")
+    print(f"downloading {repo_id} from {endpoint} into the Hugging Face cache", file=sys.stderr, flush=True)
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=files, endpoint=endpoint, etag_timeout=HUB_TIMEOUT_S))
+    except Exception as exc:  # the hub client's HTTP/connection errors differ between huggingface_hub releases
+        raise ModelSourceError(f"downloading it from {endpoint} failed: {_first_line(exc)}") from exc
+
+
+def _repo_files(repo_id: str, endpoint: str) -> list[str]:
+    """The file names of `repo_id` on the hub; ModelSourceError when the hub does not answer in HUB_TIMEOUT_S."""
+    from huggingface_hub import HfApi
+
+    def model_info():
+        return HfApi(endpoint=endpoint).model_info(repo_id, timeout=HUB_TIMEOUT_S)
+
+    try:
+        info = _answer_within(HUB_TIMEOUT_S, model_info)
+    except Exception as exc:  # the hub client's HTTP/connection errors differ between huggingface_hub releases
+        raise ModelSourceError(
+            f"it is not in the local Hugging Face cache and cannot be fetched from {endpoint}: {_first_line(exc)}"
+        ) from exc
+    return [sibling.rfilename for sibling in info.siblings or []]
+
+
+def _answer_within(seconds: float, call: Callable):
+    """call() in a daemon thread, given up after `seconds`: socket timeouts do not bound a DNS lookup."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except Exception as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError(f"no answer within {seconds:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _first_line(exc: Exception) -> str:
+    return f"{type(exc).__name__}: " + (str(exc).strip().splitlines() or [""])[0]
+
+
+def languages_of(setting: str) -> list[str]:
+    """The concrete languages a language setting can resolve to: `auto` can detect any of them."""
+    return [language for language in LANGUAGES if language != "auto"] if setting == "auto" else [setting]
+
+
+def default_models(setting: str) -> dict[str, str]:
+    """The models a language setting can load, each with its role (`nli` or `embedding`), NLI models first.
+    The bundled English embedding model is not among them: it ships with citekeeper."""
+    pairs = [models_for(language) for language in languages_of(setting)]
+    roles = {pair.nli: "nli" for pair in pairs}
+    return roles | {pair.embedding: "embedding" for pair in pairs if pair.embedding}
+
+
+def pulled_name(spec: str) -> str:
+    """The subdirectory `pull` saves `spec` in: `org--name` for a hub id, the directory's name for a path."""
+    path = Path(spec).expanduser()
+    name = path.resolve().name if path.is_dir() or _looks_like_path(spec) else spec.replace("/", "--")
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def pull(models: Iterable[str], to_dir: Path | str) -> list[PulledModel]:
+    """Copy each model (downloaded first when it is not cached) into <to_dir>/<pulled_name>, a plain directory
+    that loads with no network: pass it as --model (NLI) or $CITEKEEPER_EMBEDDING_MODEL (embeddings)."""
+    to_dir = Path(to_dir)
+    to_dir.mkdir(parents=True, exist_ok=True)
+    return [_pull_one(str(spec), to_dir) for spec in models]
+
+
+def _pull_one(spec: str, to_dir: Path) -> PulledModel:
+    source = resolve_model(spec)
+    target = to_dir / pulled_name(spec)
+    # Copied beside the target and renamed into place, so an interrupted pull never leaves half a model there.
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=to_dir))
+    try:
+        for name in needed_files(os.listdir(source.path)):
+            shutil.copyfile(source.path / name, staging / name)  # follows the cache's links to its blobs
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return PulledModel(spec, target, source.commit)

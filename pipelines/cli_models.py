@@ -1,0 +1,51 @@
+"""citekeeper models pull."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+
+from citekeeper.models import PulledModel
+from pipelines.cli_common import language_option
+
+
+@click.group("models")
+def models_group() -> None:
+    """Models for machines without network."""
+
+
+@models_group.command("pull")
+@click.argument("models", nargs=-1)
+@click.option("--to", "to_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Directory to save the models in, one subdirectory each; copy it to the machine without network.")  # fmt: skip
+@language_option("Without MODEL arguments: pull the default NLI and embedding models of this corpus language "
+                 "(auto: of every language, as detection may pick any).")
+def pull_command(models: tuple[str, ...], to_dir: Path, language: str) -> None:
+    """Save MODELs (hub ids or local directories; default: the --language defaults) under --to DIR, each a plain
+    directory that loads with no network. A hub id is downloaded into the Hugging Face cache unless already there."""
+    from citekeeper.language import models_for
+    from citekeeper.models import ModelSourceError, default_models, languages_of, pull
+
+    if models and click.get_current_context().get_parameter_source("language") is ParameterSource.COMMANDLINE:
+        raise click.UsageError("give MODEL arguments or --language, not both")
+    if not models and any(models_for(lang).embedding is None for lang in languages_of(language)):
+        click.echo("the English embedding model (all-MiniLM-L6-v2) ships with citekeeper: nothing to pull for it")
+    try:
+        pulled = pull(models or list(default_models(language)), to_dir)
+    except ModelSourceError as exc:
+        raise click.ClickException(str(exc)) from exc
+    roles = default_models("auto")
+    for model in pulled:
+        click.echo(_describe(model, roles.get(model.spec)))
+
+
+def _describe(model: PulledModel, role: str | None) -> str:
+    """Where `model` went and how to load it on the machine it is copied to."""
+    nli, embedding = f"--model {model.path}", f"CITEKEEPER_EMBEDDING_MODEL={model.path}"
+    use = {"nli": nli, "embedding": embedding}.get(role, f"{nli} (NLI) or {embedding} (embeddings)")
+    commit = f" @ {model.commit}" if model.commit else ""
+    return f"{model.spec}{commit} -> {model.path}\n  use: {use}"
+
+
+COMMANDS = [models_group]

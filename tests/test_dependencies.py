@@ -1,0 +1,119 @@
+"""pyproject.toml declares what the code imports, and nothing it does not need.
+
+Every third-party module imported (at any depth, lazy imports included) by the five product packages must
+come from a distribution in [project.dependencies] (or, for the one import behind an optional code path,
+its extra); what tests/, bench/ and scripts/ import may also come from an extra (dev included). In the
+other direction, every declared distribution is imported by that code or is listed below with the reason
+it is needed without being imported. Modules are mapped to distributions with
+importlib.metadata.packages_distributions(), so the check runs against what is installed.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import re
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PRODUCT = ("citekeeper", "parsers", "verifiers", "assets", "pipelines")
+DEVELOPMENT = ("tests", "bench", "scripts")
+FIRST_PARTY = {*PRODUCT, "tests", "bench"}
+
+# Imports on an optional code path, and the extra that provides them.
+OPTIONAL_IMPORTS = {"dagster_k8s": "k8s"}  # pipelines/definitions.py, only with CITEKEEPER_EXECUTOR=k8s
+
+# Declared and needed, though no code here imports them by name.
+NOT_IMPORTED = {
+    # unstructured's PDF text layer (strategy="fast") imports these, some through unstructured-inference,
+    # which scripts/setup.sh installs --no-deps; its [pdf] extra is not installed
+    **dict.fromkeys(
+        ["pdfminer-six", "pypdf", "pi-heif", "pdf2image", "pikepdf", "pypdfium2", "opencv-python", "pandas",
+         "scipy", "matplotlib"],
+        "unstructured's PDF text layer",
+    ),  # fmt: skip
+    "pylance": "lancedb's Table.to_lance(), which citekeeper/store.py calls",
+    "onnx": "torch.onnx.export and onnxruntime.quantization (verify --backend onnx)",
+    "dagster-webserver": "dagster dev and the UI (tests/test_webserver.py)",
+    "dagster-graphql": "the webserver's GraphQL API (tests/test_webserver.py)",
+    "dagster-postgres": "deploy/dagster-postgres.yaml names its storage class (tests/test_postgres.py)",
+    "pytest-timeout": "pytest plugin (timeout in [tool.pytest.ini_options])",
+    "setuptools": "the build backend tests/test_wheel.py builds the wheel with",
+}
+
+
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_name(requirement: str) -> str:
+    return normalize(re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement).group(1))
+
+
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+CORE = {requirement_name(r) for r in PROJECT["dependencies"]}
+EXTRAS = {extra: {requirement_name(r) for r in reqs} for extra, reqs in PROJECT["optional-dependencies"].items()}
+EVERYTHING = CORE.union(*EXTRAS.values())
+
+
+def third_party_imports(directories: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(where, top-level module) for every import of a module outside the stdlib and this repository."""
+    found = []
+    for directory in directories:
+        for path in sorted((REPO / directory).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    modules = [node.module]
+                else:
+                    continue
+                for module in modules:
+                    top = module.split(".")[0]
+                    if top not in sys.stdlib_module_names and top not in FIRST_PARTY and top != "__future__":
+                        found.append((f"{path.relative_to(REPO)}:{node.lineno}", top))
+    return found
+
+
+@functools.cache
+def installed_modules() -> dict[str, list[str]]:
+    return packages_distributions()  # scans every installed distribution: once
+
+
+def distributions_of(module: str) -> set[str]:
+    return {normalize(name) for name in installed_modules().get(module, [])}
+
+
+def test_the_requirement_names_parse():
+    assert {"torch", "polars", "pyyaml", "dagster"} <= CORE and {"postgres", "k8s", "dev"} <= EXTRAS.keys()
+    assert {"dagster-postgres", "dagster-k8s"} <= EXTRAS["dev"]  # dev runs the tests of both extras
+
+
+@pytest.mark.parametrize("directories, declared", [(PRODUCT, CORE), (DEVELOPMENT, EVERYTHING)], ids=["product", "dev"])
+def test_every_third_party_import_is_declared(directories: tuple[str, ...], declared: set[str]):
+    undeclared = []
+    for where, module in third_party_imports(directories):
+        allowed = declared | EXTRAS[OPTIONAL_IMPORTS[module]] if module in OPTIONAL_IMPORTS else declared
+        dists = distributions_of(module)
+        if not dists & allowed:
+            undeclared.append(f"{where}: imports {module} (from {sorted(dists) or 'no installed distribution'})")
+    assert undeclared == []
+
+
+def test_every_declared_dependency_is_imported_or_explained():
+    imported = set()
+    for _, module in third_party_imports(PRODUCT + DEVELOPMENT):
+        imported |= distributions_of(module)
+    unexplained = sorted(EVERYTHING - imported - NOT_IMPORTED.keys())
+    assert unexplained == [], f"declared, never imported, no reason given: {unexplained}"
+    stale = sorted(name for name in NOT_IMPORTED if name not in EVERYTHING or name in imported)
+    assert stale == [], f"NOT_IMPORTED lists what is imported now or no longer declared: {stale}"
+
+
+def test_optional_imports_are_not_core():
+    for module, extra in OPTIONAL_IMPORTS.items():
+        assert distributions_of(module) & EXTRAS[extra] and not distributions_of(module) & CORE, module
