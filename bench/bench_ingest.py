@@ -26,9 +26,10 @@ from unstructured.partition.auto import partition  # noqa: E402
 
 from parsers.ingest import ingest  # noqa: E402
 from citekeeper.store import CorpusStore  # noqa: E402
+from tests.eval_data import HTTPX_DOCS  # noqa: E402
 
 TARGET = 1.15
-DEFAULT_SOURCE = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "httpx-docs"
+DEFAULT_SOURCE = HTTPX_DOCS
 
 
 class Timer:

@@ -28,12 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from citekeeper.text import split_sentences  # noqa: E402
 from citekeeper.identity import text_hash  # noqa: E402
 from verifiers.nli import load_scorer  # noqa: E402
+from tests.eval_data import HTTPX_DOCS  # noqa: E402
 from tests.random_models import save_random_nli_model  # noqa: E402
 from verifiers.verdict_cache import VerdictCache  # noqa: E402
 from verifiers.engine import verify  # noqa: E402
 from verifiers.verify_output import write_outputs  # noqa: E402
 
-DOCS = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "httpx-docs" / "0.28.1"
+DOCS = HTTPX_DOCS / "0.28.1"
 
 
 def paragraphs(n: int) -> list[str]:

@@ -18,8 +18,8 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.lexical_fastpath import lexically_supported  # noqa: E402
+from tests.eval_data import WICE_DEV  # noqa: E402
 
-WICE_DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "wice" / "claim-dev.jsonl"
 TARGET = 0.95
 
 

@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from citekeeper.text import sentence_spans  # noqa: E402
 from verifiers.lexical import STOPWORDS  # noqa: E402
 from bench.lexical_fastpath import lexically_supported  # noqa: E402
+from tests.eval_data import VUE_DOCS_ZH  # noqa: E402
 
 jieba.setLogLevel(logging.WARNING)  # its dictionary load logs at INFO
 
-VUE_DOCS_ZH = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "vue-docs-zh"
 OLD, NEW = "2024-06-01", "2026-07-01"
 TARGET = 0.95
 SEED = 20260701

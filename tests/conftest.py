@@ -5,18 +5,13 @@ from types import ModuleType
 
 import pytest
 
+from tests.eval_data import EVAL_ENV, HTTPX_DOCS, SHARED_EVAL, VUE_DOCS_ZH, WICE_DEV  # noqa: F401 (re-exported)
+
 os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parent.parent
-# The real evaluation data (httpx-docs, vue-docs-zh, wice) is not part of the repository: it sits beside
-# the checkout in ../shared/eval (CI lays a copy there), or wherever CITEKEEPER_EVAL_DIR points.
-EVAL_ENV = "CITEKEEPER_EVAL_DIR"
 REQUIRE_EVAL_ENV = "CITEKEEPER_REQUIRE_EVAL"  # set by .ci/run: missing data fails instead of skipping
-SHARED_EVAL = Path(os.environ.get(EVAL_ENV) or REPO.parent / "shared" / "eval").resolve()
-HTTPX_DOCS = SHARED_EVAL / "httpx-docs"
-WICE_DEV = SHARED_EVAL / "wice" / "claim-dev.jsonl"
-VUE_DOCS_ZH = SHARED_EVAL / "vue-docs-zh"
 SAMPLE_CORPUS = REPO / "pipelines" / "sample_corpus"  # package data: the demo reads it from the package
 
 
