@@ -7,6 +7,13 @@ TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 # ---------------------------------------------------------------- ingest (issue 2)
 
+# An e-mail's own header (null for other formats), on the document and on each of its chunks.
+EMAIL_FIELDS = (
+    pa.field("email_subject", pa.string()),
+    pa.field("email_from", pa.string()),
+    pa.field("email_date", pa.string()),  # ISO 8601, as the message gives it
+)
+
 CHUNKS = pa.schema(
     [
         pa.field("chunk_id", pa.string(), nullable=False),
@@ -22,6 +29,15 @@ CHUNKS = pa.schema(
         pa.field("page_end", pa.int32()),
         pa.field("section_path", pa.list_(pa.string())),
         pa.field("element_types", pa.list_(pa.string())),
+        # Format-native locators (null where the format has none). A chunk never spans two slides, sheets
+        # or e-mail parts, so each of those is one value per chunk.
+        pa.field("slide_number", pa.int32()),  # decks, 1-based
+        pa.field("sheet_name", pa.string()),  # workbooks
+        pa.field("row_start", pa.int32()),  # spreadsheet rows, 1-based as the sheet numbers them
+        pa.field("row_end", pa.int32()),
+        *EMAIL_FIELDS,
+        pa.field("email_part", pa.string()),  # "body" or the attachment's file name
+        pa.field("ocr", pa.bool_()),  # the chunk's text (some of it) was recognised from pixels
         pa.field("source_path", pa.string(), nullable=False),
         pa.field("title", pa.string()),
         pa.field("filetype", pa.string(), nullable=False),
@@ -40,6 +56,8 @@ DOCUMENTS = pa.schema(
         pa.field("filetype", pa.string(), nullable=False),
         pa.field("access_scope", pa.string(), nullable=False),
         pa.field("size_bytes", pa.int64(), nullable=False),
+        pa.field("encoding", pa.string()),  # what a text format was decoded from; null for binary formats
+        *EMAIL_FIELDS,
         pa.field("n_chunks", pa.int32(), nullable=False),
         pa.field("text", pa.string(), nullable=False),  # canonical text; chunk offsets index into it
         pa.field("ingested_at", TIMESTAMP, nullable=False),

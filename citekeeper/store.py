@@ -236,7 +236,9 @@ class CorpusStore:
             lance_table.checkout(version)
             # A pyarrow expression, not SQL: ids go in as values, nothing to quote; lance uses the doc_id index.
             in_ids = None if ids is None else pc.field("doc_id").isin(ids)
-            arrow = lance_table.to_lance().to_table(columns=read, filter=in_ids)
+            had = set(lance_table.schema.names)  # a version committed before a column existed lacks it
+            arrow = lance_table.to_lance().to_table(columns=[c for c in read if c in had], filter=in_ids)
+            arrow = to_arrow(arrow, pa.schema([STORED_SCHEMAS[table].field(c) for c in read]))
         frame = pl.from_arrow(arrow).sort(SORT_KEYS[table])
         return frame.with_columns(corpus_version=pl.lit(version)).select(wanted)
 
@@ -311,12 +313,16 @@ class CorpusStore:
 
     def _open_at_parent(self, db, table: str, parent: VersionManifest | None):
         """The table as of the parent version, undoing whatever a crashed run appended after it."""
-        lance_table = db.create_table(table, schema=STORED_SCHEMAS[table], exist_ok=True)
+        if table in db.table_names():  # opened as it is: its schema may predate columns added since
+            lance_table = db.open_table(table)
+        else:
+            lance_table = db.create_table(table, schema=STORED_SCHEMAS[table])
         if parent is None:
             if lance_table.count_rows():
                 lance_table.delete("true")
         elif lance_table.version != parent.lance_versions[table]:
             lance_table.restore(parent.lance_versions[table])
+        _add_missing_columns(lance_table, STORED_SCHEMAS[table])
         return lance_table
 
     def _export_parquet(self, version: str, errors: pa.Table) -> None:
@@ -334,6 +340,14 @@ class CorpusStore:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
+
+
+def _add_missing_columns(lance_table, stored: pa.Schema) -> None:
+    """Columns added to the schema since the table was created, as nulls: older tagged versions keep their
+    own schema (reads fill the gap with nulls), and the new version's rows carry every column."""
+    missing = [field for field in stored if field.name not in lance_table.schema.names]
+    if missing:
+        lance_table.add_columns(pa.schema(missing))
 
 
 def _delete_docs(lance_table, doc_ids: list[str]) -> None:

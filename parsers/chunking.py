@@ -1,7 +1,8 @@
 """Structure-aware chunking over a document's canonical text.
 
 Input: the document's blocks (one per unstructured element, as [start, end) spans of the canonical text).
-A heading block opens a new section; a chunk never spans two sections. Within a section, blocks are packed
+A heading block opens a new section, and so does a new container (slide, sheet, e-mail part): a chunk never
+spans two sections, slides, sheets or parts. Within a section, blocks are packed
 greedily from the section's start up to max_chars; a block longer than max_chars is cut into sentences
 (a sentence longer than max_chars at whitespace, then hard), which are packed the same way. Packing restarts
 at every heading, so an edit moves chunk boundaries only inside its own section.
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from citekeeper.text import sentence_spans
 from citekeeper.identity import chunk_ids, text_hash
-from parsers.model import Chunk
+from parsers.model import Chunk, Locator
 
 HEADING_CATEGORY = "Title"
 
@@ -29,8 +30,8 @@ class Block:
     start: int
     end: int
     category: str
-    page: int | None = None
     heading_depth: int | None = None  # set for headings only; unstructured's category_depth (None -> 0)
+    locator: Locator = Locator()
 
     @property
     def is_heading(self) -> bool:
@@ -66,7 +67,10 @@ def chunk_document(doc_id: str, text: str, blocks: list[Block], max_chars: int) 
 
 def _make_chunk(ordinal: int, chunk_id: str, text: str, span: _Span) -> Chunk:
     blocks = list(dict.fromkeys(piece.block for piece in span.pieces))
-    pages = [block.page for block in blocks if block.page is not None]
+    locators = [block.locator for block in blocks]
+    pages = [loc.page for loc in locators if loc.page is not None]
+    rows = [row for loc in locators for row in (loc.row_start, loc.row_end) if row is not None]
+    first = locators[0]  # one container per chunk: slide, sheet and part are the same for every block
     chunk_text = text[span.start : span.end]
     return Chunk(
         chunk_id=chunk_id,
@@ -79,21 +83,32 @@ def _make_chunk(ordinal: int, chunk_id: str, text: str, span: _Span) -> Chunk:
         page_end=max(pages) if pages else None,
         section_path=list(span.section_path),
         element_types=list(dict.fromkeys(block.category for block in blocks)),
+        slide_number=first.slide,
+        sheet_name=first.sheet,
+        row_start=min(rows) if rows else None,
+        row_end=max(rows) if rows else None,
+        email_part=first.part,
+        ocr=any(loc.ocr for loc in locators),
     )
 
 
 def _sections(text: str, blocks: list[Block]) -> Iterator[tuple[tuple[str, ...], list[Block]]]:
-    """Split blocks at headings; yield each section (heading first) with its heading breadcrumb."""
+    """Split blocks at headings and containers; yield each section with its heading breadcrumb. A new
+    container (slide, sheet, e-mail part) starts with an empty breadcrumb: its headings are its own."""
     breadcrumb: list[tuple[int, str]] = []  # (depth, heading text), shallowest first
     section: list[Block] = []
     for block in blocks:
-        if block.is_heading:
+        new_container = bool(section) and block.locator.container != section[0].locator.container
+        if block.is_heading or new_container:
             if section:
                 yield tuple(title for _, title in breadcrumb), section
+            section = []
+        if new_container:
+            breadcrumb = []
+        if block.is_heading:
             while breadcrumb and breadcrumb[-1][0] >= block.heading_depth:
                 breadcrumb.pop()
             breadcrumb.append((block.heading_depth, " ".join(text[block.start : block.end].split())))
-            section = []
         section.append(block)
     if section:
         yield tuple(title for _, title in breadcrumb), section

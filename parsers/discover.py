@@ -16,20 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from citekeeper.identity import sha256_hex
+from parsers.formats import BY_EXTENSION
 from parsers.metadata import SIDECAR_SUFFIX, MetadataError, read_sidecar, split_front_matter
 from parsers.model import IngestError, ParseConfig, SourceFile
 
 UTF8_BOM = b"\xef\xbb\xbf"
-FILETYPES = {
-    ".md": "md",
-    ".markdown": "md",
-    ".html": "html",
-    ".htm": "html",
-    ".txt": "txt",
-    ".pdf": "pdf",
-    ".docx": "docx",
-    ".rst": "rst",
-}
 
 
 class Quarantined(Exception):
@@ -120,11 +111,12 @@ def _symlink_target(walk: _Walk, path: Path) -> Path:
 
 def _read_source(walk: _Walk, path: Path, source_path: str) -> SourceFile:
     config = walk.config
-    filetype = FILETYPES.get(path.suffix.lower())
-    if filetype is None:
-        supported = ", ".join(sorted(FILETYPES))
+    file_format = BY_EXTENSION.get(path.suffix.lower())
+    if file_format is None:
+        supported = ", ".join(sorted(BY_EXTENSION))
         raise Quarantined("discover", "UnsupportedFileType", f"unsupported file type {path.suffix or '(no extension)'!r}; supported: {supported}")
     raw = _read_bytes(path, config.max_file_bytes)
+    filetype = file_format.filetype
     explicit = _explicit_metadata(path, filetype, raw)
     return SourceFile(
         path=path.absolute(),

@@ -279,6 +279,9 @@ def _document_fields(doc: ParsedDocument, ingested_at: datetime) -> dict:
         "filetype": doc.source.filetype,
         "access_scope": doc.source.access_scope,
         "ingested_at": ingested_at,
+        "email_subject": doc.email.subject if doc.email else None,
+        "email_from": doc.email.sender if doc.email else None,
+        "email_date": doc.email.sent_at if doc.email else None,
     }
 
 
@@ -292,7 +295,7 @@ def chunk_table(docs: list[ParsedDocument], ingested_at: datetime) -> pa.Table:
 def document_table(docs: list[ParsedDocument], ingested_at: datetime) -> pa.Table:
     rows = [
         {**_document_fields(doc, ingested_at), "size_bytes": doc.source.size_bytes, "n_chunks": len(doc.chunks),
-         "text": doc.text}
+         "text": doc.text, "encoding": doc.encoding}
         for doc in docs
     ]
     return pa.Table.from_pylist(rows, schema=STORED_SCHEMAS["documents"])

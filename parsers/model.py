@@ -29,13 +29,42 @@ class SourceFile:
     path: Path  # absolute
     source_path: str  # posix path relative to the source root
     doc_id: str
-    filetype: str  # md | html | txt | pdf | docx | rst
+    filetype: str  # a parsers.formats filetype: md, html, pdf, pptx, xlsx, eml, png, ...
     content_hash: str  # "sha256:" + hex of the raw bytes
     size_bytes: int
     access_scope: str
     title: str | None = None  # explicit title from a sidecar / front matter
     # The bytes read at discovery, so a document is read once; None means read `path` again at parse time.
     raw: bytes | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Locator:
+    """Where one element sits in its source format, beyond its offsets into the canonical text.
+
+    slide, sheet and part are containers: a chunk never spans two of them (nor two sections).
+    """
+
+    page: int | None = None  # PDF page, image frame (1-based)
+    slide: int | None = None  # slide number of a deck (1-based)
+    sheet: str | None = None  # sheet name of a workbook; CSV/TSV have none
+    row_start: int | None = None  # spreadsheet rows the element covers (1-based, as the sheet numbers them)
+    row_end: int | None = None
+    part: str | None = None  # e-mail: "body", or the attachment's file name
+    ocr: bool = False  # the text was recognised from pixels (Tesseract), not read from a text layer
+
+    @property
+    def container(self) -> tuple:
+        return (self.slide, self.sheet, self.part)
+
+
+@dataclass(frozen=True)
+class EmailHeader:
+    """A message's own metadata, as its headers give it."""
+
+    subject: str | None
+    sender: str | None
+    sent_at: str | None  # ISO 8601
 
 
 @dataclass(frozen=True)
@@ -50,6 +79,12 @@ class Chunk:
     page_end: int | None
     section_path: list[str]
     element_types: list[str]
+    slide_number: int | None = None
+    sheet_name: str | None = None
+    row_start: int | None = None
+    row_end: int | None = None
+    email_part: str | None = None
+    ocr: bool = False  # some of the chunk's text came from OCR
 
 
 @dataclass
@@ -58,6 +93,8 @@ class ParsedDocument:
     text: str  # canonical text: text[c.start_char:c.end_char] == c.text for every chunk
     title: str | None
     chunks: list[Chunk] = field(default_factory=list)
+    encoding: str | None = None  # the text encoding a text format was decoded from (None: binary format)
+    email: EmailHeader | None = None
 
 
 @dataclass(frozen=True)

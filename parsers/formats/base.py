@@ -1,0 +1,31 @@
+"""The contract between a file format and the rest of parsing (see parsers.formats)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from parsers.model import EmailHeader, Locator, ParseConfig, SourceFile
+
+
+def no_locator(element) -> Locator:
+    return Locator()
+
+
+def page_locator(element) -> Locator:
+    return Locator(page=element.metadata.page_number)
+
+
+@dataclass
+class Partitioned:
+    elements: list  # unstructured elements, in reading order
+    locate: Callable[[object], Locator] = no_locator
+    encoding: str | None = None  # text formats: the encoding the bytes were decoded from
+    email: EmailHeader | None = None  # e-mail formats: the message's own header
+
+
+@dataclass(frozen=True)
+class Format:
+    filetype: str  # the `filetype` column
+    extensions: tuple[str, ...]  # lower case, with the dot
+    partition: Callable[[SourceFile, bytes, ParseConfig], Partitioned]
+    description: str  # for the README's format table and error messages

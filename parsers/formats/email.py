@@ -1,0 +1,4 @@
+"""E-mail formats."""
+from __future__ import annotations
+
+FORMATS = ()
