@@ -173,6 +173,9 @@ CITATION_STATUS = pa.schema(
         # Evidence text, so a report (or an NLI verifier) can be built from this Parquet alone.
         pa.field("source_path", pa.string()),  # cited document, at the cited version
         pa.field("new_source_path", pa.string()),
+        # format-native locators as a line, e.g. "slide 2", "sheet Q3 · rows 5–9" (citekeeper.native_locator)
+        pa.field("old_locator", pa.string()),
+        pa.field("new_locator", pa.string()),
         pa.field("access_scope", pa.string()),  # of the cited chunk; internal_only is redacted in reports
         pa.field("new_access_scope", pa.string()),
         pa.field("old_text", pa.string()),  # cited chunk text at the cited version

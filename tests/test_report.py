@@ -95,3 +95,22 @@ def test_terminal_summary():
     assert "valid 0  relocated 0  drifted 1  stale 0  removed 2  invalid 0" in text
     assert "re-anchored 1 of 2 stale/removed (exact 1)" in text
     assert "1. public.md (modified): 2 citations, 1 answers" in text
+
+
+def test_cards_show_format_native_locators():
+    """Each card says where the old and new chunk sit the way their format does (page, slide, sheet)."""
+    old_docs, old_chunks = build_version("v1", OLD, internal=frozenset({"runbook.md"}))
+    new_docs, new_chunks = build_version("v2", NEW)
+    old_chunks = old_chunks.with_columns(slide_number=pl.lit(2, pl.Int32), ocr=pl.lit(True))
+    new_chunks = new_chunks.with_columns(sheet_name=pl.lit("Q3"), row_start=pl.lit(5, pl.Int32), row_end=pl.lit(9, pl.Int32))
+    diff = diff_frames("v1", "v2", old_docs, new_docs, old_chunks, new_chunks)
+    chunk_of = dict(zip(old_chunks["text_hash"], old_chunks["chunk_id"]))
+    record = {"answer_id": "a", "answer": "Carefully [1].", "corpus_version": "v1",
+              "references": [{"ref": 1, "chunk_id": chunk_of[text_hash(SCRIPT_OLD)], "quote": "care & escape them."}]}
+    rows = answer_rows(parse_answer(record), 1, None, None)
+    status = conform(judge(from_rows(rows["citations"], CITATIONS), old_chunks.select(CHUNK_COLUMNS), diff,
+                           new_chunks.select(CHUNK_COLUMNS), "v2"), CITATION_STATUS)  # fmt: skip
+    assert status.select("old_locator", "new_locator").row(0) == ("slide 2 · OCR", "sheet Q3 · rows 5–9")
+    html = render_html(status, blast_radius(status, [diff.docs], "v2"), from_rows(rows["answers"], ANSWERS),
+                       from_rows(rows["claims"], CLAIMS), "v2")  # fmt: skip
+    assert "public.md · slide 2 · OCR · " in html and "public.md · sheet Q3 · rows 5–9 · " in html

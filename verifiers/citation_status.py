@@ -23,12 +23,13 @@ import polars as pl
 
 from citekeeper.answer_store import AnswerStore
 from citekeeper.locate import locate_quotes
+from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF
 from citekeeper.tables import conform, empty, write_parquet
 from verifiers.diff import VersionDiff, diff_versions
 from verifiers.reanchor import Reanchorer, reanchor
 
-CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char", "source_path", "access_scope"]
+CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char", "source_path", "access_scope", *LOCATOR_COLUMNS]
 
 
 def judge(
@@ -137,6 +138,8 @@ def _locators(frame: pl.DataFrame, target_version: str, cited_version: str) -> p
         doc_id=pl.col("old_doc_id"),
         source_path=pl.col("old_source_path"),
         access_scope=pl.col("old_access_scope"),
+        old_locator=native_locator("old_"),
+        new_locator=successor(native_locator("new_")),
         old_start_char=pl.when(quote_in_old).then(old_start).otherwise("old_start_char"),
         old_end_char=pl.when(quote_in_old).then(old_end).otherwise("old_end_char"),
         new_start_char=successor(pl.when(pl.col("evidence_in_new")).then(new_start).otherwise("new_start_char")),

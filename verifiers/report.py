@@ -61,10 +61,11 @@ def word_diff(old: str, new: str) -> str:
     return "".join(out)
 
 
-def _locator(source_path, chunk_id, start, end) -> str:
+def _locator(source_path, chunk_id, start, end, native: str | None = None) -> str:
     if chunk_id is None:
         return "—"
-    return escape(f"{source_path or '?'} · {chunk_id} · chars {start}–{end}")
+    where = f"{source_path or '?'} · {native} · " if native else f"{source_path or '?'} · "
+    return escape(f"{where}{chunk_id} · chars {start}–{end}")
 
 
 def _card(row: dict) -> str:
@@ -73,9 +74,9 @@ def _card(row: dict) -> str:
     parts = [
         f'<div class="card" id="citation-{escape(row["citation_id"])}">',
         f'<p><span class="badge {escape(status)}">{escape(status)}</span> {escape(row["reason"])}</p>',
-        f'<p class="loc">old: {_locator(row["source_path"], row["chunk_id"], row["old_start_char"], row["old_end_char"])}'
+        f'<p class="loc">old: {_locator(row["source_path"], row["chunk_id"], row["old_start_char"], row["old_end_char"], row["old_locator"])}'
         f' ({escape(row["cited_version"])})<br>new: '
-        f'{_locator(row["new_source_path"], row["new_chunk_id"], row["new_start_char"], row["new_end_char"])}'
+        f'{_locator(row["new_source_path"], row["new_chunk_id"], row["new_start_char"], row["new_end_char"], row["new_locator"])}'
         + (f" · similarity {row['similarity']:.3f}" if row["similarity"] is not None else "")
         + "</p>",
     ]
