@@ -48,7 +48,8 @@ def ingested_corpus(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
     }
     quarantined = {e.source_path: f"{e.stage}: {e.reason}" for e in result.errors}
     context.log.info(f"event=ingested version={manifest.name} created={result.created} parsed={result.n_parsed} "
-                     f"reused={result.n_reused} removed={result.n_removed} quarantined={result.n_quarantined}")
+                     f"reused={result.n_reused} removed={result.n_removed} skipped={result.n_skipped} "
+                     f"quarantined={result.n_quarantined}")
     for error in result.errors:
         context.log.warning(f"event=quarantined version={manifest.name} path={error.source_path!r} "
                             f"stage={error.stage} reason={error.reason!r}")
@@ -62,6 +63,7 @@ def ingested_corpus(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
             "reparse_reason": result.reparse_reason or "",
             "n_removed": result.n_removed,
             "removed_doc_ids": dg.MetadataValue.json(result.removed_doc_ids),
+            "n_skipped": result.n_skipped,
             "n_quarantined": result.n_quarantined,
             "quarantined": dg.MetadataValue.json(quarantined),
             **{f"{step}_seconds": round(seconds, 3) for step, seconds in result.durations_s.items()},

@@ -29,6 +29,12 @@ class CitekeeperConfig(dg.ConfigurableResource):
     # auto (detected from each version's chunk texts) | en | zh | multi; picks the model when nli_model="auto"
     language: str = "auto"
     max_chunk_chars: int = ParseConfig.max_chunk_chars
+    # Globs on source_path relative to source_dir (`**` spans folders; see parsers.discover.glob_regex):
+    # with includes only matching files are ingested, excluded ones never; both are counted as skipped.
+    include: list[str] = []
+    exclude: list[str] = []
+    # Processes parsing documents at once; None: one per CPU the run may use, 1: serially in the run.
+    parse_workers: int | None = None
     # Object-store locations of the LanceDB tables / Parquet exports (None: under store_dir) and their
     # LanceDB storage options; see citekeeper.locations for the keys.
     lance_uri: str | None = None
@@ -52,4 +58,5 @@ class CitekeeperConfig(dg.ConfigurableResource):
         return Path(self.source_dir)
 
     def parse_config(self) -> ParseConfig:
-        return ParseConfig(max_chunk_chars=self.max_chunk_chars)
+        return ParseConfig(max_chunk_chars=self.max_chunk_chars, include=tuple(self.include),
+                           exclude=tuple(self.exclude), workers=self.parse_workers)

@@ -1,7 +1,7 @@
 """Sharded ingest: static document shards x dynamic corpus versions, then one commit per version.
 
-Each `ingest_shard_stage` partition (shard i of n, version v) parses only the documents whose stable
-doc_id hash falls in shard i, into the store's staging area: no lock, so all n run at once (one run,
+Each `ingest_shard_stage` partition (shard i of n, version v) reads and parses only the files whose stable
+source_path hash falls in shard i, into the store's staging area: no lock, so all n run at once (one run,
 hence one pod with the K8sRunLauncher, per partition). `ingest_shard_commit` then merges the n staged
 shards into corpus version v under the store's writer lock. The committed version is identical to a
 single-process ingest (tests/test_sharding.py); the regular `chunks` asset of the same version then
@@ -17,7 +17,7 @@ from assets.corpus import fail_if_unchanged
 from assets.partitions import corpus_versions
 from assets.resources import STORE_WRITER_POOL, CitekeeperConfig
 
-# Static: a shard's documents are fixed by the hash of their doc_id, so n must not change between
+# Static: a shard's files are fixed by the hash of their source_path, so n must not change between
 # stage and commit. Set CITEKEEPER_INGEST_SHARDS before the code location loads.
 N_SHARDS = int(os.environ.get("CITEKEEPER_INGEST_SHARDS", "4"))
 SHARD_GROUP = "ingest_shards"
@@ -34,13 +34,14 @@ shard_x_version = dg.MultiPartitionsDefinition({"corpus_version": corpus_version
 def ingest_shard_stage(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
     """Parse one document shard of a corpus version into the staging area (nothing committed yet)."""
     from parsers.ingest import Shard, stage
-    
+
     keys = context.partition_key.keys_by_dimension
     version, shard = keys["corpus_version"], Shard(int(keys["doc_shard"]), N_SHARDS)
     result = stage(citekeeper.source_path, citekeeper.corpus_store(), version, shard=shard,
                    config=citekeeper.parse_config())
     context.log.info(f"event=shard_staged version={version} shard={shard.index}/{shard.count} "
-                     f"parsed={result.n_parsed} reused={result.n_reused} quarantined={len(result.errors)}")
+                     f"parsed={result.n_parsed} reused={result.n_reused} skipped={result.n_skipped} "
+                     f"quarantined={len(result.errors)}")
     return dg.MaterializeResult(
         metadata={
             "corpus_version": version,
@@ -48,6 +49,7 @@ def ingest_shard_stage(context: dg.AssetExecutionContext, citekeeper: Citekeeper
             "parent": result.parent or "",
             "n_parsed": result.n_parsed,
             "n_reused": result.n_reused,
+            "n_skipped": result.n_skipped,
             "n_quarantined": len(result.errors),
             "staged_path": dg.MetadataValue.path(str(result.path)),
         }
@@ -78,6 +80,7 @@ def ingest_shard_commit(context: dg.AssetExecutionContext, citekeeper: Citekeepe
             "n_chunks": manifest.n_chunks,
             "n_parsed": result.n_parsed,
             "n_reused": result.n_reused,
+            "n_skipped": result.n_skipped,
             "n_quarantined": result.n_quarantined,
             "commit_seconds": round(result.durations_s.get("commit", 0.0), 3),
         }

@@ -82,7 +82,7 @@ class VersionManifest:
     n_documents: int
     n_chunks: int
     n_errors: int
-    corpus_hash: str  # sha256 over the sorted (doc_id, doc content hash) pairs of the source tree
+    corpus_hash: str  # sha256 over each document's identity: doc_id, source_path, bytes, access_scope, title
     config_hash: str = ""  # parse settings; documents are reused only under the same settings
     parse_settings: dict = field(default_factory=dict)  # the settings behind config_hash (empty before 2026-12)
     n_parsed: int = 0  # documents parsed for this version
@@ -99,11 +99,13 @@ class VersionManifest:
         return cls(**json.loads(path.read_text()))
 
 
-def corpus_hash(doc_hashes: Iterable[tuple[str, str]]) -> str:
-    """sha256 over sorted (doc_id, content_hash) pairs: equal iff the trees hold the same documents."""
+def corpus_hash(documents: Iterable[tuple[str | None, ...]]) -> str:
+    """sha256 over the sorted rows that describe a tree's documents, one row each (ingest's: doc_id,
+    source_path, content hash, access_scope, explicit title): equal iff the trees hold the same documents,
+    alike in every value. Each row is JSON, so no value can run into the next and None is not ""."""
     digest = hashlib.sha256()
-    for doc_id, content_hash in sorted(doc_hashes):
-        digest.update(f"{doc_id}\0{content_hash}\n".encode())
+    for row in sorted(json.dumps(list(document)) for document in documents):
+        digest.update(f"{row}\n".encode())
     return "sha256:" + digest.hexdigest()
 
 

@@ -60,10 +60,17 @@ _TYPOGRAPHIC = str.maketrans(
 # "Vue是" are the same text): normalisation drops it; other whitespace runs become one space.
 _UNSPACED_CHAR = re.compile(f"[{_UNSPACED}]")
 _WRAPPED = re.compile(f"(?<=[{_UNSPACED}]) | (?=[{_UNSPACED}])")
+_GAP_BETWEEN_UNSPACED = re.compile(f"(?<=[{_UNSPACED}])\\s+(?=[{_UNSPACED}])")
 
 
 def is_cjk(char: str) -> bool:
     return _CJK_CHAR.match(char) is not None
+
+
+def close_unspaced_gaps(text: str) -> str:
+    """Drop whitespace between two characters of unspaced scripts (Chinese, Japanese): OCR puts spaces
+    there (`季度 收入 增长 了 。`) that the page does not have. Spaces next to Latin words or Hangul stay."""
+    return _GAP_BETWEEN_UNSPACED.sub("", text)
 
 
 def marker_ids(text: str) -> list[str]:

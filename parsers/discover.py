@@ -1,26 +1,35 @@
-"""Walk a source root: every supported file is read once, hashed and named; anything unusable is quarantined.
+"""Walk a source root: every selected file is read, hashed and named; anything unusable is quarantined.
 
 doc_id: the file's path relative to the source root, as posix, Unicode NFC, case and extension kept
 (so `a.md` and `a.html` are two documents), unless a sidecar or front matter gives one explicitly.
-Hidden files and folders (leading '.') are skipped silently; files of other types are recorded as
-UnsupportedFileType errors so nothing disappears unnoticed.
+Hidden files and folders (leading '.') are skipped silently. ParseConfig.include/exclude select files by
+glob on source_path (`glob_regex`): a file they leave out is counted as skipped and never read. Selected
+files of other types are recorded as UnsupportedFileType errors so nothing disappears unnoticed.
+
+Discovery keeps no file's bytes: each file is read, hashed and looked at for front matter, then dropped;
+the parser reads it again and checks the hash, so memory does not grow with the tree. A shard's walk
+(`owns`) lists every directory but reads only the files that shard owns.
 """
 from __future__ import annotations
 
 import errno
 import fnmatch
 import os
+import re
 import stat
 import unicodedata
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from citekeeper.identity import sha256_hex
 from parsers.formats import BY_EXTENSION
+from parsers.formats.text import UndecodableText, decode_text
 from parsers.metadata import SIDECAR_SUFFIX, MetadataError, read_sidecar, split_front_matter
 from parsers.model import IngestError, ParseConfig, SourceFile
 
-UTF8_BOM = b"\xef\xbb\xbf"
+# One wildcard of a path segment: a run of stars, a `?`, or a character class (`]` first is a member).
+_WILDCARD = re.compile(r"\*+|\?|\[!?\]?[^\]]*\]")
 
 
 class Quarantined(Exception):
@@ -29,28 +38,117 @@ class Quarantined(Exception):
         self.stage, self.error_type, self.reason = stage, error_type, reason
 
 
+@dataclass(frozen=True)
+class Discovery:
+    """What one walk found."""
+
+    sources: list[SourceFile]  # sorted by source_path
+    errors: list[IngestError]  # sorted by source_path
+    n_skipped: int  # files include/exclude left out
+
+
+def _owns_every_path(source_path: str) -> bool:
+    return True
+
+
 @dataclass
 class _Walk:
     root: Path  # resolved
     config: ParseConfig
+    selected: Callable[[str], bool]  # include/exclude
+    owns: Callable[[str], bool]  # the shard's share of the files
     sources: list[SourceFile] = field(default_factory=list)
     errors: list[IngestError] = field(default_factory=list)
+    n_skipped: int = 0
 
     def quarantine(self, source_path: str, stage: str, error_type: str, reason: str) -> None:
-        self.errors.append(IngestError(source_path, stage, error_type, reason))
+        if self.owns(source_path):  # every shard walks every directory; one of them reports its errors
+            self.errors.append(IngestError(source_path, stage, error_type, reason))
+
+    def reject(self, source_path: str, stage: str, error_type: str, reason: str) -> None:
+        """A path that cannot be a document: quarantined when selected, else only counted as skipped."""
+        if self.selected(source_path):
+            self.quarantine(source_path, stage, error_type, reason)
+        elif self.owns(source_path):
+            self.n_skipped += 1
 
 
 def discover_sources(root: Path, config: ParseConfig) -> tuple[list[SourceFile], list[IngestError]]:
     """All documents under root, sorted by source_path, and an IngestError for each file that is unusable."""
+    found = discover(root, config)
+    return found.sources, found.errors
+
+
+def discover(root: Path, config: ParseConfig, owns: Callable[[str], bool] = _owns_every_path) -> Discovery:
+    """The documents under root whose source_path `owns` accepts (a shard's share; all by default)."""
     root = Path(root)
     if not root.is_dir():
         raise NotADirectoryError(f"source root {root} is not a directory")
-    walk = _Walk(root.resolve(), config)
+    walk = _Walk(root.resolve(), config, selector(config.include, config.exclude), owns)
     _walk_dir(walk, walk.root, "", frozenset({walk.root}))
     walk.sources.sort(key=lambda source: source.source_path)
     _quarantine_duplicate_doc_ids(walk)
     walk.errors.sort(key=lambda error: error.source_path)
-    return walk.sources, walk.errors
+    return Discovery(walk.sources, walk.errors, walk.n_skipped)
+
+
+# ---------------------------------------------------------------------- include / exclude
+
+
+def selector(include: Iterable[str], exclude: Iterable[str]) -> Callable[[str], bool]:
+    """Whether a source_path is selected: it matches an include glob (when there are any) and no exclude glob."""
+    included, excluded = _any_glob(include), _any_glob(exclude)
+
+    def selected(source_path: str) -> bool:
+        return (included is None or bool(included.fullmatch(source_path))) and not (
+            excluded is not None and excluded.fullmatch(source_path)
+        )
+
+    return selected
+
+
+def _any_glob(patterns: Iterable[str]) -> re.Pattern | None:
+    sources = [f"(?:{glob_regex(unicodedata.normalize('NFC', p))})" for p in patterns]
+    return re.compile("|".join(sources), re.DOTALL) if sources else None
+
+
+def glob_regex(pattern: str) -> str:
+    """A regex (for fullmatch) of a glob on a whole posix source_path, as pathlib's full_match reads it.
+
+    `*` matches any characters but `/`, `?` one such character, `[abc]`/`[!abc]` one of (not of) a set;
+    a `**` segment matches any number of whole segments, none included: `**/*.pdf` is every PDF at any
+    depth, `drafts/**` everything under drafts/, `a/**/b.md` both a/b.md and a/x/y/b.md. Case-sensitive.
+    """
+    segments = pattern.split("/")
+    parts = []
+    for position, segment in enumerate(segments, start=1):
+        last = position == len(segments)
+        if segment == "**":
+            parts.append(".*" if last else "(?:.*/)?")
+        else:
+            parts.append(_segment_regex(segment) + ("" if last else "/"))
+    return "".join(parts)
+
+
+def _segment_regex(segment: str) -> str:
+    parts, done = [], 0
+    for wildcard in _WILDCARD.finditer(segment):
+        parts.append(re.escape(segment[done : wildcard.start()]))
+        token = wildcard.group()
+        if token.startswith("*"):
+            parts.append("[^/]*")
+        elif token == "?":
+            parts.append("[^/]")
+        else:
+            negated = token.startswith("[!")
+            members = "".join("\\" + c if c in "\\[]^" else c for c in token[2 if negated else 1 : -1])
+            parts.append(f"(?!/)[{'^' if negated else ''}{members}]")  # a class never spans a `/`
+        done = wildcard.end()
+    parts.append(re.escape(segment[done:]))
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------------- the walk
 
 
 def _walk_dir(walk: _Walk, directory: Path, prefix: str, ancestors: frozenset[Path]) -> None:
@@ -65,12 +163,21 @@ def _walk_dir(walk: _Walk, directory: Path, prefix: str, ancestors: frozenset[Pa
         if entry.name.startswith("."):
             continue
         source_path = unicodedata.normalize("NFC", prefix + entry.name)
+        if not (_is_directory(entry) or walk.owns(source_path)):
+            continue  # another shard's file: not even looked at
         try:
             _visit(walk, Path(entry.path), source_path, names, ancestors)
         except Quarantined as q:
-            walk.quarantine(source_path, q.stage, q.error_type, q.reason)
+            walk.reject(source_path, q.stage, q.error_type, q.reason)
         except OSError as exc:  # vanished or unreadable between listing and reading
-            walk.quarantine(source_path, "read", "ReadError", f"cannot access file: {exc.strerror or exc}")
+            walk.reject(source_path, "read", "ReadError", f"cannot access file: {exc.strerror or exc}")
+
+
+def _is_directory(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()  # follows links: a link to a directory is walked (or reported) like one
+    except OSError:  # a link loop
+        return False
 
 
 def _visit(walk: _Walk, path: Path, source_path: str, sibling_names: set[str], ancestors: frozenset[Path]) -> None:
@@ -84,13 +191,17 @@ def _visit(walk: _Walk, path: Path, source_path: str, sibling_names: set[str], a
             _walk_dir(walk, target, source_path + "/", ancestors | {target})
             return
     mode = path.stat().st_mode
+    is_sidecar = path.name.endswith(SIDECAR_SUFFIX)
     if stat.S_ISDIR(mode):
         _walk_dir(walk, path, source_path + "/", ancestors | {path.resolve()})
+    elif is_sidecar and path.name[: -len(SIDECAR_SUFFIX)] in sibling_names:
+        return  # metadata, read with its document
+    elif not walk.selected(source_path):
+        walk.n_skipped += 1
     elif not stat.S_ISREG(mode):
         raise Quarantined("discover", "NotARegularFile", "not a regular file (device, socket or FIFO)")
-    elif path.name.endswith(SIDECAR_SUFFIX):
-        if path.name[: -len(SIDECAR_SUFFIX)] not in sibling_names:
-            raise Quarantined("discover", "OrphanSidecar", f"sidecar without a document named {path.name[: -len(SIDECAR_SUFFIX)]!r}")
+    elif is_sidecar:
+        raise Quarantined("discover", "OrphanSidecar", f"sidecar without a document named {path.name[: -len(SIDECAR_SUFFIX)]!r}")
     else:
         walk.sources.append(_read_source(walk, path, source_path))
 
@@ -110,6 +221,7 @@ def _symlink_target(walk: _Walk, path: Path) -> Path:
 
 
 def _read_source(walk: _Walk, path: Path, source_path: str) -> SourceFile:
+    """The file named and hashed; its bytes are dropped here (the parser reads them again)."""
     config = walk.config
     file_format = BY_EXTENSION.get(path.suffix.lower())
     if file_format is None:
@@ -127,7 +239,6 @@ def _read_source(walk: _Walk, path: Path, source_path: str) -> SourceFile:
         size_bytes=len(raw),
         access_scope=explicit.get("access_scope") or _configured_scope(config, source_path),
         title=explicit.get("title"),
-        raw=raw,
     )
 
 
@@ -151,14 +262,17 @@ def _read_bytes(path: Path, max_bytes: int) -> bytes:
 
 def _explicit_metadata(path: Path, filetype: str, raw: bytes) -> dict[str, str]:
     """Sidecar keys override front matter keys. An invalid sidecar quarantines the document: guessing its
-    access_scope could expose an internal document."""
+    access_scope could expose an internal document. Markdown is decoded as parsing decodes it (decode_text),
+    so a Latin-1 or UTF-16 file's front matter is read, and one that cannot be decoded is quarantined here."""
     try:
         front_matter = {}
-        if filetype == "md" and raw.removeprefix(UTF8_BOM).startswith(b"---"):
-            front_matter, _ = split_front_matter(raw.decode("utf-8-sig", "replace"))
+        if filetype == "md":
+            front_matter, _ = split_front_matter(decode_text(raw)[0])
         return front_matter | read_sidecar(path.with_name(path.name + SIDECAR_SUFFIX))
     except MetadataError as exc:
         raise Quarantined("discover", "InvalidMetadata", str(exc)) from exc
+    except UndecodableText as exc:
+        raise Quarantined("read", "EncodingError", str(exc)) from exc
 
 
 def _configured_scope(config: ParseConfig, source_path: str) -> str:
@@ -174,8 +288,12 @@ def _quarantine_duplicate_doc_ids(walk: _Walk) -> None:
     kept = []
     for source in walk.sources:
         if source.doc_id in owner:
-            walk.quarantine(source.source_path, "discover", "DuplicateDocId", f"doc_id {source.doc_id!r} is already used by {owner[source.doc_id]}")
+            walk.quarantine(source.source_path, "discover", "DuplicateDocId", duplicate_doc_id_reason(source.doc_id, owner[source.doc_id]))
         else:
             owner[source.doc_id] = source.source_path
             kept.append(source)
     walk.sources = kept
+
+
+def duplicate_doc_id_reason(doc_id: str, owner: str) -> str:
+    return f"doc_id {doc_id!r} is already used by {owner}"

@@ -71,10 +71,13 @@ def canonical_text(elements: list, locate: Callable[[object], Locator] = no_loca
 
 
 def _raw_bytes(source: SourceFile) -> bytes:
+    """The bytes discovery hashed: read again, at most one byte past the size it saw (a file that grew since
+    costs no more memory than it had), and checked against the hash."""
     if source.raw is not None:
         return source.raw
     try:
-        raw = source.path.read_bytes()
+        with source.path.open("rb") as handle:
+            raw = handle.read(source.size_bytes + 1)
     except OSError as exc:
         raise DocumentError(source.source_path, "read", f"cannot read file: {exc.strerror or exc}", error_type="ReadError") from exc
     if sha256_hex(raw) != source.content_hash:
@@ -87,8 +90,11 @@ def partition_elements(source: SourceFile, config: ParseConfig) -> Partitioned:
     raw = _raw_bytes(source)
     partitioner = BY_FILETYPE[source.filetype].partition
     # unstructured prints an advert on its first partition call (a banner on a terminal's stdout, else a
-    # log warning) unless this is set; setdefault keeps a user's own choice.
+    # log warning), and on every call starts a thread that reports usage to Scarf (a company's document
+    # counts and types leaving the machine; and a thread makes the parse pool's fork unsafe), unless these
+    # are set; setdefault keeps a user's own choice.
     os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
+    os.environ.setdefault("SCARF_NO_ANALYTICS", "1")
     try:
         with time_limit(config.parse_timeout_s):
             return partitioner(source, raw, config)

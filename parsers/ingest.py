@@ -3,13 +3,19 @@
 Two steps, so that parsing can be spread over processes or machines (shards) while one writer commits:
 
     stage(source_dir, store, version, shard=Shard(i, n))
-        parses this shard's documents (stable hash of doc_id, i of n) that changed since the parent
-        version into <store>/staging/<version>/shard-<i>-of-<n>/. No lock; many shards at once.
+        reads and parses this shard's files (a stable hash of source_path, i of n) whose documents changed
+        since the parent version into <store>/staging/<version>/shard-<i>-of-<n>/. No lock; many shards at
+        once. Within a stage, documents are parsed in a pool of processes (parsers.parse_pool).
     commit(store, version, n_shards=n)
         merges the n staged shards into the version, under the store's writer lock.
 
 `ingest()` is stage (one shard of one) + commit under the lock; n shard stages + one commit give the
 same version.
+
+A parent's document is reused when the file is the same document as before: same bytes, source_path,
+access_scope and title (and doc_id), parsed under the same parse settings (parse_settings: ParseConfig less
+RUN_SETTINGS). The tree's fingerprint (corpus_hash over TREE_FIELDS) covers the same, so a sidecar that
+makes a document internal_only makes a new version, whose rows carry the new scope.
 """
 from __future__ import annotations
 
@@ -17,13 +23,13 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from citekeeper import schema
@@ -39,14 +45,20 @@ from citekeeper.store import (
     validate_version_name,
 )
 from citekeeper.tables import to_arrow, write_parquet
-from parsers.discover import discover_sources
-from parsers.document import parse_document
 from citekeeper.identity import sha256_hex
-from parsers.model import DocumentError, IngestError, ParseConfig, ParsedDocument, SourceFile
-
-Progress = Callable[[str, int, int], None]  # (source_path, documents parsed so far, documents to parse)
+from parsers.discover import discover, duplicate_doc_id_reason
+from parsers.model import RUN_SETTINGS, IngestError, ParseConfig, ParsedDocument, SourceFile
+from parsers.parse_pool import Progress, parse_sources
 
 STAGE_DONE = "stage.json"  # written last: a shard without it is incomplete
+# What the tree's fingerprint covers of each document: its bytes and everything a sidecar, front matter or
+# the configured scope globs say of it. SourceFile attributes, and columns of a shard's sources.parquet.
+TREE_FIELDS = ("doc_id", "source_path", "content_hash", "access_scope", "title")
+STAGED_SOURCES = schema.STAGED_SOURCES.append(pa.field("access_scope", pa.string(), nullable=False)).append(
+    pa.field("title", pa.string())  # explicit (sidecar or front matter); null when the parser finds one
+)
+# A parent's document, as far as reuse is concerned.
+REUSE_COLUMNS = ["doc_id", "doc_content_hash", "source_path", "access_scope", "title"]
 
 
 class StrictIngestFailed(StoreError):
@@ -62,9 +74,10 @@ class Shard:
         if not 0 <= self.index < self.count:
             raise ValueError(f"shard index must be in [0, {self.count}), got {self.index}")
 
-    def owns(self, key: str) -> bool:
-        """Stable across runs and machines (unlike hash()), so a document always lands in one shard."""
-        return int(hashlib.sha256(key.encode()).hexdigest()[:16], 16) % self.count == self.index
+    def owns(self, source_path: str) -> bool:
+        """Stable across runs and machines (unlike hash()), so a file always lands in one shard. By path, not
+        doc_id, so a shard knows its files before reading any (a doc_id may come from inside the file)."""
+        return int(hashlib.sha256(source_path.encode()).hexdigest()[:16], 16) % self.count == self.index
 
     @property
     def dirname(self) -> str:
@@ -78,6 +91,7 @@ class StageResult:
     shard: Shard
     n_parsed: int
     n_reused: int
+    n_skipped: int
     errors: list[IngestError]
     path: Path
 
@@ -89,6 +103,7 @@ class IngestResult:
     equals: str | None = None  # set when no version was created: the version the tree equals
     n_parsed: int = 0
     n_reused: int = 0
+    n_skipped: int = 0  # files include/exclude left out
     removed_doc_ids: list[str] = field(default_factory=list)
     errors: list[IngestError] = field(default_factory=list)
     durations_s: dict[str, float] = field(default_factory=dict)
@@ -103,20 +118,34 @@ class IngestResult:
         return len(self.errors)
 
 
+def parse_settings(config: ParseConfig) -> dict:
+    """The settings that shape what a document parses into (all but RUN_SETTINGS), as JSON values."""
+    settings = json.loads(json.dumps(asdict(config)))  # tuples as JSON lists, as the manifest stores them
+    return {key: value for key, value in settings.items() if key not in RUN_SETTINGS}
+
+
 def config_hash(config: ParseConfig) -> str:
-    return sha256_hex(json.dumps(asdict(config), sort_keys=True).encode())
+    return sha256_hex(json.dumps(parse_settings(config), sort_keys=True).encode())
 
 
 def reparse_reason(parent: VersionManifest | None, config: ParseConfig) -> str | None:
-    """Why no document of `parent` can be reused under `config` (None when they can): the settings that differ."""
-    if parent is None or parent.config_hash == config_hash(config):
+    """Why no document of `parent` can be reused under `config` (None when they can): the parse settings
+    that differ. Manifests written before the split recorded every setting; only parse settings count."""
+    if parent is None:
         return None
-    now = json.loads(json.dumps(asdict(config)))  # tuples as JSON lists, as the manifest stores them
-    before = parent.parse_settings
+    now, before = parse_settings(config), parent.parse_settings
     if not before:
         return f"parse settings changed since {parent.name} (text rules now version {config.text_rules}): every document is parsed again"
-    changed = ", ".join(f"{key} {before.get(key)!r} -> {now[key]!r}" for key in sorted(now) if before.get(key) != now[key])
-    return f"parse settings changed since {parent.name} ({changed}): every document is parsed again"
+    changed = [key for key in sorted(now) if before.get(key) != now[key]]
+    if not changed:
+        return None
+    listing = ", ".join(f"{key} {before.get(key)!r} -> {now[key]!r}" for key in changed)
+    return f"parse settings changed since {parent.name} ({listing}): every document is parsed again"
+
+
+def tree_hash(sources: list[SourceFile]) -> str:
+    """The corpus_hash of a discovered tree, as commit computes it from the staged shards."""
+    return corpus_hash(tuple(getattr(source, name) for name in TREE_FIELDS) for source in sources)
 
 
 def ingest(
@@ -154,14 +183,15 @@ def stage(
     if not root.is_dir():
         raise FileNotFoundError(f"source directory {source_dir} does not exist or is not a directory")
     parent = store.latest()
-    discovered, errors = discover_sources(root, config)
-    sources = [s for s in discovered if shard.owns(s.doc_id)]
-    errors = [e for e in errors if shard.owns(e.source_path)]
-    reusable = _reusable_hashes(store, parent, config)
-    to_parse = [s for s in sources if reusable.get(s.doc_id) != s.content_hash]
+    found = discover(root, config, owns=shard.owns)
+    sources = found.sources
+    previous = _reusable_documents(store, parent, config)
+    to_parse = [s for s in sources if not _same_document(previous.get(s.doc_id), s)]
     reused = {s.doc_id for s in sources} - {s.doc_id for s in to_parse}
-    parsed, parse_errors = _parse_all(to_parse, config, progress)
-    errors += parse_errors
+    outcomes = parse_sources(to_parse, config, progress)
+    parsed = [o for o in outcomes if isinstance(o, ParsedDocument)]
+    parse_errors = [o for o in outcomes if isinstance(o, IngestError)]
+    errors = found.errors + parse_errors
 
     out = store.layout.staging_dir / version / shard.dirname
     shutil.rmtree(out, ignore_errors=True)  # leftovers of an interrupted stage of this shard
@@ -172,12 +202,12 @@ def stage(
     failed = {e.source_path for e in parse_errors}
     outcome = dict.fromkeys(reused, "reused")
     outcome |= {s.doc_id: "failed" if s.source_path in failed else "parsed" for s in to_parse}
-    write_parquet(_source_rows(sources, outcome), schema.STAGED_SOURCES, out / "sources.parquet")
+    write_parquet(_source_rows(sources, outcome), STAGED_SOURCES, out / "sources.parquet")
     done = {"version": version, "parent": parent.name if parent else None, "config_hash": config_hash(config),
-            "parse_settings": asdict(config), "reparse_reason": reparse_reason(parent, config),
-            "source_dir": str(root), "shard": asdict(shard)}
+            "parse_settings": parse_settings(config), "reparse_reason": reparse_reason(parent, config),
+            "source_dir": str(root), "shard": asdict(shard), "n_skipped": found.n_skipped}
     (out / STAGE_DONE).write_text(json.dumps(done, indent=2))
-    return StageResult(version, done["parent"], shard, len(parsed), len(reused), errors, out)
+    return StageResult(version, done["parent"], shard, len(parsed), len(reused), found.n_skipped, errors, out)
 
 
 def commit(
@@ -191,18 +221,20 @@ def commit(
     """Merge the staged shards of `version` into a committed corpus version (or report the one it equals)."""
     started = time.perf_counter()
     with store.lock(lock_timeout):
-        staged = _load_staged(store, version, n_shards)
+        staged = _without_cross_shard_duplicates(_load_staged(store, version, n_shards), version)
         errors = _ingest_errors(staged["errors"])
         if strict and errors:
             shutil.rmtree(store.layout.staging_dir / version, ignore_errors=True)
             listing = "\n".join(f"  {e.source_path}: {e.stage}: {e.reason}" for e in errors)
             raise StrictIngestFailed(f"--strict: {len(errors)} file(s) quarantined, no version committed:\n{listing}")
         sources = staged["sources"]
-        tree_hash = corpus_hash(zip(sources["doc_id"], sources["content_hash"]))
-        equal = _equal_version(store, version, tree_hash, staged["config_hash"])
+        tree = corpus_hash(sources.select(TREE_FIELDS).iter_rows())
+        documents = set(sources.filter(pl.col("outcome") != "failed")["doc_id"])
+        equal = _equal_version(store, version, tree, staged["config_hash"], documents)
         if equal is not None:
             shutil.rmtree(store.layout.staging_dir / version, ignore_errors=True)
-            return IngestResult(equal, created=False, equals=equal.name, n_reused=sources.height, errors=errors)
+            return IngestResult(equal, created=False, equals=equal.name, n_reused=sources.height,
+                                n_skipped=staged["n_skipped"], errors=errors)
         parent_ids = _parent_doc_ids(store, staged["parent"])
         reused_ids = sources.filter(pl.col("outcome") == "reused")["doc_id"]
         removed = sorted(set(parent_ids) - set(sources["doc_id"]))
@@ -214,7 +246,7 @@ def commit(
             n_documents=0,
             n_chunks=0,
             n_errors=0,
-            corpus_hash=tree_hash,
+            corpus_hash=tree,
             config_hash=staged["config_hash"],
             parse_settings=staged["parse_settings"],
             n_parsed=n_parsed,
@@ -235,6 +267,7 @@ def commit(
         created=True,
         n_parsed=n_parsed,
         n_reused=reused_ids.len(),
+        n_skipped=staged["n_skipped"],
         removed_doc_ids=removed,
         errors=errors,
         durations_s={"commit": time.perf_counter() - started},
@@ -245,28 +278,25 @@ def commit(
 # ---------------------------------------------------------------------- staging
 
 
-def _reusable_hashes(store: CorpusStore, parent: VersionManifest | None, config: ParseConfig) -> dict[str, str]:
-    """doc_id -> content hash of the parent's documents, when they were parsed with the same settings."""
-    if parent is None or parent.config_hash != config_hash(config):
+def _reusable_documents(store: CorpusStore, parent: VersionManifest | None, config: ParseConfig) -> dict[str, dict]:
+    """doc_id -> the parent's document (REUSE_COLUMNS), when it was parsed under the same parse settings."""
+    if parent is None or reparse_reason(parent, config) is not None:
         return {}
-    docs = store.read_documents(parent.name, columns=["doc_id", "doc_content_hash"])
-    return dict(zip(docs["doc_id"], docs["doc_content_hash"]))
+    docs = store.read_documents(parent.name, columns=REUSE_COLUMNS)
+    return {doc["doc_id"]: doc for doc in docs.iter_rows(named=True)}
 
 
-def _parse_all(
-    sources: list[SourceFile], config: ParseConfig, progress: Progress | None
-) -> tuple[list[ParsedDocument], list[IngestError]]:
-    parsed, errors = [], []
-    for done, source in enumerate(sources, start=1):
-        try:
-            parsed.append(parse_document(source, config))
-        except DocumentError as exc:
-            errors.append(exc.error)
-        except Exception as exc:  # one bad document never sinks a run
-            errors.append(IngestError(source.source_path, "parse", type(exc).__name__, str(exc) or repr(exc)))
-        if progress is not None:
-            progress(source.source_path, done, len(sources))
-    return parsed, errors
+def _same_document(previous: dict | None, source: SourceFile) -> bool:
+    """Whether the parent's rows of this doc_id are what parsing the source would give. Fails closed on the
+    scope: rows are reused only under the very access_scope the source has now. A stored title may be the
+    parser's (the first heading), so only an explicit title is compared: one taken out of a sidecar while
+    the bytes stay is not seen here (the version's corpus_hash does see it)."""
+    return (
+        previous is not None
+        and (previous["doc_content_hash"], previous["source_path"], previous["access_scope"])
+        == (source.content_hash, source.source_path, source.access_scope)
+        and source.title in (None, previous["title"])
+    )
 
 
 def _document_fields(doc: ParsedDocument, ingested_at: datetime) -> dict:
@@ -307,11 +337,8 @@ def _error_rows(errors: list[IngestError], version: str, occurred_at: datetime) 
 
 
 def _source_rows(sources: list[SourceFile], outcome: dict[str, str]) -> pa.Table:
-    rows = [
-        {"doc_id": s.doc_id, "source_path": s.source_path, "content_hash": s.content_hash, "outcome": outcome[s.doc_id]}
-        for s in sources
-    ]
-    return pa.Table.from_pylist(rows, schema=schema.STAGED_SOURCES)
+    rows = [{**{name: getattr(s, name) for name in TREE_FIELDS}, "outcome": outcome[s.doc_id]} for s in sources]
+    return pa.Table.from_pylist(rows, schema=STAGED_SOURCES)
 
 
 def _load_staged(store: CorpusStore, version: str, n_shards: int) -> dict:
@@ -335,28 +362,60 @@ def _load_staged(store: CorpusStore, version: str, n_shards: int) -> dict:
 
     return {
         **{k: stages[0][k] for k in ("parent", "config_hash", "parse_settings", "reparse_reason", "source_dir")},
-        "sources": pl.from_arrow(read("sources.parquet", schema.STAGED_SOURCES)),
+        "n_skipped": sum(s["n_skipped"] for s in stages),
+        "sources": pl.from_arrow(read("sources.parquet", STAGED_SOURCES)),
         "chunks": read("chunks.parquet", STORED_SCHEMAS["chunks"]),
         "documents": read("documents.parquet", STORED_SCHEMAS["documents"]),
         "errors": read("errors.parquet", schema.INGEST_ERRORS),
     }
 
 
+def _without_cross_shard_duplicates(staged: dict, version: str) -> dict:
+    """Files in two shards that claim one doc_id (by sidecar or front matter): as in a single walk, the first
+    source_path keeps it and the others are quarantined, their staged rows and other errors dropped."""
+    owner, losers = {}, {}
+    for doc_id, source_path in staged["sources"].sort("source_path").select("doc_id", "source_path").iter_rows():
+        if doc_id in owner:
+            losers[source_path] = IngestError(source_path, "discover", "DuplicateDocId", duplicate_doc_id_reason(doc_id, owner[doc_id]))
+        else:
+            owner[doc_id] = source_path
+    if not losers:
+        return staged
+
+    def kept(table: pa.Table) -> pa.Table:
+        return table.filter(pc.invert(pc.is_in(table["source_path"], pa.array(list(losers)))))
+
+    duplicates = _error_rows(list(losers.values()), version, datetime.now(timezone.utc))
+    return staged | {
+        "sources": staged["sources"].filter(~pl.col("source_path").is_in(list(losers))),
+        "chunks": kept(staged["chunks"]),
+        "documents": kept(staged["documents"]),
+        "errors": pa.concat_tables([kept(staged["errors"]), duplicates]),
+    }
+
+
 # ---------------------------------------------------------------------- committing
 
 
-def _equal_version(store: CorpusStore, version: str, tree_hash: str, settings: str) -> VersionManifest | None:
+def _equal_version(
+    store: CorpusStore, version: str, tree_hash: str, settings: str, documents: set[str]
+) -> VersionManifest | None:
     """The version an unchanged tree equals: `version` itself if it exists (else it is a name clash), or
-    the latest version."""
+    the latest version. Unchanged: the same tree (corpus_hash) under the same parse settings, and the same of
+    its documents parsed: one that failed there and parses now (a longer parse_timeout_s, a file readable
+    again) makes a new version."""
     if store.has_version(version):
         existing = store.manifest(version)
-        if (existing.corpus_hash, existing.config_hash) == (tree_hash, settings):
+        same_tree = (existing.corpus_hash, existing.config_hash) == (tree_hash, settings)
+        if same_tree and set(_parent_doc_ids(store, version)) == documents:
             return existing
+        difference = "documents that failed there parse now" if same_tree else f"corpus_hash {existing.corpus_hash}, this tree {tree_hash}"
         raise VersionExists(
-            f"corpus version {version!r} already exists with different content "
-            f"(corpus_hash {existing.corpus_hash}, this tree {tree_hash}); versions are immutable, pick a new name"
+            f"corpus version {version!r} already exists with different content ({difference}); versions are "
+            "immutable, pick a new name"
         )
-    return latest_if_equal(store, tree_hash, settings)
+    latest = latest_if_equal(store, tree_hash, settings)
+    return latest if latest is not None and set(_parent_doc_ids(store, latest.name)) == documents else None
 
 
 def latest_if_equal(store: CorpusStore, tree_hash: str, settings: str) -> VersionManifest | None:

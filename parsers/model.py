@@ -14,17 +14,39 @@ class ParseConfig:
     max_chunk_chars: int = 1000
     max_file_bytes: int = 50 * 1024 * 1024
     default_access_scope: str = "user_visible"
-    # Wall-clock limit for partitioning one document (None: no limit); enforced in the main thread only.
+    # Wall-clock limit for parsing one document (None: no limit). A pool worker past it is killed and
+    # replaced; a serial parse (workers=1) is interrupted by SIGALRM, in the main thread only.
     parse_timeout_s: float | None = 300.0
     # (glob on source_path, access_scope), first match wins; a sidecar or front matter still overrides.
     access_scope_overrides: tuple[tuple[str, str], ...] = ()
     # The sentence and normalisation rules chunks were cut with: new rules re-chunk every document once.
     text_rules: int = TEXT_RULES_VERSION
+    # Tesseract languages (as `tesseract --list-langs` names them) for images and scanned PDF pages.
+    ocr_languages: tuple[str, ...] = ("eng", "chi_sim")
+    # Globs on source_path (see parsers.globs): with includes, only matching files are documents; a file
+    # matching an exclude never is. Files left out are counted as skipped, not quarantined.
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    # Processes that parse documents at once (None: one per usable CPU; 1: serially in this process).
+    workers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers must be at least 1 (or None for one per CPU), got {self.workers}")
+
+
+# Settings that decide which files are read, how long a parse may take and which access_scope a document gets,
+# but never what a document parses into: changing them re-parses nothing. (A document whose scope, title or
+# doc_id changes is re-parsed on its own: ingest compares those per document.) Any other setting, a new one
+# included, counts as a parse setting, so an unknown effect re-parses rather than reusing stale output.
+RUN_SETTINGS = frozenset(
+    {"max_file_bytes", "parse_timeout_s", "default_access_scope", "access_scope_overrides", "include", "exclude", "workers"}
+)
 
 
 @dataclass(frozen=True)
 class SourceFile:
-    """A file found under the source root, read once and hashed; not parsed yet."""
+    """A file found under the source root, hashed and named; not parsed yet."""
 
     path: Path  # absolute
     source_path: str  # posix path relative to the source root
@@ -34,7 +56,8 @@ class SourceFile:
     size_bytes: int
     access_scope: str
     title: str | None = None  # explicit title from a sidecar / front matter
-    # The bytes read at discovery, so a document is read once; None means read `path` again at parse time.
+    # The document's bytes when a caller already holds them; None (what discovery gives, so that a tree is
+    # never held in memory): the parser reads `path` again and checks it against content_hash.
     raw: bytes | None = field(default=None, repr=False, compare=False)
 
 

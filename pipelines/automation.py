@@ -13,8 +13,7 @@ import dagster as dg
 
 from assets.partitions import corpus_versions
 from assets.sharding import SHARD_GROUP, ingest_shard_commit, ingest_shard_stage, shard_x_version
-from parsers.ingest import config_hash, latest_if_equal
-from citekeeper.store import corpus_hash
+from parsers.ingest import config_hash, latest_if_equal, tree_hash
 from parsers.discover import discover_sources
 from assets.resources import STORE_WRITER_TAG, CitekeeperConfig
 
@@ -48,9 +47,10 @@ shard_commit_job = _job("citekeeper_ingest_shard_commit", dg.AssetSelection.asse
                         "Commit the staged shards of a corpus version as one version.")
 
 
-def source_fingerprint(source_root: Path) -> str:
-    """sha256 over (relative path, size, mtime) of every file under the root: stat only, never reads."""
-    digest = hashlib.sha256()
+def source_fingerprint(source_root: Path, settings: str = "") -> str:
+    """sha256 over (relative path, size, mtime) of every file under the root (stat only, never reads) and
+    `settings`, so that new include/exclude or scope globs count as a change too."""
+    digest = hashlib.sha256(settings.encode())
     for dirpath, dirnames, filenames in os.walk(source_root, followlinks=False):
         dirnames.sort()
         for name in sorted(filenames):
@@ -71,7 +71,7 @@ def version_name(prefix: str, when: datetime, fingerprint: str | None = None) ->
 
 
 def unchanged_since(citekeeper: CitekeeperConfig) -> str | None:
-    """The committed version whose documents equal the source tree's (by content hash), if any.
+    """The committed version whose documents equal the source tree's (bytes, names, scopes, titles), if any.
 
     Reads and hashes the files but parses nothing; it keeps a touched-but-identical tree from starting
     a run that would only fail with "unchanged since version X".
@@ -81,7 +81,7 @@ def unchanged_since(citekeeper: CitekeeperConfig) -> str | None:
         return None
     config = citekeeper.parse_config()
     sources, _ = discover_sources(citekeeper.source_path, config)
-    equal = latest_if_equal(store, corpus_hash((s.doc_id, s.content_hash) for s in sources), config_hash(config))
+    equal = latest_if_equal(store, tree_hash(sources), config_hash(config))
     return equal.name if equal else None
 
 
@@ -96,7 +96,7 @@ def source_change_sensor(context: dg.SensorEvaluationContext, citekeeper: Citeke
     source_root = citekeeper.source_path
     if not source_root.is_dir():
         return dg.SkipReason(f"source root {source_root} is not a directory")
-    fingerprint = source_fingerprint(source_root)
+    fingerprint = source_fingerprint(source_root, repr(citekeeper.parse_config()))
     if fingerprint == context.cursor:
         return dg.SkipReason(f"no change under {source_root}")
     equal = unchanged_since(citekeeper)

@@ -18,16 +18,26 @@ from pipelines.cli_common import store_option
 @click.option("--version", "version", help="Name of the new corpus version (default: the next vNNNN).")
 @click.option("--strict", is_flag=True, help="Fail (exit 1, commit nothing) if any file is quarantined.")
 @click.option("--max-chunk-chars", type=click.IntRange(min=50), default=None, help="Chunk size limit.")
+@click.option("--include", "include", multiple=True, metavar="GLOB",
+              help="Ingest only files whose path under SOURCE_DIR matches a GLOB (repeatable). `*` stays within "
+                   "a folder, `**/` spans any depth: '**/*.md'. Files left out are counted as skipped.")
+@click.option("--exclude", "exclude", multiple=True, metavar="GLOB",
+              help="Never ingest files matching GLOB (repeatable), e.g. 'drafts/**'; counted as skipped, not "
+                   "quarantined, so --strict still holds.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes parsing documents at once (default: one per CPU; 1: parse in this process).")
 @click.option("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT, show_default=True,
               help="Seconds to wait for another ingest on the same store before giving up.")
 @store_option
 def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chunk_chars: int | None,
-                   lock_timeout: float, store_dir: Path) -> None:
+                   include: tuple[str, ...], exclude: tuple[str, ...], workers: int | None, lock_timeout: float,
+                   store_dir: Path) -> None:
     """Ingest SOURCE_DIR as a new immutable corpus version (only changed documents are re-parsed)."""
     from parsers.ingest import ingest  # imports unstructured: keep `versions`/`export` fast
     from parsers.model import ParseConfig
 
-    config = ParseConfig() if max_chunk_chars is None else ParseConfig(max_chunk_chars=max_chunk_chars)
+    chunking = {} if max_chunk_chars is None else {"max_chunk_chars": max_chunk_chars}
+    config = ParseConfig(**chunking, include=include, exclude=exclude, workers=workers)
     with tqdm(desc="parsing", unit="doc", file=click.get_text_stream("stderr"), disable=None) as bar:
 
         def progress(source_path: str, done: int, total: int) -> None:
@@ -49,7 +59,7 @@ def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chun
     if result.reparse_reason:
         click.echo(result.reparse_reason)
     click.echo(f"parsed {result.n_parsed}, reused {result.n_reused}, removed {result.n_removed}, "
-               f"quarantined {result.n_quarantined}")
+               f"quarantined {result.n_quarantined}, skipped {result.n_skipped}")
     for error in result.errors:
         click.echo(f"  quarantined {error.source_path}: {error.stage}: {error.error_type}: {error.reason}")
 

@@ -96,3 +96,24 @@ def test_reusing_a_name_for_other_content_fails(source: Path, store_dir: Path) -
     (source / "alpha.md").write_text("# alpha\n\nChanged.\n")
     result = run("ingest", str(source), "--store", str(store_dir), "--version", "r1")
     assert result.exit_code == 1 and "already exists with different content" in result.output
+
+
+def test_include_and_exclude_skip_files_and_keep_strict_usable(source: Path, store_dir: Path) -> None:
+    (source / "drafts").mkdir()
+    (source / "drafts" / "wip.md").write_text("# wip\n\nNot ready.\n")
+    (source / "drafts" / "scan.svg").write_text("<svg/>")  # no parser for it
+    (source / "Makefile").write_text("all:\n")
+    quarantining = run("ingest", str(source), "--strict", "--store", str(store_dir / "all"))
+    assert quarantining.exit_code == 1 and "Makefile" in quarantining.output and "scan.svg" in quarantining.output
+
+    selected = run("ingest", str(source), "--strict", "--include", "**/*.md", "--exclude", "drafts/**",
+                   "--workers", "1", "--store", str(store_dir / "selected"))
+    assert selected.exit_code == 0, selected.output
+    assert "parsed 2, reused 0, removed 0, quarantined 0, skipped 3" in selected.output
+    documents = CorpusStore(store_dir / "selected").read_documents("v0001")
+    assert documents["doc_id"].to_list() == ["alpha.md", "beta.md"]
+
+    included_svg = run("ingest", str(source), "--include", "drafts/*", "--store", str(store_dir / "drafts"))
+    assert included_svg.exit_code == 0, included_svg.output
+    assert "parsed 1, reused 0, removed 0, quarantined 1, skipped 3" in included_svg.output
+    assert "quarantined drafts/scan.svg: discover: UnsupportedFileType" in included_svg.output

@@ -32,8 +32,7 @@ NOT_IMPORTED = {
     # unstructured's PDF text layer (strategy="fast") imports these, some through unstructured-inference,
     # which scripts/setup.sh installs --no-deps; its [pdf] extra is not installed
     **dict.fromkeys(
-        ["pdfminer-six", "pypdf", "pi-heif", "pdf2image", "pikepdf", "pypdfium2", "opencv-python", "pandas",
-         "scipy", "matplotlib"],
+        ["pdfminer-six", "pikepdf", "pypdfium2", "opencv-python", "pandas", "scipy", "matplotlib"],
         "unstructured's PDF text layer",
     ),  # fmt: skip
     "pylance": "lancedb's Table.to_lance(), which citekeeper/store.py calls",

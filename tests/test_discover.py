@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from parsers.discover import discover_sources
+from parsers.discover import discover, discover_sources, glob_regex, selector
+from parsers.ingest import Shard
 from parsers.model import ParseConfig
 
 from .conftest import SAMPLE_CORPUS
@@ -42,7 +43,8 @@ def test_doc_ids_hashes_and_order(tmp_path):
     guide = sources[2]
     raw = (tmp_path / "b" / "Guide.md").read_bytes()
     assert guide.content_hash == "sha256:" + hashlib.sha256(raw).hexdigest()
-    assert guide.raw == raw and guide.size_bytes == len(raw)
+    assert guide.size_bytes == len(raw)
+    assert all(s.raw is None for s in sources)  # bytes are dropped once hashed: the parser reads them again
     assert guide.path == (tmp_path / "b" / "Guide.md").absolute()
     assert guide.access_scope == "user_visible" and guide.title is None
 
@@ -50,15 +52,15 @@ def test_doc_ids_hashes_and_order(tmp_path):
 def test_hidden_skipped_unsupported_recorded(tmp_path):
     write(tmp_path / ".git" / "config.md", "# not a doc\n")
     write(tmp_path / ".draft.md", "# hidden\n")
-    write(tmp_path / "logo.png", b"\x89PNG....")
+    write(tmp_path / "logo.svg", "<svg/>")
     write(tmp_path / "Makefile", "all:\n")
     write(tmp_path / "ok.md", "# ok\n")
     sources, errors = discover_sources(tmp_path, CONFIG)
     assert [s.source_path for s in sources] == ["ok.md"]
     by_path = errors_by_path(errors)
-    assert set(by_path) == {"Makefile", "logo.png"}
-    assert by_path["logo.png"].error_type == "UnsupportedFileType"
-    assert "'.png'" in by_path["logo.png"].reason and ".md" in by_path["logo.png"].reason
+    assert set(by_path) == {"Makefile", "logo.svg"}
+    assert by_path["logo.svg"].error_type == "UnsupportedFileType"
+    assert "'.svg'" in by_path["logo.svg"].reason and ".md" in by_path["logo.svg"].reason
 
 
 def test_sidecar_overrides_front_matter(tmp_path):
@@ -267,3 +269,76 @@ def test_directory_links_into_each_other_terminate(tmp_path):
 def test_missing_root_is_a_clear_error(tmp_path):
     with pytest.raises(NotADirectoryError, match="not a directory"):
         discover_sources(tmp_path / "nope", CONFIG)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "matches", "misses"),
+    [
+        ("*.md", ["a.md", ".md"], ["d/a.md", "a.mdx"]),
+        ("**/*.md", ["a.md", "d/a.md", "d/e/a.md"], ["a.pdf", "d/a.md/x"]),
+        ("drafts/**", ["drafts/a.md", "drafts/x/y.pdf"], ["drafts", "old/drafts/a.md"]),
+        ("a/**/b.md", ["a/b.md", "a/x/b.md", "a/x/y/b.md"], ["a/xb.md", "b.md"]),
+        ("**", ["a", "a/b/c"], []),
+        ("doc?.txt", ["doc1.txt"], ["doc12.txt", "doc/.txt"]),
+        ("[ab]*.md", ["a1.md", "b.md"], ["c.md"]),
+        ("[!ab]*.md", ["c.md"], ["a.md"]),
+        ("d[!x]e.md", ["dye.md"], ["d/e.md"]),  # a class never matches the separator
+        ("[a.md", ["[a.md"], ["a.md"]),  # an unclosed bracket is literal
+        ("notes (v2)+.md", ["notes (v2)+.md"], ["notes v2.md"]),
+    ],
+)
+def test_glob_flavour(pattern, matches, misses):
+    selected = selector([pattern], [])
+    assert [path for path in matches if selected(path)] == matches, glob_regex(pattern)
+    assert [path for path in misses if selected(path)] == [], glob_regex(pattern)
+
+
+def test_include_and_exclude_skip_files_instead_of_quarantining_them(tmp_path):
+    write(tmp_path / "guide.md", "# Guide\n")
+    write(tmp_path / "docs" / "api.md", "# API\n")
+    write(tmp_path / "docs" / "api.md.citekeeper.json", '{"access_scope": "internal_only"}')
+    write(tmp_path / "docs" / "logo.svg", "<svg/>")  # no parser: quarantined unless left out
+    write(tmp_path / "drafts" / "wip.md", "# WIP\n")
+    write(tmp_path / "drafts" / "broken.pdf", b"not a pdf")
+    write(tmp_path / "drafts" / "orphan.md.citekeeper.json", "{}")
+    (tmp_path / "drafts" / "dangling.md").symlink_to(tmp_path / "drafts" / "missing.md")
+
+    everything = discover(tmp_path, CONFIG)
+    assert {e.source_path for e in everything.errors} == {"docs/logo.svg", "drafts/orphan.md.citekeeper.json", "drafts/dangling.md"}
+    assert everything.n_skipped == 0
+
+    excluded = discover(tmp_path, ParseConfig(exclude=("drafts/**", "**/*.svg")))
+    assert [s.source_path for s in excluded.sources] == ["docs/api.md", "guide.md"]
+    assert excluded.errors == [] and excluded.n_skipped == 5
+    assert excluded.sources[0].access_scope == "internal_only"  # its sidecar goes with it, not counted
+
+    included = discover(tmp_path, ParseConfig(include=("**/*.md",), exclude=("drafts/**",)))
+    assert [s.source_path for s in included.sources] == ["docs/api.md", "guide.md"]
+    assert included.errors == [] and included.n_skipped == 5
+
+    # a file the user included is still quarantined when it cannot be used
+    unsupported = discover(tmp_path, ParseConfig(include=("docs/**",)))
+    assert [(e.source_path, e.error_type) for e in unsupported.errors] == [("docs/logo.svg", "UnsupportedFileType")]
+    assert [s.source_path for s in unsupported.sources] == ["docs/api.md"] and unsupported.n_skipped == 5
+
+
+def test_a_shard_reads_only_the_files_it_owns(tmp_path, monkeypatch):
+    for i in range(12):
+        write(tmp_path / f"d{i % 3}" / f"doc-{i:02d}.md", f"# Doc {i}\n")
+    write(tmp_path / "skip.tmp", "x")
+    read = []
+    real_open = Path.open
+
+    def recording_open(path, *args, **kwargs):
+        read.append(path.name)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", recording_open)
+    whole = discover(tmp_path, ParseConfig(exclude=("*.tmp",)))
+    read.clear()
+    shards = [discover(tmp_path, ParseConfig(exclude=("*.tmp",)), owns=Shard(i, 3).owns) for i in range(3)]
+    paths = [[s.source_path for s in shard.sources] for shard in shards]
+    assert sorted(p for shard in paths for p in shard) == [s.source_path for s in whole.sources]
+    owned = [p.rsplit("/", 1)[1] for shard in paths for p in shard]
+    assert all(paths) and sorted(read) == sorted(owned + [name + ".citekeeper.json" for name in owned])  # + sidecar probes
+    assert sum(shard.n_skipped for shard in shards) == whole.n_skipped == 1

@@ -103,12 +103,24 @@ def test_version_names_are_immutable(source: Path, store_dir: Path) -> None:
     assert [v.name for v in store.versions()] == ["release-1"]
 
 
+def test_an_older_version_ingested_again_is_found_unchanged(source: Path, store_dir: Path) -> None:
+    store = CorpusStore(store_dir)
+    ingest(source, store, version="one")
+    original = (source / "beta.md").read_text()
+    (source / "beta.md").write_text(markdown("beta", 3))
+    ingest(source, store, version="two")
+    (source / "beta.md").write_text(original)
+    again = ingest(source, store, version="one")  # beta.md parsed again against "two", and equal to "one"
+    assert not again.created and again.equals == "one"
+    assert [v.name for v in store.versions()] == ["one", "two"]
+
+
 def write_bad_files(root: Path) -> set[str]:
     (root / "empty.md").write_bytes(b"")
     (root / "binary.pdf").write_bytes(bytes(range(256)) * 8)
     (root / "corrupt.docx").write_bytes(b"PK\x03\x04 this is not a zip archive")
-    (root / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
-    return {"empty.md", "binary.pdf", "corrupt.docx", "latin1.txt"}
+    (root / "logo.svg").write_text("<svg/>")  # no parser for it
+    return {"empty.md", "binary.pdf", "corrupt.docx", "logo.svg"}
 
 
 def test_bad_input_is_quarantined_and_the_version_commits(source: Path, store_dir: Path) -> None:
@@ -225,6 +237,24 @@ def test_sharded_stages_and_one_commit_equal_a_single_ingest(source: Path, tmp_p
 
     assert comparable(sharded).equals(comparable(single))
     assert sharded.manifest("next").corpus_hash == single.manifest("next").corpus_hash
+
+
+def test_a_doc_id_claimed_in_two_shards_is_kept_once_as_in_a_single_ingest(source: Path, tmp_path: Path) -> None:
+    """Shards read only their own files, so two files naming one doc_id in their front matter meet at commit."""
+    first, second = (next(f"claim-{i}.md" for i in range(100) if Shard(n, 2).owns(f"claim-{i}.md")) for n in (0, 1))
+    for name in (first, second):
+        (source / name).write_text(f"---\ndoc_id: claimed\n---\n# {name}\n\nThe text of {name}.\n")
+    single, sharded = CorpusStore(tmp_path / "single"), CorpusStore(tmp_path / "sharded")
+    expected = ingest(source, single, version="v1")
+    staged = [stage(source, sharded, "v1", shard=Shard(i, 2)) for i in range(2)]
+    assert [len(s.errors) for s in staged] == [0, 0]  # neither shard saw the other's file
+    result = commit(sharded, "v1", n_shards=2)
+    assert result.errors == expected.errors and [e.error_type for e in result.errors] == ["DuplicateDocId"]
+    assert (result.n_parsed, result.manifest.n_documents) == (expected.n_parsed, expected.manifest.n_documents) == (5, 5)
+    for read in (CorpusStore.read_chunks, CorpusStore.read_documents):
+        assert read(sharded, "v1").drop("ingested_at").equals(read(single, "v1").drop("ingested_at"))
+    assert sharded.read_errors("v1").drop("occurred_at").equals(single.read_errors("v1").drop("occurred_at"))
+    assert sharded.manifest("v1").corpus_hash == single.manifest("v1").corpus_hash
 
 
 def test_stage_against_a_stale_parent_is_not_committed(source: Path, store_dir: Path) -> None:

@@ -199,10 +199,23 @@ def test_corrupt_docx(tmp_path, payload):
 
 
 @pytest.mark.parametrize("name", ["notes.txt", "notes.md", "notes.rst", "notes.html"])
-def test_non_utf8_text(tmp_path, name):
-    error = parse_error(write(tmp_path / name, "Caf\xe9 au lait is on the menu.\n".encode("latin-1"))).error
+def test_latin1_text_is_decoded(tmp_path, name):
+    doc = parse_file(write(tmp_path / name, "Caf\xe9 au lait is on the menu.\n".encode("latin-1")))
+    assert (doc.text, doc.encoding) == ("Café au lait is on the menu.", "cp1252")
+
+
+@pytest.mark.parametrize("name", ["notes.txt", "notes.rst", "notes.html"])
+def test_undecodable_text(tmp_path, name):
+    error = parse_error(write(tmp_path / name, b"Caf\x81 \xff au lait is on the menu.\n")).error
     assert (error.stage, error.error_type) == ("read", "EncodingError")
-    assert "offset 3" in error.reason and "0xe9" in error.reason
+    assert "offset 3" in error.reason and "0x81" in error.reason
+
+
+def test_undecodable_markdown_is_quarantined_at_discovery(tmp_path):
+    write(tmp_path / "notes.md", b"Caf\x81 \xff au lait is on the menu.\n")
+    sources, (error,) = discover_sources(tmp_path, CONFIG)
+    assert sources == [] and (error.stage, error.error_type) == ("read", "EncodingError")
+    assert "offset 3" in error.reason and "0x81" in error.reason
 
 
 def test_utf16_with_bom(tmp_path):

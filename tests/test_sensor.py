@@ -11,7 +11,9 @@ import polars as pl
 from citekeeper.layout import latest_run_dir
 from citekeeper.answer_store import AnswerStore
 from citekeeper.store import CorpusStore
-from pipelines.automation import nightly_reindex_schedule, source_change_sensor, source_fingerprint
+from parsers.ingest import ingest
+from parsers.model import ParseConfig
+from pipelines.automation import nightly_reindex_schedule, source_change_sensor, source_fingerprint, unchanged_since
 from pipelines.definitions import build_definitions
 from assets.resources import CitekeeperConfig
 
@@ -167,3 +169,26 @@ def test_nightly_schedule_reindexes_changed_tree_and_skips_unchanged(tmp_path: P
         (changed,) = tick(night + timedelta(days=2)).run_requests
         assert changed.partition_key == "nightly-20261202T020000Z"
     assert [m.name for m in CorpusStore(tmp_path / "store").versions()] == ["nightly-20261130T020000Z"]
+
+
+def test_a_scope_flip_or_new_globs_are_changes_to_the_sensor(tmp_path: Path):
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "faq.md").write_text(FAQ_V1)
+    (source / "drafts").mkdir()
+    (source / "drafts" / "wip.md").write_text(GUIDE)
+    config = CitekeeperConfig(store_dir=str(tmp_path / "store"), source_dir=str(source), exclude=["drafts/**"],
+                              parse_workers=1)
+    assert config.parse_config() == ParseConfig(exclude=("drafts/**",), workers=1)
+    ingest(source, config.corpus_store(), config=config.parse_config())
+    assert unchanged_since(config) == "v0001"
+    assert unchanged_since(config.model_copy(update={"parse_workers": 2})) == "v0001"  # not a parse setting
+
+    (source / "faq.md.citekeeper.json").write_text('{"access_scope": "internal_only"}')
+    assert unchanged_since(config) is None  # same bytes, new scope: a new version is due
+    (source / "faq.md.citekeeper.json").unlink()
+    assert unchanged_since(config.model_copy(update={"exclude": []})) is None  # drafts/wip.md joins the tree
+
+    settings = repr(config.parse_config())
+    other = repr(config.model_copy(update={"include": ["**/*.md"]}).parse_config())
+    assert source_fingerprint(source, settings) != source_fingerprint(source, other)

@@ -70,7 +70,10 @@ def _locator(source_path, chunk_id, start, end, native: str | None = None) -> st
 
 def _card(row: dict) -> str:
     status = row["status"]
-    redact_old, redact_new = row["access_scope"] == INTERNAL, row["new_access_scope"] == INTERNAL
+    # Fail closed: text internal_only at either version is withheld on both sides, so a document made
+    # internal since the cited version does not keep showing through its old text or the quote from it.
+    redact = INTERNAL in (row["access_scope"], row["new_access_scope"])
+    old_scope = INTERNAL if redact else row["access_scope"]
     parts = [
         f'<div class="card" id="citation-{escape(row["citation_id"])}">',
         f'<p><span class="badge {escape(status)}">{escape(status)}</span> {escape(row["reason"])}</p>',
@@ -81,15 +84,15 @@ def _card(row: dict) -> str:
         + "</p>",
     ]
     if row["quote"] is not None:
-        parts.append(f'<p>quote: <q>{_text(row["quote"], row["access_scope"])}</q></p>')
+        parts.append(f'<p>quote: <q>{_text(row["quote"], old_scope)}</q></p>')
     if row["old_text"] is not None:
-        parts.append(f'<div>old text</div><div class="text">{_text(row["old_text"], row["access_scope"])}</div>')
+        parts.append(f'<div>old text</div><div class="text">{_text(row["old_text"], old_scope)}</div>')
     if row["new_text"] is not None:
         changed = row["old_text"] is not None and row["new_text"] != row["old_text"]
         body = (
             word_diff(row["old_text"], row["new_text"])
-            if changed and not (redact_old or redact_new)
-            else _text(row["new_text"], row["new_access_scope"])
+            if changed and not redact
+            else _text(row["new_text"], INTERNAL if redact else row["new_access_scope"])
         )
         parts.append(f'<div>new text{" (word diff)" if changed else ""}</div><div class="text">{body}</div>')
     if row["suggested_chunk_id"] is not None:

@@ -1,0 +1,280 @@
+"""Parse documents in worker processes, with a real wall-clock limit per document.
+
+Workers come from a forkserver: a fresh interpreter that imports the parsers and unstructured once and
+parses one small document (PRELOAD: parsers.warm_worker, ~5 s), then forks a worker per request. Forking it
+is safe, as forking the caller (a Dagster run, a test session, maybe holding threads and models) would not
+be, and cheap, as spawning would not be: every worker of every ingest would pay those ~5 s again. The server
+lives as long as the process that started it, so only the first ingest of a process pays.
+
+Documents go out biggest first, copies of a file together (_parse_groups), in short runs: a run to a worker,
+which sends back one outcome per document. The parent re-arms the worker's deadline (parse_timeout_s) at
+each document; a worker past it is killed with SIGKILL, which C code inside a parser cannot hold off the way
+it holds off a Python signal handler: its document is quarantined as ParseTimeout, the rest of its run goes
+to a fresh worker. A worker that dies by itself (a crash, the out-of-memory killer) quarantines its document
+the same way, as WorkerDied. Outcomes come back in the order of the sources: the pool gives exactly what a
+serial parse gives.
+"""
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+
+from parsers.document import parse_document
+from parsers.model import DocumentError, IngestError, ParseConfig, ParsedDocument, SourceFile
+
+Outcome = ParsedDocument | IngestError
+Progress = Callable[[str, int, int], None]  # (source_path, documents parsed so far, documents to parse)
+Group = list[tuple[int, SourceFile]]  # (index in the sources, source), parsed one after the other
+
+# What the forkserver imports before forking workers: markdown and HTML parsing, warmed up. The PDF, office
+# and OCR stacks load in the workers that meet such a file.
+PRELOAD = ["parsers.warm_worker"]
+# A worker's share of the documents goes out in this many runs: long enough that documents of similar size
+# (versions of one file) meet the caches their neighbours filled, short enough to even out the load.
+RUNS_PER_WORKER = 8
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on: a container's or taskset's share, which os.cpu_count() ignores."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def parse_sources(sources: list[SourceFile], config: ParseConfig, progress: Progress | None = None) -> list[Outcome]:
+    """Each source parsed (a ParsedDocument) or quarantined (an IngestError naming it), in source order.
+
+    config.workers processes parse at once (None: one per usable CPU); 1 parses here, serially, where
+    parse_timeout_s is a SIGALRM in the main thread (parsers.time_limit).
+    """
+    if config.workers == 1 or not sources:
+        return _parse_serially(sources, config, progress)
+    workers = config.workers or usable_cpus()
+    runs = _runs(_parse_groups(sources), math.ceil(len(sources) / (workers * RUNS_PER_WORKER)))
+    return _parse_in_pool(runs, len(sources), config, min(workers, len(runs)), progress)
+
+
+def parse_one(source: SourceFile, config: ParseConfig) -> Outcome:
+    try:
+        return parse_document(source, config)
+    except DocumentError as exc:
+        return exc.error
+    except Exception as exc:  # one bad document never sinks a run
+        return IngestError(source.source_path, "parse", type(exc).__name__, str(exc) or repr(exc))
+
+
+def _parse_groups(sources: list[SourceFile]) -> list[Group]:
+    """The sources grouped by content, biggest first, for both paths. Copies of a file parse one after the
+    other in one process, where unstructured's caches of what it computed per paragraph (spaCy) serve the
+    later ones; sizes next to each other bring edited versions of a file together too. That halves the
+    parse time of httpx-docs, whose releases repeat most files. And in a pool, no big document starts last
+    while the other workers have run dry. (Only the order changes, never an outcome.)"""
+    groups: dict[str, Group] = {}
+    for index, source in enumerate(sources):
+        groups.setdefault(source.content_hash, []).append((index, source))
+    return sorted(groups.values(), key=lambda group: group[0][1].size_bytes, reverse=True)
+
+
+def _runs(groups: list[Group], length: int) -> list[Group]:
+    """Consecutive groups joined into runs of `length` documents or more (a group is never split)."""
+    runs: list[Group] = [[]]
+    for group in groups:
+        if len(runs[-1]) >= length:
+            runs.append([])
+        runs[-1].extend(group)
+    return runs
+
+
+def _parse_serially(sources: list[SourceFile], config: ParseConfig, progress: Progress | None) -> list[Outcome]:
+    outcomes: list[Outcome | None] = [None] * len(sources)
+    tasks = [task for group in _parse_groups(sources) for task in group]
+    for done, (index, source) in enumerate(tasks, start=1):
+        outcomes[index] = parse_one(source, config)
+        if progress is not None:
+            progress(source.source_path, done, len(sources))
+    return outcomes
+
+
+def _parse_in_pool(runs: list[Group], n_sources: int, config: ParseConfig, size: int,
+                   progress: Progress | None) -> list[Outcome]:
+    outcomes: list[Outcome | None] = [None] * n_sources
+    waiting = deque(runs)
+    done = 0
+    with closing(_Pool(size, config)) as pool:
+        while waiting or pool.busy:
+            while waiting and pool.has_room:
+                pool.submit(waiting.popleft())
+            for (index, source), outcome in pool.finished():
+                outcomes[index] = outcome
+                done += 1
+                if progress is not None:
+                    progress(source.source_path, done, n_sources)
+            waiting.extendleft(pool.orphans())
+    return outcomes
+
+
+def _serve(conn: Connection, config: ParseConfig) -> None:
+    """A worker: parse each run the parent sends, sending back an outcome per document as it is done,
+    until the parent hangs up."""
+    try:
+        while True:
+            for source in conn.recv():
+                conn.send(parse_one(source, config))
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):  # the parent closed our pipe, died or was interrupted
+        return
+
+
+@contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """While a worker starts, multiprocessing does not see the caller's __main__ (it reads __spec__ and
+    __file__ to have each worker import it again): workers need nothing from it, the import costs ~0.4 s for
+    the `citekeeper` command and more for a script that imports the store, a script without an
+    `if __name__ == "__main__":` guard would run again, and a program read from stdin could not start a
+    worker at all."""
+    main = sys.modules["__main__"]
+    saved = {name: getattr(main, name) for name in ("__file__", "__spec__") if hasattr(main, name)}
+    main.__dict__.pop("__file__", None)
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        main.__dict__.update(saved)
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    tasks: deque[tuple[int, SourceFile]] = field(default_factory=deque)  # its run's documents not done yet
+    deadline: float = math.inf  # of the first of them
+
+
+class _Pool:
+    """At most `size` worker processes, each parsing one run at a time."""
+
+    def __init__(self, size: int, config: ParseConfig):
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(PRELOAD)
+        self._size = size
+        self._timeout = config.parse_timeout_s
+        self._config = replace(config, parse_timeout_s=None)  # workers run unlimited: the parent kills
+        self._idle = [self._start() for _ in range(size)]
+        self._busy: list[_Worker] = []
+        self._orphans: list[Group] = []
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._busy)
+
+    @property
+    def has_room(self) -> bool:
+        return len(self._busy) < self._size
+
+    def submit(self, run: Group) -> None:
+        """Hand a run to an idle worker (a new one, where a killed worker left its place empty)."""
+        worker = self._idle.pop() if self._idle else self._start()
+        sources = [source for _, source in run]
+        try:
+            worker.conn.send(sources)
+        except OSError:  # it died while idle (the out-of-memory killer picks the biggest process, busy or not)
+            worker.process.join()
+            worker.conn.close()
+            worker = self._start()
+            worker.conn.send(sources)
+        worker.tasks = deque(run)
+        worker.deadline = self._deadline()
+        self._busy.append(worker)
+
+    def finished(self) -> list[tuple[tuple[int, SourceFile], Outcome]]:
+        """((index, source), outcome) of each document done since the last call: answered, or its worker
+        died or ran out of time. Waits until there is at least one."""
+        while True:
+            deadline = min(worker.deadline for worker in self._busy)
+            timeout = None if deadline == math.inf else max(deadline - time.monotonic(), 0)
+            wait([w.conn for w in self._busy] + [w.process.sentinel for w in self._busy], timeout)
+            results = [result for worker in list(self._busy) for result in self._outcomes(worker)]
+            if results:
+                return results
+
+    def orphans(self) -> list[Group]:
+        """The documents killed workers had not reached yet: to parse on fresh workers, first."""
+        orphans, self._orphans = self._orphans, []
+        return orphans
+
+    def close(self) -> None:
+        for worker in self._busy:
+            worker.process.kill()
+        for worker in self._idle:
+            worker.conn.close()  # the worker reads EOF and returns
+        for worker in self._idle + self._busy:
+            worker.process.join(timeout=10)
+            if worker.process.exitcode is None:
+                worker.process.kill()
+                worker.process.join()
+            worker.conn.close()
+        self._idle, self._busy = [], []
+
+    def _start(self) -> _Worker:
+        parent_end, child_end = self._context.Pipe()
+        process = self._context.Process(target=_serve, args=(child_end, self._config), name="citekeeper-parse", daemon=True)
+        with _main_module_hidden():
+            process.start()
+        child_end.close()
+        return _Worker(process, parent_end)
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self._timeout if self._timeout else math.inf
+
+    def _outcomes(self, worker: _Worker) -> list[tuple[tuple[int, SourceFile], Outcome]]:
+        """What the worker has done since the last look: each outcome it sent, or its current document's
+        error if it died or ran out of time."""
+        results = []
+        while worker.conn.poll():
+            try:
+                outcome = worker.conn.recv()
+            except (EOFError, ConnectionError):  # it died before answering
+                return results + self._retire(worker, self._died(worker))
+            results.append((worker.tasks.popleft(), outcome))
+            worker.deadline = self._deadline()
+            if not worker.tasks:
+                self._busy.remove(worker)
+                self._idle.append(worker)
+                return results
+        if worker.process.exitcode is not None:
+            return results + self._retire(worker, self._died(worker))
+        if time.monotonic() >= worker.deadline:
+            return results + self._retire(worker, self._timed_out(worker))
+        return results
+
+    def _retire(self, worker: _Worker, error: IngestError) -> list[tuple[tuple[int, SourceFile], Outcome]]:
+        """Kill the worker (if it still runs) and free its place: submit() starts a new one when needed."""
+        worker.process.kill()
+        worker.process.join()
+        worker.conn.close()
+        self._busy.remove(worker)
+        task = worker.tasks.popleft()
+        if worker.tasks:
+            self._orphans.append(list(worker.tasks))
+        return [(task, error)]
+
+    def _timed_out(self, worker: _Worker) -> IngestError:
+        reason = (f"parsing took longer than {self._timeout:g} s (parse_timeout_s); its worker process was "
+                  "killed and the file skipped")
+        return IngestError(worker.tasks[0][1].source_path, "parse", "ParseTimeout", reason)
+
+    def _died(self, worker: _Worker) -> IngestError:
+        worker.process.join()
+        code = worker.process.exitcode
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        reason = f"the parser's worker process died ({how}: a crash or the out-of-memory killer); file skipped"
+        return IngestError(worker.tasks[0][1].source_path, "parse", "WorkerDied", reason)

@@ -1,0 +1,21 @@
+"""Imported by the parse pool's forkserver (parsers.parse_pool.PRELOAD), for its side effect: one small
+markdown parse loads what unstructured otherwise loads on a process's first document (spaCy's pipeline,
+langdetect's profiles: ~2 s of CPU), so each worker forked from the server starts warm instead of paying it
+again, every ingest.
+
+Forking is safe only from a process that runs no other thread: parsers.document opts out of unstructured's
+usage-analytics thread before its first partition call, so this parse starts none.
+"""
+from pathlib import Path
+
+from citekeeper.identity import sha256_hex
+from parsers.document import parse_document
+from parsers.model import ParseConfig, SourceFile
+
+_TEXT = b"# Warm-up\n\nThis paragraph has two sentences. It is parsed once, in the forkserver.\n"
+
+parse_document(
+    SourceFile(path=Path("warm-up.md"), source_path="warm-up.md", doc_id="warm-up.md", filetype="md",
+               content_hash=sha256_hex(_TEXT), size_bytes=len(_TEXT), access_scope="user_visible", raw=_TEXT),
+    ParseConfig(),
+)
