@@ -35,6 +35,7 @@ class CitekeeperConfig(dg.ConfigurableResource):
     exclude: list[str] = []
     # Processes parsing documents at once; None: one per CPU the run may use, 1: serially in the run.
     parse_workers: int | None = None
+    ocr_languages: list[str] = list(ParseConfig.ocr_languages)  # Tesseract codes, one language pack each
     # Object-store locations of the LanceDB tables / Parquet exports (None: under store_dir) and their
     # LanceDB storage options; see citekeeper.locations for the keys.
     lance_uri: str | None = None
@@ -59,4 +60,5 @@ class CitekeeperConfig(dg.ConfigurableResource):
 
     def parse_config(self) -> ParseConfig:
         return ParseConfig(max_chunk_chars=self.max_chunk_chars, include=tuple(self.include),
-                           exclude=tuple(self.exclude), workers=self.parse_workers)
+                           exclude=tuple(self.exclude), workers=self.parse_workers,
+                           ocr_languages=tuple(self.ocr_languages))

@@ -24,20 +24,22 @@ from pipelines.cli_common import store_option
 @click.option("--exclude", "exclude", multiple=True, metavar="GLOB",
               help="Never ingest files matching GLOB (repeatable), e.g. 'drafts/**'; counted as skipped, not "
                    "quarantined, so --strict still holds.")
+@click.option("--ocr-lang", "ocr_languages", multiple=True, metavar="CODE",
+              help="Tesseract language for OCR of images and scanned pages (repeatable; default: eng and chi_sim).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes parsing documents at once (default: one per CPU; 1: parse in this process).")
 @click.option("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT, show_default=True,
               help="Seconds to wait for another ingest on the same store before giving up.")
 @store_option
 def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chunk_chars: int | None,
-                   include: tuple[str, ...], exclude: tuple[str, ...], workers: int | None, lock_timeout: float,
-                   store_dir: Path) -> None:
+                   include: tuple[str, ...], exclude: tuple[str, ...], ocr_languages: tuple[str, ...],
+                   workers: int | None, lock_timeout: float, store_dir: Path) -> None:
     """Ingest SOURCE_DIR as a new immutable corpus version (only changed documents are re-parsed)."""
     from parsers.ingest import ingest  # imports unstructured: keep `versions`/`export` fast
     from parsers.model import ParseConfig
 
-    chunking = {} if max_chunk_chars is None else {"max_chunk_chars": max_chunk_chars}
-    config = ParseConfig(**chunking, include=include, exclude=exclude, workers=workers)
+    given = {"max_chunk_chars": max_chunk_chars, "ocr_languages": ocr_languages}
+    config = ParseConfig(**{k: v for k, v in given.items() if v}, include=include, exclude=exclude, workers=workers)
     with tqdm(desc="parsing", unit="doc", file=click.get_text_stream("stderr"), disable=None) as bar:
 
         def progress(source_path: str, done: int, total: int) -> None:

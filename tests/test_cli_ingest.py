@@ -117,3 +117,21 @@ def test_include_and_exclude_skip_files_and_keep_strict_usable(source: Path, sto
     assert included_svg.exit_code == 0, included_svg.output
     assert "parsed 1, reused 0, removed 0, quarantined 1, skipped 3" in included_svg.output
     assert "quarantined drafts/scan.svg: discover: UnsupportedFileType" in included_svg.output
+
+
+def test_ocr_languages_come_from_the_command_line(tmp_path: Path, store_dir: Path) -> None:
+    """--ocr-lang reaches the OCR step: a language pack that is not installed quarantines the image, named."""
+    import shutil
+
+    from PIL import Image
+
+    from tests.conftest import require_service
+
+    require_service(shutil.which("tesseract") is not None, "Tesseract (apt-get install tesseract-ocr)")
+    source = tmp_path / "scans"
+    source.mkdir()
+    Image.new("RGB", (64, 32), "white").save(source / "blank.png")
+    result = run("ingest", str(source), "--store", str(store_dir), "--ocr-lang", "eng", "--ocr-lang", "zzz", "--workers", "1")
+    store = CorpusStore(store_dir)
+    (error,) = store.read_errors(store.latest().name).to_dicts()
+    assert error["error_type"] == "MissingSystemTool" and "zzz" in error["reason"], result.output
