@@ -22,7 +22,7 @@ import pytest
 from citekeeper.store import CorpusStore, misplaced_offsets
 from parsers.discover import discover_sources
 from parsers.document import ELEMENT_SEPARATOR, parse_document
-from parsers.formats.office import OLE2_SIGNATURE
+from parsers.formats.base import OLE2_SIGNATURE
 from parsers.ingest import ingest
 from parsers.model import DocumentError, ParseConfig, ParsedDocument
 from tests.conftest import require_service

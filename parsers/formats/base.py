@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from parsers.model import EmailHeader, Locator, ParseConfig, SourceFile
 
+# The compound-file header of Office 97-2003 documents, Outlook .msg files and encrypted OOXML.
+OLE2_SIGNATURE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+
 
 def no_locator(element) -> Locator:
     return Locator()

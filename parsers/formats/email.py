@@ -26,12 +26,11 @@ from email.header import decode_header
 from email.message import EmailMessage
 from pathlib import PurePath
 
-from parsers.formats.base import Format, Partitioned
+from parsers.formats.base import OLE2_SIGNATURE, Format, Partitioned
 from parsers.formats.text import UndecodableText, decode_text
 from parsers.model import DocumentError, EmailHeader, Locator, ParseConfig, SourceFile
 
 BODY_PART = "body"
-_OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # every .msg is an OLE2 compound file
 _FOLD = re.compile(r"\r?\n(?=[ \t])")  # a header's line break before white space is folding, not content
 
 
@@ -114,7 +113,7 @@ def _partition_msg(source: SourceFile, raw: bytes, config: ParseConfig) -> Parti
 def _load_msg(source: SourceFile, raw: bytes):
     from oxmsg import Message
 
-    if not raw.startswith(_OLE2_MAGIC):
+    if not raw.startswith(OLE2_SIGNATURE):  # every .msg is an OLE2 compound file
         raise DocumentError(source.source_path, "parse", "not an Outlook .msg file: no OLE2 compound-file header", error_type="CorruptMsg")
     try:
         return Message.load(raw)

@@ -30,13 +30,12 @@ import re
 import zipfile
 from collections.abc import Iterable, Iterator
 
-from parsers.formats.base import Format, Partitioned
+from parsers.formats.base import OLE2_SIGNATURE, Format, Partitioned
 from parsers.formats.text import read_text
 from parsers.model import DocumentError, Locator, ParseConfig, SourceFile
 from parsers.system_tools import LIBREOFFICE, require
 
 CELL_SEPARATOR = " | "
-OLE2_SIGNATURE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # the compound file of Office 97-2003 (and of encrypted OOXML)
 _CSV_SNIFF_CHARS = 64 * 1024
 
 # RTF: \ansicpgN names the code page of 8-bit \'hh escapes; \uN escapes (and the \'hh fallbacks right after them,
