@@ -129,22 +129,28 @@ class AnswerStore:
 
     # ------------------------------------------------------------ writing
 
-    def add(self, path: Path | str) -> AddResult:
-        """Register every good record of a JSONL or Parquet file; bad lines are reported, not fatal."""
+    def add(self, path: Path | str, expected_revisions: dict[str, int] | None = None) -> AddResult:
+        """Register every good record of a JSONL or Parquet file; bad lines are reported, not fatal.
+
+        With `expected_revisions` (answer_id -> revision), an answer whose current revision is another one is
+        not registered but reported: it changed since the records were made from it (a repair's guard).
+        """
         path = Path(path)
         parsed, errors = read_answer_records(path)
         result = AddResult(errors=errors)
         self.root.mkdir(parents=True, exist_ok=True)
         try:
             with FileLock(self.root / ".lock", timeout=self.lock_timeout):
-                self._register(parsed, str(path), result)
+                self._register(parsed, str(path), result, expected_revisions or {})
         except Timeout as exc:
             raise AnswerStoreLocked(
                 f"answer store {self.root} is locked by another writer (waited {self.lock_timeout:.0f}s)"
             ) from exc
         return result
 
-    def _register(self, parsed: list[ParsedAnswer], source_file: str, result: AddResult) -> None:
+    def _register(
+        self, parsed: list[ParsedAnswer], source_file: str, result: AddResult, expected_revisions: dict[str, int]
+    ) -> None:
         snapshot = self.snapshot()
         current = {
             row["answer_id"]: (row["revision"], row["content_hash"])
@@ -154,6 +160,11 @@ class AnswerStore:
         registered_at = datetime.now(timezone.utc)
         for answer in parsed:
             revision, content_hash = current.get(answer.answer_id, (0, None))
+            expected = expected_revisions.get(answer.answer_id, revision)
+            if expected != revision:
+                message = f"{answer.answer_id} is at revision {revision}, not {expected}: it changed since this was made"
+                result.errors.append(LineError(answer.line, "answer_id", message))
+                continue
             if content_hash == answer.content_hash:
                 result.unchanged.append(answer.answer_id)
                 continue

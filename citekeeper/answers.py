@@ -1,9 +1,12 @@
 """Parse registered answers (structured or marker form) into answer, claim and citation records.
 
 Structured:  {"answer_id", "question", "answer", "corpus_version", "created_at"?,
-              "claims": [{"claim_id"?, "text", "citations": [{"chunk_id", "quote"?, "text_hash"?}]}]}
+              "claims": [{"claim_id"?, "text", "citations": [{"chunk_id", "quote"?, "text_hash"?, "corpus_version"?}]}]}
 Marker form: {"answer_id", "question", "answer": "text with [1] and [2][3] markers", "corpus_version",
-              "references": [{"ref": 1, "chunk_id", "quote"?, "text_hash"?}]}
+              "references": [{"ref": 1, "chunk_id", "quote"?, "text_hash"?, "corpus_version"?}]}
+A citation's own corpus_version overrides the answer's: a repaired revision cites the new version, except for
+the citations repair left as they were. Other keys are kept with the record (answer_rows' source_record) but
+not interpreted.
 In marker form every sentence (citekeeper.text rules, any script) becomes a claim; a sentence without
 markers is an uncited claim. Markers are those of citekeeper.text.MARKER: [1], [1][2], [1,2], 【1】, ［1］,
 ^[1], and ids such as [D1] (whose `ref` is then the string "D1").
@@ -16,7 +19,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated
@@ -54,6 +57,7 @@ class ParsedCitation:
     chunk_id: str
     quote: str | None
     cited_text_hash: str | None
+    corpus_version: str | None = None  # None: the answer's
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ class ParsedAnswer:
     created_at: datetime | None
     input_form: str  # structured | marker
     claims: tuple[ParsedClaim, ...] = field(default_factory=tuple)
+    source_record: str | None = None  # the input record as JSON, every key kept (repair edits it)
+    line: int | None = None  # of the input file it was read from
 
     @property
     def content_hash(self) -> str:
@@ -82,11 +88,17 @@ class ParsedAnswer:
             "corpus_version": self.corpus_version,
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "claims": [
-                [c.source_claim_id, c.text, [[x.chunk_id, x.quote, x.cited_text_hash] for x in c.citations]]
+                [c.source_claim_id, c.text, [_citation_content(x) for x in c.citations]]
                 for c in self.claims
             ],
         }
         return text_hash(json.dumps(payload, sort_keys=True, ensure_ascii=False))
+
+
+def _citation_content(citation: ParsedCitation) -> list:
+    # The version joins the hash only when given, so answers registered before it existed keep their hash.
+    content = [citation.chunk_id, citation.quote, citation.cited_text_hash]
+    return content + [citation.corpus_version] if citation.corpus_version else content
 
 
 def _short_id(prefix: str, *parts: object) -> str:
@@ -162,9 +174,12 @@ class CitationRecord(BaseModel):
     chunk_id: RequiredText
     quote: GivenText | None = None
     text_hash: TextHash | None = None
+    corpus_version: GivenText | None = None
 
     def parsed(self) -> ParsedCitation:
-        return ParsedCitation(chunk_id=self.chunk_id, quote=self.quote, cited_text_hash=self.text_hash)
+        return ParsedCitation(
+            chunk_id=self.chunk_id, quote=self.quote, cited_text_hash=self.text_hash, corpus_version=self.corpus_version
+        )
 
 
 class ReferenceRecord(CitationRecord):
@@ -231,21 +246,54 @@ def _reference_map(references: list[ReferenceRecord]) -> dict[str, ParsedCitatio
 def _marker_claims(answer: str, references: dict[str, ParsedCitation]) -> tuple[ParsedClaim, ...]:
     claims = []
     for sentence in split_sentences(answer):
-        keys = [_ref_key(ref) for ref in marker_ids(sentence)]
+        keys = _sentence_keys(sentence)
         unknown = [key for key in keys if key not in references]
         if unknown:
             raise _record_error("answer", f"marker [{unknown[0]}] has no entry in references")
-        text = strip_markers(sentence)
-        claims.append(ParsedClaim(text=text, citations=tuple(references[key] for key in dict.fromkeys(keys))))
+        claims.append(ParsedClaim(text=strip_markers(sentence), citations=tuple(references[key] for key in keys)))
     return tuple(claims)
+
+
+def claim_reference_keys(answer: str) -> list[list[str]]:
+    """Per claim (sentence) of a marker-form answer, the reference keys of its citations, in citation order."""
+    return [_sentence_keys(sentence) for sentence in split_sentences(answer)]
+
+
+def _sentence_keys(sentence: str) -> list[str]:
+    return list(dict.fromkeys(_ref_key(ref) for ref in marker_ids(sentence)))
+
+
+def citation_entries(record: dict, input_form: str) -> dict[tuple[int, int], dict]:
+    """The dict of `record` that each citation, keyed (claim_index, citation_index), was parsed from. In marker
+    form every citation of one reference shares that reference's dict."""
+    if input_form == "structured":
+        return {
+            (claim_index, citation_index): citation
+            for claim_index, claim in enumerate(record["claims"])
+            for citation_index, citation in enumerate(claim.get("citations") or [])
+        }
+    by_key = {_reference_key(reference["ref"]): reference for reference in record["references"]}
+    return {
+        (claim_index, citation_index): by_key[key]
+        for claim_index, keys in enumerate(claim_reference_keys(record["answer"]))
+        for citation_index, key in enumerate(keys)
+    }
 
 
 def parse_answer(record: object) -> ParsedAnswer:
     """Validate one input record (either form). Raises AnswerInputError naming every bad field."""
     try:
-        return AnswerRecord.model_validate(record).parsed()
+        parsed = AnswerRecord.model_validate(record).parsed()
     except ValidationError as exc:
         raise AnswerInputError([_issue(error) for error in exc.errors()]) from None
+    return replace(parsed, source_record=json.dumps(record, ensure_ascii=False, default=_json_value))
+
+
+def _json_value(value: object) -> str:
+    """Parquet input rows hold datetimes; JSON input never reaches here with anything else."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 # pydantic's own text would name our model class ("instance of ClaimRecord").
@@ -283,7 +331,7 @@ def read_answer_records(path: Path) -> tuple[list[ParsedAnswer], list[LineError]
             errors.append(row)
             continue
         try:
-            answers.append(parse_answer(row))
+            answers.append(replace(parse_answer(row), line=line_no))
         except AnswerInputError as exc:
             errors.extend(LineError(line_no, issue.field, issue.message) for issue in exc.issues)
     return answers, errors
@@ -301,6 +349,41 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, object]]:
 
 
 # ---------------------------------------------------------------- records for the answer store
+
+
+def record_from_rows(answer: dict, claims: list[dict], citations: list[dict]) -> dict:
+    """An input record rebuilt from one revision's ANSWERS, CLAIMS and CITATIONS rows, for answers registered
+    before their records were kept (source_record null): the same form, without extra keys or unused references."""
+    record = {
+        key: answer[key] for key in ("answer_id", "question", "answer", "corpus_version") if answer[key] is not None
+    }
+    if answer["created_at"] is not None:
+        record["created_at"] = answer["created_at"].isoformat()
+    by_claim: dict[str, list[dict]] = {}
+    for row in sorted(citations, key=lambda row: row["citation_index"]):
+        by_claim.setdefault(row["claim_id"], []).append(_citation_record(row, answer["corpus_version"]))
+    claims = sorted(claims, key=lambda row: row["claim_index"])
+    if answer["input_form"] == "structured":
+        record["claims"] = [
+            {"claim_id": claim["source_claim_id"], "text": claim["text"], "citations": by_claim.get(claim["claim_id"], [])}
+            if claim["source_claim_id"] is not None
+            else {"text": claim["text"], "citations": by_claim.get(claim["claim_id"], [])}
+            for claim in claims
+        ]
+        return record
+    references: dict[str, dict] = {}
+    for claim, keys in zip(claims, claim_reference_keys(answer["answer"])):
+        for key, citation in zip(keys, by_claim.get(claim["claim_id"], [])):
+            references.setdefault(key, {"ref": int(key) if key.isdigit() else key, **citation})
+    record["references"] = list(references.values())
+    return record
+
+
+def _citation_record(row: dict, answer_version: str) -> dict:
+    citation = {"chunk_id": row["chunk_id"], "quote": row["quote"], "text_hash": row["cited_text_hash"]}
+    if row["corpus_version"] != answer_version:
+        citation["corpus_version"] = row["corpus_version"]
+    return {key: value for key, value in citation.items() if value is not None}
 
 
 def answer_rows(answer: ParsedAnswer, revision: int, source_file: str | None, registered_at: datetime) -> dict:
@@ -339,7 +422,7 @@ def answer_rows(answer: ParsedAnswer, revision: int, source_file: str | None, re
                     "chunk_id": cit.chunk_id,
                     "quote": cit.quote,
                     "cited_text_hash": cit.cited_text_hash,
-                    "corpus_version": answer.corpus_version,
+                    "corpus_version": cit.corpus_version or answer.corpus_version,
                 }
             )
     answer_row = {
@@ -352,6 +435,7 @@ def answer_rows(answer: ParsedAnswer, revision: int, source_file: str | None, re
         "content_hash": answer.content_hash,
         "input_form": answer.input_form,
         "source_file": source_file,
+        "source_record": answer.source_record,
         "registered_at": registered_at,
     }
     return {"answers": [answer_row], "claims": claims, "citations": citations}

@@ -9,6 +9,7 @@
     <root>/embeddings/                                re-anchoring's LanceDB vectors and full-text index
     <root>/diffs/<old>__<new>/{chunk,doc}_diff.parquet             chunk and document diffs
     <root>/citations/target_version=<v>/{citation_status,blast_radius}.parquet, report.html
+    <root>/repairs/target_version=<v>/{repairs.parquet,repaired.jsonl,summary.json}   the last repair against <v>
     <root>/verify/runs/corpus_version=<v>/run_id=<r>/ verification outputs
     <root>/verify/cache/                              the NLI verdict cache
     <root>/verify/onnx/                               exported ONNX models
@@ -77,6 +78,18 @@ class StoreLayout:
 
     def report_file(self, target_version: str) -> Path:
         return self.citation_status_dir(target_version) / "report.html"
+
+    def repairs_dir(self, target_version: str) -> Path:
+        return self.root / "repairs" / f"target_version={target_version}"
+
+    def repairs_file(self, target_version: str) -> Path:
+        return self.repairs_dir(target_version) / "repairs.parquet"
+
+    def repaired_answers_file(self, target_version: str) -> Path:
+        return self.repairs_dir(target_version) / "repaired.jsonl"
+
+    def repair_summary_file(self, target_version: str) -> Path:
+        return self.repairs_dir(target_version) / "summary.json"
 
     @property
     def verify_dir(self) -> Path:

@@ -99,6 +99,7 @@ ANSWERS = pa.schema(
         pa.field("content_hash", pa.string(), nullable=False),
         pa.field("input_form", pa.string(), nullable=False),  # structured | marker
         pa.field("source_file", pa.string()),
+        pa.field("source_record", pa.string()),  # the input record as JSON (null: registered before it was kept)
         pa.field("registered_at", TIMESTAMP, nullable=False),
     ]
 )
@@ -240,6 +241,55 @@ BLAST_RADIUS = pa.schema(
         pa.field("n_claims", pa.int64(), nullable=False),
         pa.field("n_citations", pa.int64(), nullable=False),  # citations on it that are no longer valid
         pa.field("n_citations_total", pa.int64(), nullable=False),
+    ]
+)
+
+# ---------------------------------------------------------------- repair
+# One row per current citation judged against a target version: what repair did to it (verifiers.repair).
+# Stored as <store>/repairs/target_version=<v>/repairs.parquet.
+
+REPAIR_KINDS = (
+    "kept",  # valid: left as it is
+    "repointed_successor",  # relocated or drifted: the successor chunk, the quote unchanged
+    "repointed_exact",  # stale or removed: the evidence found verbatim elsewhere
+    "repointed_normalised",  # ... found after Unicode / quote / whitespace normalisation
+    "repointed_suggestion",  # ... the best fuzzy or search suggestion, scoring at least --min-score
+    "unresolved",  # stale or removed with no suggestion good enough: left as it is
+    "invalid",  # never repaired
+)
+
+REPAIRS = pa.schema(
+    [
+        pa.field("target_version", pa.string(), nullable=False),
+        pa.field("answer_id", pa.string(), nullable=False),
+        pa.field("from_revision", pa.int32(), nullable=False),
+        pa.field("to_revision", pa.int32()),  # the revision --apply registered; null when not applied
+        pa.field("claim_id", pa.string(), nullable=False),
+        pa.field("claim_index", pa.int32(), nullable=False),
+        pa.field("citation_id", pa.string(), nullable=False),
+        pa.field("citation_index", pa.int32(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),  # CITATION_STATUSES
+        pa.field("repair", pa.string(), nullable=False),  # REPAIR_KINDS
+        pa.field("needs_review", pa.bool_(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("score", pa.float64()),  # the suggestion's score, for repairs that used one
+        pa.field("method", pa.string()),  # the suggestion's method (verifiers.reanchor)
+        pa.field("old_chunk_id", pa.string(), nullable=False),
+        pa.field("old_version", pa.string(), nullable=False),
+        pa.field("old_start_char", pa.int64()),
+        pa.field("old_end_char", pa.int64()),
+        pa.field("old_locator", pa.string()),
+        pa.field("old_source_path", pa.string()),
+        pa.field("old_quote", pa.string()),
+        pa.field("new_chunk_id", pa.string()),  # null: not re-pointed
+        pa.field("new_version", pa.string(), nullable=False),  # the version the repaired citation cites
+        pa.field("new_start_char", pa.int64()),
+        pa.field("new_end_char", pa.int64()),
+        pa.field("new_locator", pa.string()),
+        pa.field("new_source_path", pa.string()),
+        pa.field("new_quote", pa.string()),
+        pa.field("new_text_hash", pa.string()),
+        pa.field("applied", pa.bool_(), nullable=False),
     ]
 )
 

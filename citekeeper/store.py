@@ -17,8 +17,10 @@ not with the corpus. The `corpus_version` column is therefore not stored; it is 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import operator
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -207,10 +209,15 @@ class CorpusStore:
     # ------------------------------------------------------------------ reading
 
     def read_chunks(
-        self, version: str, columns: list[str] | None = None, doc_ids: Iterable[str] | None = None
+        self,
+        version: str,
+        columns: list[str] | None = None,
+        doc_ids: Iterable[str] | None = None,
+        chunk_ids: Iterable[str] | None = None,
     ) -> pl.DataFrame:
-        """A version's chunks; with `doc_ids`, only those documents' chunks, found through the doc_id index."""
-        return self._read_lance("chunks", self.manifest(version).name, columns, doc_ids)
+        """A version's chunks; with `doc_ids`, only those documents' chunks, found through the doc_id index;
+        with `chunk_ids`, only those chunks."""
+        return self._read_lance("chunks", self.manifest(version).name, columns, doc_ids, chunk_ids)
 
     def read_documents(
         self, version: str, columns: list[str] | None = None, doc_ids: Iterable[str] | None = None
@@ -221,7 +228,12 @@ class CorpusStore:
         return self.read_export("errors", version)
 
     def _read_lance(
-        self, table: str, version: str, columns: list[str] | None, doc_ids: Iterable[str] | None = None
+        self,
+        table: str,
+        version: str,
+        columns: list[str] | None,
+        doc_ids: Iterable[str] | None = None,
+        chunk_ids: Iterable[str] | None = None,
     ) -> pl.DataFrame:
         """Time travel: check the table out at the tag named after the version."""
         wanted = list(columns or READ_SCHEMAS[table].names)
@@ -230,16 +242,18 @@ class CorpusStore:
         if unknown:
             raise StoreError(f"unknown {table} columns {unknown}; known: {READ_SCHEMAS[table].names}")
         read = [c for c in dict.fromkeys(SORT_KEYS[table] + wanted) if c in stored]
-        ids = None if doc_ids is None else list(set(doc_ids))
-        if ids == []:  # no doc_ids asked for: nothing to open
+        wanted_ids = {"doc_id": doc_ids, "chunk_id": chunk_ids}
+        id_lists = {column: list(set(ids)) for column, ids in wanted_ids.items() if ids is not None}
+        if [] in id_lists.values():  # no ids asked for: nothing to open
             arrow = STORED_SCHEMAS[table].empty_table().select(read)
         else:
             lance_table = self._lance().open_table(table)
             lance_table.checkout(version)
-            # A pyarrow expression, not SQL: ids go in as values, nothing to quote; lance uses the doc_id index.
-            in_ids = None if ids is None else pc.field("doc_id").isin(ids)
+            # Pyarrow expressions, not SQL: ids go in as values, nothing to quote; lance uses the doc_id index.
+            in_ids = [pc.field(column).isin(ids) for column, ids in id_lists.items()]
+            where = functools.reduce(operator.and_, in_ids) if in_ids else None
             had = set(lance_table.schema.names)  # a version committed before a column existed lacks it
-            arrow = lance_table.to_lance().to_table(columns=[c for c in read if c in had], filter=in_ids)
+            arrow = lance_table.to_lance().to_table(columns=[c for c in read if c in had], filter=where)
             arrow = to_arrow(arrow, pa.schema([STORED_SCHEMAS[table].field(c) for c in read]))
         frame = pl.from_arrow(arrow).sort(SORT_KEYS[table])
         return frame.with_columns(corpus_version=pl.lit(version)).select(wanted)

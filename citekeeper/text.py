@@ -63,6 +63,28 @@ _WRAPPED = re.compile(f"(?<=[{_UNSPACED}]) | (?=[{_UNSPACED}])")
 _GAP_BETWEEN_UNSPACED = re.compile(f"(?<=[{_UNSPACED}])\\s+(?=[{_UNSPACED}])")
 
 
+# A letter or digit of a script written with spaces between words (CJK characters are words of their own).
+_SPACED_WORD_CHAR = re.compile(f"[^\\W{_UNSPACED}]")
+
+
+def snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
+    """A span of `text` without cut words or edge whitespace: a word cut at the start belongs to the text before
+    and is dropped, one cut at the end is completed. Spans of Chinese or Japanese are only trimmed."""
+
+    def inside_word(i: int) -> bool:
+        return 0 < i < len(text) and all(_SPACED_WORD_CHAR.match(c) for c in text[i - 1 : i + 1])
+
+    while start < end and inside_word(start):
+        start += 1
+    while inside_word(end):
+        end += 1
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
 def is_cjk(char: str) -> bool:
     return _CJK_CHAR.match(char) is not None
 

@@ -9,6 +9,7 @@ import click
 from citekeeper.schema import CITATION_STATUSES
 from citekeeper.store import CorpusStore, StoreError
 from pipelines.cli_common import store_option
+from verifiers.repair import DEFAULT_MIN_SCORE
 
 
 @click.group("answers")
@@ -124,4 +125,50 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
         raise SystemExit(1)
 
 
-COMMANDS: list = [answers_group, diff_command, stale_command]
+@click.command("repair")
+@click.option("--against", "target", required=True, help="Corpus version the repaired answers will cite.")
+@click.option(
+    "--min-score",
+    type=click.FloatRange(0.0, 1.0),
+    default=DEFAULT_MIN_SCORE,
+    show_default=True,
+    help="Lowest re-anchoring suggestion score a stale or removed citation is re-pointed at (marked needs_review).",
+)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the repaired answers (JSONL) here.")
+@click.option("--apply", is_flag=True, help="Register the repaired answers as new revisions in the answer store.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@store_option
+def repair_command(target: str, min_score: float, out: Path | None, apply: bool, as_json: bool, store_dir: Path) -> None:
+    """Repair the registered citations against corpus version --against.
+
+    Each answer with a citation that can be re-pointed is written as a new revision, in the form it was
+    registered in, citing --against: relocated and drifted citations point at the successor chunk; stale and
+    removed ones at the span re-anchoring found verbatim, or at its best suggestion when that scores at least
+    --min-score (needs_review); the rest stay as they are (unresolved). Invalid citations are never repaired.
+    Without --apply nothing is registered.
+    """
+    from verifiers.repair import repair_citations
+
+    try:
+        result = repair_citations(CorpusStore.from_env(store_dir), target, min_score=min_score, out=out, apply=apply)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    summary = result.summary()
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        click.echo(f"repair against {target}: {summary['n_citations']} citations, {summary['n_answers_repaired']} answers to revise")
+        click.echo("  " + "  ".join(f"{kind} {n}" for kind, n in summary["repairs"].items()))
+        click.echo(f"  {summary['n_needs_review']} citation(s) need review")
+        click.echo(f"repaired answers at {result.paths['jsonl']}" + (f" and {out}" if out is not None else ""))
+    if result.applied is not None:
+        click.echo(f"applied: {result.applied.summary()}", err=as_json)
+        for error in result.applied.errors:
+            click.echo(f"  {error}", err=True)
+        if result.applied.errors:
+            raise SystemExit(1)
+    elif not as_json:
+        click.echo("not applied (use --apply to register them)")
+
+
+COMMANDS: list = [answers_group, diff_command, stale_command, repair_command]

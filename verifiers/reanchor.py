@@ -5,8 +5,8 @@ Three tiers, first hit wins; the suggestion's `method` says which one found it:
    citekeeper.locate.locate_quote: `exact` (a literal substring, searched in every document first) or
    `normalized` (equal after NFKC, typographic folding and whitespace collapsing: full-width forms,
    curly quotes, line breaks); preferred documents (the successor's, then the cited one) first;
-2. `fuzzy`: rapidfuzz partial_ratio over the target chunks (preferred documents first), aligned to a span
-   (rapidfuzz compares code points, so it works for Chinese as for English);
+2. `fuzzy`: rapidfuzz partial_ratio over the target chunks (preferred documents first), aligned to a span of
+   whole words (rapidfuzz compares code points, so it works for Chinese as for English);
 3. `hybrid`: LanceDB hybrid search (vectors + full text) for the most similar chunk, score = cosine; or
    `fts` when the corpus' embedding model cannot be loaded: full-text search only, score = the share of
    the evidence's character bigrams found in the chunk (citekeeper.embeddings.bigram_containment).
@@ -22,7 +22,7 @@ import polars as pl
 from rapidfuzz import fuzz, process
 
 from citekeeper.locate import locate_quote
-from citekeeper.text import normalize_text
+from citekeeper.text import normalize_text, snap_to_words
 
 FUZZY_MIN_SCORE = 0.85
 HYBRID_MIN_SCORE = 0.5  # cosine for `hybrid`, bigram containment for `fts`
@@ -123,8 +123,8 @@ class Reanchorer:
 
     def _aligned(self, evidence: str, chunk: dict) -> Suggestion:
         alignment = fuzz.partial_ratio_alignment(evidence, chunk["text"])
-        if len(evidence) <= len(chunk["text"]):
-            start, end = alignment.dest_start, alignment.dest_end
+        if len(evidence) <= len(chunk["text"]):  # an aligned window can cut words: suggest whole ones
+            start, end = snap_to_words(chunk["text"], alignment.dest_start, alignment.dest_end)
         else:  # the chunk is the shorter side: it is contained in the evidence, suggest all of it
             start, end = 0, len(chunk["text"])
         return Suggestion(

@@ -1,0 +1,319 @@
+"""Repair citations: write each affected answer as a new revision that cites the target version.
+
+Per citation, from its status against the target version (verifiers.citation_status) and, for stale and
+removed ones, its re-anchoring suggestion (verifiers.reanchor); the kinds are schema.REPAIR_KINDS:
+- valid                -> kept;
+- relocated, drifted   -> repointed_successor: the successor chunk and the evidence's span in it, quote unchanged;
+- stale, removed       -> repointed_exact / repointed_normalised when re-anchoring found the evidence verbatim,
+                          repointed_suggestion (needs_review) when the best suggestion scores >= min_score,
+                          else unresolved: left as it is, still citing its old version;
+- invalid              -> never repaired.
+A re-pointed citation must be citable as it is written: its span has to lie in one chunk of the target (else
+unresolved), it keeps its quote where the quote is verbatim there and otherwise quotes the span it now cites,
+and it carries a text_hash only if it had one.
+
+An answer with at least one re-pointed citation gets a new revision in the form it was registered in: its
+stored input record (citekeeper.answers) with the citations (structured) or the references (marker form)
+rewritten, each non-kept one with a `repair` object saying what was done, why, and the old and new locators.
+The answer text, its claims, markers and reference numbers are untouched.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from citekeeper.answer_store import AddResult, AnswerSnapshot, AnswerStore
+from citekeeper.answers import citation_entries, record_from_rows
+from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
+from citekeeper.schema import CITATION_STATUS, REPAIR_KINDS, REPAIRS
+from citekeeper.tables import conform, read_parquet, write_parquet
+from verifiers.citation_status import check_citations
+
+DEFAULT_MIN_SCORE = 0.9
+REPOINTED = [kind for kind in REPAIR_KINDS if kind.startswith("repointed_")]
+TARGET_CHUNK_COLUMNS = ["chunk_id", "text", "start_char", "end_char", "text_hash", "source_path", *LOCATOR_COLUMNS]
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    target_version: str
+    repairs: pl.DataFrame  # REPAIRS, one row per current citation
+    records: list[dict]  # the repaired revisions, as input records
+    applied: AddResult | None
+    paths: dict[str, Path]
+
+    def counts(self) -> dict[str, int]:
+        found = dict(self.repairs.group_by("repair").len().iter_rows())
+        return {kind: found.get(kind, 0) for kind in REPAIR_KINDS}
+
+    def summary(self) -> dict:
+        return {
+            "target_version": self.target_version,
+            "n_citations": self.repairs.height,
+            "n_answers_repaired": len(self.records),
+            "n_needs_review": int(self.repairs["needs_review"].sum()),
+            "applied": self.applied is not None,
+            "repairs": self.counts(),
+        }
+
+
+# ---------------------------------------------------------------- deciding, one row per citation
+
+
+def decide(status: pl.DataFrame, citations: pl.DataFrame, target_chunks: pl.DataFrame, min_score: float) -> pl.DataFrame:
+    """REPAIRS rows (to_revision and applied unset) for status rows of the current citations.
+
+    `citations` gives claim_index, citation_index and the citation's own text_hash; `target_chunks` (TARGET_CHUNK_COLUMNS) has at
+    least the chunks the citations could be re-pointed at.
+    """
+    suggested = pl.col("suggested_method").is_not_null()
+    lost = pl.col("status").is_in(["stale", "removed"])
+    chosen_chunk = (
+        pl.when(pl.col("status") == "valid").then("chunk_id")
+        .when(pl.col("status").is_in(["relocated", "drifted"])).then("new_chunk_id")
+        .when(lost & suggested).then("suggested_chunk_id")
+    )  # fmt: skip
+    span_start = pl.when(lost).then("suggested_start_char").otherwise("new_start_char")
+    span_end = pl.when(lost).then("suggested_end_char").otherwise("new_end_char")
+    target = target_chunks.select(TARGET_CHUNK_COLUMNS).rename(lambda c: f"target_{c}")
+    frame = (
+        status.join(
+            citations.select("citation_id", "claim_index", "citation_index", "cited_text_hash"), on="citation_id", how="left"
+        )
+        .with_columns(target_chunk_id=chosen_chunk, span_start=span_start, span_end=span_end)
+        .join(target, on="target_chunk_id", how="left")
+        .with_columns(
+            in_one_chunk=(pl.col("span_start") >= pl.col("target_start_char")) & (pl.col("span_end") <= pl.col("target_end_char")),
+            whole_chunk=(pl.col("span_start") == pl.col("target_start_char")) & (pl.col("span_end") == pl.col("target_end_char")),
+        )
+    )
+    frame = frame.with_columns(_repair_kind(min_score)).with_columns(_repair_reason(min_score), *_new_citation())
+    return conform(frame.with_columns(applied=pl.lit(False)), REPAIRS)
+
+
+def _repair_kind(min_score: float) -> pl.Expr:
+    lost = pl.col("status").is_in(["stale", "removed"])
+    fits = pl.col("in_one_chunk").fill_null(False)
+    method = pl.col("suggested_method")
+    return (
+        pl.when(pl.col("status") == "valid").then(pl.lit("kept"))
+        .when(pl.col("status").is_in(["relocated", "drifted"])).then(pl.lit("repointed_successor"))
+        .when(pl.col("status") == "invalid").then(pl.lit("invalid"))
+        .when(lost & fits & (method == "exact")).then(pl.lit("repointed_exact"))
+        .when(lost & fits & (method == "normalized")).then(pl.lit("repointed_normalised"))
+        .when(lost & fits & (pl.col("suggested_score") >= min_score)).then(pl.lit("repointed_suggestion"))
+        .otherwise(pl.lit("unresolved"))
+        .alias("repair")
+    )  # fmt: skip
+
+
+def _repair_reason(min_score: float) -> pl.Expr:
+    kind, method, score = pl.col("repair"), pl.col("suggested_method"), pl.col("suggested_score").round(3).cast(pl.String)
+    span = pl.format("{} chars {}–{}", "target_source_path", "span_start", "span_end")
+    return (
+        pl.when(kind == "kept").then(pl.lit("valid: nothing to repair"))
+        .when(kind == "repointed_successor").then(pl.format("{}: {}", "status", "reason"))
+        .when(kind == "repointed_exact").then(pl.format("evidence found verbatim at {}", span))
+        .when(kind == "repointed_normalised").then(pl.format("evidence found after normalisation at {}", span))
+        .when(kind == "repointed_suggestion")
+        .then(pl.format("best suggestion ({}, score {}) at {} meets --min-score {}; needs review", method, score, span, pl.lit(min_score)))
+        .when(kind == "invalid").then(pl.format("invalid citations are never repaired: {}", "reason"))
+        .when(method.is_null()).then(pl.format("{}: no re-anchoring suggestion", "status"))
+        .when(~pl.col("in_one_chunk").fill_null(False))
+        .then(pl.format("{}: the evidence found at {} spans more than one chunk", "status", span))
+        .otherwise(pl.format("{}: best suggestion ({}, score {}) is below --min-score {}", "status", method, score, pl.lit(min_score)))
+        .alias("reason")
+    )  # fmt: skip
+
+
+def _new_citation() -> list[pl.Expr]:
+    """The citation as repair writes it, and where it was. A re-pointed citation keeps its quote where the quote
+    is still verbatim; otherwise (and for a whole-chunk citation now a part of a chunk) it quotes its new span."""
+    kind = pl.col("repair")
+    repointed = kind.is_in(["kept", *REPOINTED])
+    suggestion_used = kind.is_in(["repointed_exact", "repointed_normalised", "repointed_suggestion"])
+    keeps_quote = kind.is_in(["kept", "repointed_successor", "repointed_exact", "repointed_normalised"]) & pl.col("quote").is_not_null()
+    span_text = pl.col("target_text").str.slice(
+        pl.col("span_start") - pl.col("target_start_char"), pl.col("span_end") - pl.col("span_start")
+    )
+    new_quote = pl.when(keeps_quote).then("quote").when(~pl.col("whole_chunk")).then(span_text)
+
+    def if_repointed(expr: pl.Expr | str) -> pl.Expr:
+        return pl.when(repointed).then(expr)
+
+    return [
+        pl.when(suggestion_used).then("suggested_score").alias("score"),
+        pl.when(suggestion_used).then("suggested_method").alias("method"),
+        (kind == "repointed_suggestion").alias("needs_review"),
+        pl.col("chunk_id").alias("old_chunk_id"),
+        pl.col("cited_version").alias("old_version"),
+        pl.col("source_path").alias("old_source_path"),
+        pl.col("quote").alias("old_quote"),
+        if_repointed("target_chunk_id").alias("new_chunk_id"),
+        pl.when(repointed).then("target_version").otherwise("cited_version").alias("new_version"),
+        if_repointed("span_start").alias("new_start_char"),
+        if_repointed("span_end").alias("new_end_char"),
+        if_repointed(native_locator("target_")).alias("new_locator"),
+        if_repointed("target_source_path").alias("new_source_path"),
+        if_repointed(new_quote).alias("new_quote"),
+        if_repointed(pl.when(pl.col("cited_text_hash").is_not_null()).then("target_text_hash")).alias("new_text_hash"),
+        pl.col("revision").alias("from_revision"),
+    ]
+
+
+# ---------------------------------------------------------------- rewriting the input records
+
+
+def repaired_record(record: dict, input_form: str, rows: list[dict], target_version: str) -> dict:
+    """A copy of `record` citing `target_version`, with the REPAIRS `rows` of its citations applied."""
+    record = copy.deepcopy(record)
+    entries = citation_entries(record, input_form)
+    for entry in entries.values():
+        entry.pop("repair", None)  # what an earlier repair did no longer applies
+    done: set[int] = set()
+    for row in rows:
+        entry = entries[(row["claim_index"], row["citation_index"])]
+        if id(entry) not in done:  # marker form: one reference serves every citation of it
+            done.add(id(entry))
+            _repair_entry(entry, row, target_version)
+    record["corpus_version"] = target_version
+    kinds = [row["repair"] for row in rows]
+    record["repair"] = {
+        "against": target_version,
+        "from_revision": rows[0]["from_revision"],
+        "needs_review": any(row["needs_review"] for row in rows),
+        "repairs": {kind: kinds.count(kind) for kind in REPAIR_KINDS if kind in kinds},
+    }
+    return record
+
+
+def _repair_entry(entry: dict, row: dict, target_version: str) -> None:
+    entry.pop("corpus_version", None)
+    if row["new_chunk_id"] is None:  # unresolved or invalid: left as it is, still citing its old version
+        entry["corpus_version"] = row["old_version"]
+    else:
+        entry["chunk_id"] = row["new_chunk_id"]
+        _set_or_drop(entry, "quote", row["new_quote"])
+        if "text_hash" in entry:
+            _set_or_drop(entry, "text_hash", row["new_text_hash"])
+    if row["repair"] == "kept":
+        return
+    entry["repair"] = {
+        "kind": row["repair"],
+        "status": row["status"],
+        "reason": row["reason"],
+        "needs_review": row["needs_review"],
+        "old": _locator(row, "old", row["old_version"]),
+        "new": _locator(row, "new", target_version) if row["new_chunk_id"] is not None else None,
+    }
+
+
+def _set_or_drop(entry: dict, key: str, value: object) -> None:
+    if value is None:
+        entry.pop(key, None)
+    else:
+        entry[key] = value
+
+
+def _locator(row: dict, side: str, version: str) -> dict:
+    return {
+        "corpus_version": version,
+        "chunk_id": row[f"{side}_chunk_id"],
+        "source_path": row[f"{side}_source_path"],
+        "start_char": row[f"{side}_start_char"],
+        "end_char": row[f"{side}_end_char"],
+        "locator": row[f"{side}_locator"],
+    }
+
+
+def repaired_records(repairs: pl.DataFrame, answers: AnswerSnapshot, target_version: str) -> list[dict]:
+    """The new revision of every answer with at least one re-pointed citation, ordered by answer_id."""
+    affected = repairs.filter(pl.col("answer_id").is_in(repairs.filter(pl.col("repair").is_in(REPOINTED))["answer_id"].implode()))
+    if affected.is_empty():
+        return []
+    current = answers.answers().filter(pl.col("answer_id").is_in(affected["answer_id"].unique().implode()))
+    needs_rows = current.filter(pl.col("source_record").is_null())["answer_id"]
+    legacy = _legacy_records(answers, needs_rows) if needs_rows.len() else {}
+    rows_by_answer = affected.sort("answer_id", "claim_index", "citation_index").partition_by("answer_id", as_dict=True)
+    records = []
+    for answer in current.sort("answer_id").iter_rows(named=True):
+        record = json.loads(answer["source_record"]) if answer["source_record"] else legacy[answer["answer_id"]]
+        rows = rows_by_answer[(answer["answer_id"],)].to_dicts()
+        records.append(repaired_record(record, answer["input_form"], rows, target_version))
+    return records
+
+
+def _legacy_records(answers: AnswerSnapshot, answer_ids: pl.Series) -> dict[str, dict]:
+    """Input records rebuilt from the tables, for answers registered before records were kept."""
+    wanted = pl.col("answer_id").is_in(answer_ids.implode())
+    claims = answers.claims().filter(wanted)
+    citations = answers.citations().filter(wanted)
+    return {
+        row["answer_id"]: record_from_rows(
+            row,
+            claims.filter(pl.col("answer_id") == row["answer_id"]).to_dicts(),
+            citations.filter(pl.col("answer_id") == row["answer_id"]).to_dicts(),
+        )
+        for row in answers.answers().filter(wanted).iter_rows(named=True)
+    }
+
+
+# ---------------------------------------------------------------- against a store
+
+
+def current_status(store, target_version: str, citations: pl.DataFrame) -> pl.DataFrame:
+    """The stored citation status of `target_version` when it judged exactly the current citations (a `stale`
+    run just before), else a fresh check."""
+    stored = read_parquet(store.layout.citation_status_file(target_version), CITATION_STATUS)
+    keys = ["answer_id", "revision", "citation_id"]
+    same = stored.height == citations.height and stored.select(keys).join(citations.select(keys), on=keys, how="anti").is_empty()
+    return stored if same else check_citations(store, target_version).status
+
+
+def repair_citations(
+    store, target_version: str, min_score: float = DEFAULT_MIN_SCORE, out: Path | None = None, apply: bool = False
+) -> RepairResult:
+    """Repair every current citation against `target_version`; write the repaired revisions (JSONL, to `out` and
+    to the store's repairs dir), the REPAIRS table and a summary. With `apply`, register the revisions."""
+    store.manifest(target_version)  # UnknownVersion, listing the known versions
+    answers = AnswerStore(store.root).snapshot()
+    citations = answers.citations().join(answers.claims().select("claim_id", "claim_index"), on="claim_id", how="left")
+    status = current_status(store, target_version, citations)
+    wanted = pl.concat([status["chunk_id"], status["new_chunk_id"], status["suggested_chunk_id"]]).drop_nulls().unique()
+    target_chunks = store.read_chunks(target_version, columns=TARGET_CHUNK_COLUMNS, chunk_ids=wanted.to_list())
+    repairs = decide(status, citations, target_chunks, min_score)
+    records = repaired_records(repairs, answers, target_version)
+    layout = store.layout
+    stored_jsonl = _write_jsonl(records, layout.repaired_answers_file(target_version))
+    paths = {"jsonl": stored_jsonl}
+    if out is not None:
+        paths["out"] = _write_jsonl(records, out)
+    applied = None
+    if apply and records:
+        revisions = dict(repairs.select("answer_id", "from_revision").unique().iter_rows())
+        applied = AnswerStore(store.root).add(stored_jsonl, expected_revisions=revisions)
+        to_revision = pl.DataFrame(applied.revised, schema={"answer_id": pl.String, "to_revision": pl.Int32}, orient="row")
+        repairs = repairs.drop("to_revision").join(to_revision, on="answer_id", how="left").with_columns(
+            applied=pl.col("to_revision").is_not_null()
+        )
+    repairs = conform(repairs, REPAIRS).sort("answer_id", "claim_index", "citation_index")
+    paths["repairs"] = write_parquet(repairs, REPAIRS, layout.repairs_file(target_version))
+    result = RepairResult(target_version, repairs, records, applied, paths)
+    paths["summary"] = layout.repair_summary_file(target_version)
+    paths["summary"].write_text(json.dumps(result.summary(), indent=1) + "\n", encoding="utf-8")
+    return result
+
+
+def _write_jsonl(records: list[dict], path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
