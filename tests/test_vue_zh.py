@@ -170,3 +170,16 @@ def test_stale_against_the_newest_revision_matches_the_text(stale_run, vue_store
     assert seen[("valid", True)] >= 100 and seen[("relocated", True)] + seen[("drifted", True)] >= 10
     assert sum(n for (s, anywhere), n in seen.items() if s in ("stale", "removed") and anywhere) >= 3, seen  # re-anchored
     assert sum(n for (_, anywhere), n in seen.items() if not anywhere) >= 5, seen  # truly gone
+
+
+def test_repair_of_chinese_marker_answers_closes_the_loop(stale_run, vue_store):
+    """`repair --apply` against the newest revision, then `stale` again: every citation re-pointed at a verbatim
+    span is valid, no answer lost a sentence, a marker or a reference (runs last: it writes revision 2)."""
+    from tests.repair_checks import repair_and_recheck
+
+    repairs, _ = repair_and_recheck(vue_store, NEWEST)
+    kinds = dict(repairs.group_by("repair").len().iter_rows())
+    assert kinds.get("repointed_successor", 0) >= 10 and kinds.get("repointed_exact", 0) >= 3, kinds
+    assert kinds.get("unresolved", 0) >= 1 and "invalid" not in kinds, kinds
+    exact = repairs.filter(pl.col("repair") == "repointed_exact")
+    assert (exact["new_quote"] == exact["old_quote"]).all() and exact["new_quote"].map_elements(chinese, return_dtype=pl.Boolean).all()

@@ -198,12 +198,13 @@ class CitationCheck:
         return {s: found.get(s, 0) for s in CITATION_STATUSES}
 
 
-def check_citations(store, target_version: str, suggest: bool = True, embedding_store=None) -> CitationCheck:
-    """Judge every current citation of the answer store against `target_version`, re-anchor what went
-    stale or was removed, and write citation_status.parquet and blast_radius.parquet under
-    <store.root>/citations/target_version=<v>/."""
+def judge_citations(
+    store, citations: pl.DataFrame, target_version: str, suggest: bool = False, embedding_store=None
+) -> tuple[pl.DataFrame, list[pl.DataFrame]]:
+    """CITATION_STATUS rows of `citations` (CITATIONS rows) judged against `target_version`, with re-anchoring
+    suggestions when `suggest`, and the doc diffs (cited version -> target) they were judged on. Writes nothing
+    but the cached diffs."""
     store.manifest(target_version)  # UnknownVersion with the known versions listed
-    citations = AnswerStore(store.root).citations()
     target_chunks = store.read_chunks(target_version, columns=CHUNK_COLUMNS)
     parts, doc_diffs = [], []
     for (cited_version,), group in citations.partition_by("corpus_version", as_dict=True).items():
@@ -221,7 +222,15 @@ def check_citations(store, target_version: str, suggest: bool = True, embedding_
     status = pl.concat(parts, how="diagonal_relaxed") if parts else empty(CITATION_STATUS)
     if suggest and status.height:
         status = _with_suggestions(store, target_version, status, target_chunks, embedding_store)
-    status = conform(status, CITATION_STATUS).sort("answer_id", "claim_id", "citation_id")
+    return conform(status, CITATION_STATUS).sort("answer_id", "claim_id", "citation_id"), doc_diffs
+
+
+def check_citations(store, target_version: str, suggest: bool = True, embedding_store=None) -> CitationCheck:
+    """Judge every current citation of the answer store against `target_version`, re-anchor what went
+    stale or was removed, and write citation_status.parquet and blast_radius.parquet under
+    <store.root>/citations/target_version=<v>/."""
+    citations = AnswerStore(store.root).citations()
+    status, doc_diffs = judge_citations(store, citations, target_version, suggest, embedding_store)
     radius = blast_radius(status, doc_diffs, target_version)
     return CitationCheck(
         target_version,

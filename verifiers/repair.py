@@ -19,7 +19,6 @@ The answer text, its claims, markers and reference numbers are untouched.
 """
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,8 +168,7 @@ def _new_citation() -> list[pl.Expr]:
 
 
 def repaired_record(record: dict, input_form: str, rows: list[dict], target_version: str) -> dict:
-    """A copy of `record` citing `target_version`, with the REPAIRS `rows` of its citations applied."""
-    record = copy.deepcopy(record)
+    """`record`, edited in place, citing `target_version` with the REPAIRS `rows` of its citations applied."""
     entries = citation_entries(record, input_form)
     for entry in entries.values():
         entry.pop("repair", None)  # what an earlier repair did no longer applies

@@ -1,9 +1,10 @@
 """Stale-citation reports: Parquet (one row per citation), a self-contained HTML page, a terminal summary.
 
-The HTML page has three sections, in order: `#summary` (counts per status), `#blast-radius` (changed
-documents ranked by the citations resting on them) and `#answers` (evidence cards grouped by answer,
-old and new text with a word-level diff, re-anchoring suggestions). `plots_html` (inline SVG) goes
-between the summary and the blast radius. Every piece of document text is escaped with html.escape;
+The HTML page has these sections, in order: `#summary` (counts per status), `#blast-radius` (changed
+documents ranked by the citations resting on them), `#answers` (evidence cards grouped by answer,
+old and new text with a word-level diff, re-anchoring suggestions) and, from a store, `#history` (each claim's
+statuses across versions, for the answers whose status changed: verifiers.history). `plots_html` (inline SVG)
+goes between the summary and the blast radius. Every piece of document text is escaped with html.escape;
 the text of internal_only chunks is replaced by a note, keeping its locator.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import polars as pl
 
 from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import CITATION_STATUSES, NOT_HOLDING_STATUSES
+from verifiers.history import answer_history, history_section
 from verifiers.plots import STATUS_COLORS, report_plots
 
 INTERNAL = "internal_only"
@@ -166,6 +168,7 @@ def render_html(
     claims: pl.DataFrame,
     target_version: str,
     plots_html: str = "",
+    history_html: str = "",
 ) -> str:
     """The whole report as one self-contained HTML string (no external assets)."""
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -174,7 +177,7 @@ def render_html(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>citekeeper: citations against {escape(target_version)}</title><style>{STYLE}</style></head><body>"
         f"<h1>Citations against corpus version {escape(target_version)}</h1><p class=\"loc\">generated {generated}</p>"
-        f"{_summary(status)}{plots}{_blast_table(blast_radius)}{_answers(status, answers, claims)}</body></html>"
+        f"{_summary(status)}{plots}{_blast_table(blast_radius)}{_answers(status, answers, claims)}{history_html}</body></html>"
     )
 
 
@@ -209,7 +212,11 @@ def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_ve
 
 
 def write_store_report(path: Path, store, target_version: str, status: pl.DataFrame, blast_radius: pl.DataFrame) -> Path:
-    """The report of `target_version` in a CorpusStore: its registered answers and the plots over its versions."""
+    """The report of `target_version` in a CorpusStore: its registered answers, the plots over its versions and
+    the history up to it of the answers whose citation status changed."""
     answers = AnswerStore(store.root).snapshot()  # answers and claims of one commit
     plots = report_plots(store.root, [m.name for m in store.versions()], target_version, blast_radius)
-    return write_html(path, status, blast_radius, answers.answers(), answers.claims(), target_version, plots_html=plots)
+    history = history_section(answer_history(store, until=target_version))
+    return write_html(
+        path, status, blast_radius, answers.answers(), answers.claims(), target_version, plots_html=plots, history_html=history
+    )
