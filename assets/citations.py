@@ -4,6 +4,7 @@ The logic lives in verifiers/; these assets read and write the store themselves:
 - chunk_diff       <store>/diffs/<parent>__<version>/{chunk_diff,doc_diff}.parquet
 - citation_status  <store>/citations/target_version=<version>/{citation_status,blast_radius}.parquet
 - stale_report     <store>/citations/target_version=<version>/report.html
+- repaired_answers <store>/repairs/target_version=<version>/{repairs.parquet,repaired.jsonl,summary.json}
 """
 
 import time
@@ -15,6 +16,7 @@ from assets.corpus import CHUNKS, DOCUMENTS
 from assets.partitions import corpus_versions
 from assets.resources import CitekeeperConfig
 from assets.table_metadata import table_metadata
+from verifiers.repair import DEFAULT_MIN_SCORE
 
 GROUP = "citations"
 
@@ -85,7 +87,44 @@ def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
     )
 
 
+class RepairConfig(dg.Config):
+    """Run config of repaired_answers; `apply` registers the repaired revisions (off: the files only)."""
+
+    apply: bool = False
+    min_score: float = DEFAULT_MIN_SCORE
+
+
 @dg.asset(partitions_def=corpus_versions, deps=[citation_status], group_name=GROUP)
+def repaired_answers(
+    context: dg.AssetExecutionContext, config: RepairConfig, citekeeper: CitekeeperConfig
+) -> dg.MaterializeResult:
+    """Every answer with a citation that can be re-pointed, as a new revision citing this version (JSONL and the
+    per-citation repairs as Parquet); registered only when the run config says `apply: true`."""
+    from verifiers.repair import repair_citations
+
+    started = time.perf_counter()
+    result = repair_citations(citekeeper.corpus_store(), context.partition_key, min_score=config.min_score, apply=config.apply)
+    if result.applied is not None:
+        for error in result.applied.errors:
+            context.log.warning(f"event=repair_not_applied error={str(error)!r}")
+    summary = result.summary()
+    needing_review = result.repairs.filter(pl.col("needs_review")).select("answer_id", "claim_id", "reason")
+    return dg.MaterializeResult(
+        metadata={
+            "applied": summary["applied"],
+            "revisions_registered": len(result.applied.revised) if result.applied is not None else 0,
+            "n_answers_repaired": summary["n_answers_repaired"],
+            "n_needs_review": summary["n_needs_review"],
+            **_count_metadata(summary["repairs"], "repair_"),
+            "path": str(result.paths["repairs"]),
+            "jsonl": str(result.paths["jsonl"]),
+            "needs_review": table_metadata(needing_review.head(20)),
+            "duration_s": _seconds_since(started),
+        }
+    )
+
+
+@dg.asset(partitions_def=corpus_versions, deps=[citation_status, repaired_answers], group_name=GROUP)
 def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
     """Self-contained HTML report of the citation status of this version."""
     from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS

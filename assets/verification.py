@@ -20,6 +20,7 @@ from verifiers.engine import VerifySettings
 
 VERIFICATION = dg.AssetKey("verification")
 CITATION_STATUS = dg.AssetKey("citation_status")
+REPAIRED_ANSWERS = dg.AssetKey("repaired_answers")  # applied repairs are verified, their unchanged pairs from cache
 
 
 def code_version(env: Mapping[str, str] = os.environ) -> str:
@@ -38,7 +39,7 @@ CODE_VERSION = code_version()
 
 @dg.asset(
     partitions_def=corpus_versions,
-    deps=[CITATION_STATUS],
+    deps=[CITATION_STATUS, REPAIRED_ANSWERS],
     code_version=CODE_VERSION,
     group_name="verification",
     description="Claim-level NLI verification of every registered answer against the corpus version.",

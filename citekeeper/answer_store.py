@@ -44,7 +44,7 @@ class AnswerStoreLocked(RuntimeError):
 class AddResult:
     added: list[str] = field(default_factory=list)  # answer_ids registered for the first time
     revised: list[tuple[str, int]] = field(default_factory=list)  # (answer_id, new revision)
-    unchanged: list[str] = field(default_factory=list)  # identical re-adds: no-op
+    unchanged: list[str] = field(default_factory=list)  # identical re-adds, or of content a repair revised: no-op
     errors: list[LineError] = field(default_factory=list)
 
     @property
@@ -88,6 +88,14 @@ class AnswerSnapshot:
 
     def citations(self) -> pl.DataFrame:
         return self._current("citations").sort("answer_id", "claim_id", "citation_index")
+
+
+def _repaired_content(answers: pl.DataFrame) -> set[tuple[str, str]]:
+    """(answer_id, content_hash) of every revision a repair was made from, or that came before one. Re-adding that
+    content (a pipeline registering the same answers file each run) is a no-op: it must not undo the repair."""
+    repairs = answers.filter(pl.col("repaired_from").is_not_null()).group_by("answer_id").agg(latest_from=pl.col("repaired_from").max())
+    before = answers.join(repairs, on="answer_id").filter(pl.col("revision") <= pl.col("latest_from"))
+    return set(before.select("answer_id", "content_hash").iter_rows())
 
 
 class AnswerStore:
@@ -156,6 +164,7 @@ class AnswerStore:
             row["answer_id"]: (row["revision"], row["content_hash"])
             for row in snapshot.answers().select("answer_id", "revision", "content_hash").to_dicts()
         }
+        repaired = _repaired_content(snapshot.all_answers())
         new_rows: dict[str, list[dict]] = {name: [] for name in TABLES}
         registered_at = datetime.now(timezone.utc)
         for answer in parsed:
@@ -165,7 +174,7 @@ class AnswerStore:
                 message = f"{answer.answer_id} is at revision {revision}, not {expected}: it changed since this was made"
                 result.errors.append(LineError(answer.line, "answer_id", message))
                 continue
-            if content_hash == answer.content_hash:
+            if content_hash == answer.content_hash or (answer.answer_id, answer.content_hash) in repaired:
                 result.unchanged.append(answer.answer_id)
                 continue
             revision += 1

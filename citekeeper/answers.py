@@ -77,6 +77,7 @@ class ParsedAnswer:
     input_form: str  # structured | marker
     claims: tuple[ParsedClaim, ...] = field(default_factory=tuple)
     source_record: str | None = None  # the input record as JSON, every key kept (repair edits it)
+    repaired_from: int | None = None  # the revision `citekeeper repair` made this record from
     line: int | None = None  # of the input file it was read from
 
     @property
@@ -197,6 +198,12 @@ class ClaimRecord(BaseModel):
         )
 
 
+class RepairNote(BaseModel):
+    """The answer-level `repair` object of a record that `citekeeper repair` wrote."""
+
+    from_revision: int
+
+
 class AnswerRecord(BaseModel):
     """One input line. A null `claims` or `references` counts as absent (Parquet rows of the other form)."""
 
@@ -207,6 +214,7 @@ class AnswerRecord(BaseModel):
     created_at: Timestamp = None
     claims: list[ClaimRecord] | None = None
     references: list[ReferenceRecord] | None = None
+    repair: RepairNote | None = None
     _parsed_claims: tuple[ParsedClaim, ...] = PrivateAttr()
 
     @model_validator(mode="after")
@@ -231,6 +239,7 @@ class AnswerRecord(BaseModel):
             created_at=self.created_at,
             input_form="structured" if self.claims is not None else "marker",
             claims=self._parsed_claims,
+            repaired_from=self.repair.from_revision if self.repair else None,
         )
 
 
@@ -436,6 +445,7 @@ def answer_rows(answer: ParsedAnswer, revision: int, source_file: str | None, re
         "input_form": answer.input_form,
         "source_file": source_file,
         "source_record": answer.source_record,
+        "repaired_from": answer.repaired_from,
         "registered_at": registered_at,
     }
     return {"answers": [answer_row], "claims": claims, "citations": citations}

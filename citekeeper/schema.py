@@ -100,6 +100,7 @@ ANSWERS = pa.schema(
         pa.field("input_form", pa.string(), nullable=False),  # structured | marker
         pa.field("source_file", pa.string()),
         pa.field("source_record", pa.string()),  # the input record as JSON (null: registered before it was kept)
+        pa.field("repaired_from", pa.int32()),  # a repair's revision: the revision it was made from
         pa.field("registered_at", TIMESTAMP, nullable=False),
     ]
 )

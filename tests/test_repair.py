@@ -165,6 +165,9 @@ def test_apply_registers_revision_two_whose_repointed_citations_are_valid(store)
         "repointed_successor": ["valid"], "repointed_exact": ["valid"], "repointed_normalised": ["valid"],
         "repointed_suggestion": ["valid"], "unresolved": ["removed"], "invalid": ["invalid"],
     }  # fmt: skip
+    # Registering the original answers again (a pipeline re-adding its file) does not undo the repairs.
+    readded = AnswerStore(store.root).add(store.root.parent / "answers.jsonl")
+    assert sorted(readded.unchanged) == ["marker", "structured", "untouched"] and not readded.revised
     # Repairing again finds nothing more to re-point.
     again = run("repair", "--against", "v2", "--apply", "--json", "--store", str(store.root))
     assert json.loads(again.stdout)["n_answers_repaired"] == 0

@@ -263,6 +263,17 @@ def _legacy_records(answers: AnswerSnapshot, answer_ids: pl.Series) -> dict[str,
 # ---------------------------------------------------------------- against a store
 
 
+def _positioned_citations(answers: AnswerSnapshot) -> pl.DataFrame:
+    """The current citations with their claim's index (a citation's place in its input record)."""
+    return answers.citations().join(answers.claims().select("claim_id", "claim_index"), on="claim_id", how="left")
+
+
+def _target_chunks(store, target_version: str, status: pl.DataFrame) -> pl.DataFrame:
+    """The chunks of `target_version` that the judged citations could be re-pointed at."""
+    wanted = pl.concat([status["chunk_id"], status["new_chunk_id"], status["suggested_chunk_id"]]).drop_nulls().unique()
+    return store.read_chunks(target_version, columns=TARGET_CHUNK_COLUMNS, chunk_ids=wanted.to_list())
+
+
 def current_status(store, target_version: str, citations: pl.DataFrame) -> pl.DataFrame:
     """The stored citation status of `target_version` when it judged exactly the current citations (a `stale`
     run just before), else a fresh check."""
@@ -272,6 +283,28 @@ def current_status(store, target_version: str, citations: pl.DataFrame) -> pl.Da
     return stored if same else check_citations(store, target_version).status
 
 
+def card_repairs(store, target_version: str, status: pl.DataFrame) -> pl.DataFrame:
+    """Per citation_id of `status` (the current citations judged against `target_version`), the repair a report card
+    shows: the one `repair --apply` made to produce the citation's revision, else the one repair would make now
+    (default --min-score). Columns: citation_id, repair, repair_reason, needs_review, repair_locator, repaired_in."""
+    citations = _positioned_citations(AnswerStore(store.root).snapshot())
+    planned = decide(status, citations, _target_chunks(store, target_version, status), DEFAULT_MIN_SCORE).join(
+        citations.select("citation_id", "answer_id", "claim_id", "citation_index"), on=["answer_id", "claim_id", "citation_index"]
+    )
+    made = read_parquet(store.layout.repairs_file(target_version), REPAIRS).filter(pl.col("applied")).join(
+        citations.select("citation_id", "answer_id", "claim_id", "citation_index", to_revision="revision"),
+        on=["answer_id", "claim_id", "citation_index", "to_revision"],
+    )
+    columns = [
+        "citation_id", "repair", pl.col("reason").alias("repair_reason"), "needs_review",
+        pl.concat_str(["new_source_path", "new_locator", "new_chunk_id"], separator=" · ", ignore_nulls=True).alias("repair_locator"),
+    ]  # fmt: skip
+    return pl.concat([
+        made.select(*columns, repaired_in=pl.col("to_revision")),
+        planned.join(made, on="citation_id", how="anti").select(*columns, repaired_in=pl.lit(None, pl.Int32)),
+    ])  # fmt: skip
+
+
 def repair_citations(
     store, target_version: str, min_score: float = DEFAULT_MIN_SCORE, out: Path | None = None, apply: bool = False
 ) -> RepairResult:
@@ -279,11 +312,9 @@ def repair_citations(
     to the store's repairs dir), the REPAIRS table and a summary. With `apply`, register the revisions."""
     store.manifest(target_version)  # UnknownVersion, listing the known versions
     answers = AnswerStore(store.root).snapshot()
-    citations = answers.citations().join(answers.claims().select("claim_id", "claim_index"), on="claim_id", how="left")
+    citations = _positioned_citations(answers)
     status = current_status(store, target_version, citations)
-    wanted = pl.concat([status["chunk_id"], status["new_chunk_id"], status["suggested_chunk_id"]]).drop_nulls().unique()
-    target_chunks = store.read_chunks(target_version, columns=TARGET_CHUNK_COLUMNS, chunk_ids=wanted.to_list())
-    repairs = decide(status, citations, target_chunks, min_score)
+    repairs = decide(status, citations, _target_chunks(store, target_version, status), min_score)
     records = repaired_records(repairs, answers, target_version)
     layout = store.layout
     stored_jsonl = _write_jsonl(records, layout.repaired_answers_file(target_version))

@@ -1,11 +1,12 @@
 """Stale-citation reports: Parquet (one row per citation), a self-contained HTML page, a terminal summary.
 
 The HTML page has these sections, in order: `#summary` (counts per status), `#blast-radius` (changed
-documents ranked by the citations resting on them), `#answers` (evidence cards grouped by answer,
-old and new text with a word-level diff, re-anchoring suggestions) and, from a store, `#history` (each claim's
-statuses across versions, for the answers whose status changed: verifiers.history). `plots_html` (inline SVG)
-goes between the summary and the blast radius. Every piece of document text is escaped with html.escape;
-the text of internal_only chunks is replaced by a note, keeping its locator.
+documents ranked by the citations resting on them), `#answers` (evidence cards grouped by answer, old and new
+text with a word-level diff, re-anchoring suggestions and, from a store, the repair made or that would be
+made: verifiers.repair) and, from a store, `#history` (each claim's statuses across versions, for the answers
+whose status changed: verifiers.history). `plots_html` (inline SVG) goes between the summary and the blast
+radius. Every piece of document text is escaped with html.escape; the text of internal_only chunks is
+replaced by a note, keeping its locator.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import CITATION_STATUSES, NOT_HOLDING_STATUSES
 from verifiers.history import answer_history, history_section
 from verifiers.plots import STATUS_COLORS, report_plots
+from verifiers.repair import card_repairs
 
 INTERNAL = "internal_only"
 REDACTED = "[redacted: internal_only chunk; text withheld, locator kept]"
@@ -106,8 +108,22 @@ def _card(row: dict) -> str:
         )
     elif status in ("stale", "removed"):
         parts.append("<p>no re-anchoring suggestion found</p>")
+    if row.get("repair") not in (None, "kept"):
+        parts.append(_repair_line(row))
     parts.append("</div>")
     return "".join(parts)
+
+
+def _repair_line(row: dict) -> str:
+    if row["repair"] in ("unresolved", "invalid"):
+        when = "none possible"
+    elif row["repaired_in"] is not None:
+        when = f"made: revision {row['repaired_in']}"
+    else:
+        when = "would be made by citekeeper repair"
+    review = " · needs review" if row["needs_review"] else ""
+    where = f' → <span class="loc">{escape(row["repair_locator"])}</span>' if row["repair_locator"] else ""
+    return f'<p class="repair">repair ({escape(when)}): <b>{escape(row["repair"])}</b>{review}{where}<br>{escape(row["repair_reason"])}</p>'
 
 
 def _summary(status: pl.DataFrame) -> str:
@@ -215,6 +231,7 @@ def write_store_report(path: Path, store, target_version: str, status: pl.DataFr
     """The report of `target_version` in a CorpusStore: its registered answers, the plots over its versions and
     the history up to it of the answers whose citation status changed."""
     answers = AnswerStore(store.root).snapshot()  # answers and claims of one commit
+    status = status.join(card_repairs(store, target_version, status), on="citation_id", how="left")
     plots = report_plots(store.root, [m.name for m in store.versions()], target_version, blast_radius)
     history = history_section(answer_history(store, until=target_version))
     return write_html(
