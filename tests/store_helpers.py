@@ -1,4 +1,5 @@
-"""Store test helpers shared by test_store and test_ingest: a crash before the manifest, a second writer."""
+"""Store test helpers: a crash before the manifest, a second writer (test_store, test_ingest); the chunk holding
+some words (the citation tests)."""
 from __future__ import annotations
 
 import subprocess
@@ -6,6 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from citekeeper.store import CorpusStore
@@ -37,3 +39,9 @@ def hold_lock(store_dir: Path, seconds: float | None) -> subprocess.Popen:
     holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "locked"
     return holder
+
+
+def chunk_with(store: CorpusStore, version: str, words: str) -> dict:
+    """The one chunk of `version` whose text contains `words`: chunk_id, text, text_hash."""
+    chunks = store.read_chunks(version, columns=["chunk_id", "text", "text_hash"])
+    return chunks.filter(pl.col("text").str.contains(words, literal=True)).row(0, named=True)

@@ -17,6 +17,7 @@ from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
 from tests.chunk_frames import write_tree
 from tests.random_models import save_random_nli_model
+from tests.store_helpers import chunk_with
 
 MOVED = "Each proxy URL names its scheme and its host."
 V1 = {
@@ -35,10 +36,9 @@ def test_repaired_answers_asset_applies_on_request_and_verification_reuses_the_c
     store = CorpusStore(tmp_path / "store")
     ingest(write_tree(tmp_path / "v1", V1), store, version="v1")
     ingest(write_tree(tmp_path / "v2", V2), store, version="v2")
-    chunks = store.read_chunks("v1", columns=["chunk_id", "text"])
 
     def cite(words: str) -> str:
-        return chunks.filter(pl.col("text").str.contains(words, literal=True))["chunk_id"].item()
+        return chunk_with(store, "v1", words)["chunk_id"]
 
     answers = tmp_path / "answers.jsonl"
     answers.write_text(json.dumps({

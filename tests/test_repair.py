@@ -12,6 +12,7 @@ from citekeeper.schema import REPAIRS
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
+from tests.store_helpers import chunk_with
 
 TIMEOUT = "The default timeout is five seconds for every network operation."
 RETRY = "The retry budget is five attempts per minute for every client."
@@ -42,10 +43,9 @@ def store(tmp_path) -> CorpusStore:
     store = CorpusStore(tmp_path / "store")
     ingest(write_tree(tmp_path / "v1", V1), store, version="v1")
     ingest(write_tree(tmp_path / "v2", V2), store, version="v2")
-    chunks = store.read_chunks("v1", columns=["chunk_id", "text", "text_hash"])
 
     def cite(words: str, quote: str | None = None, with_hash: bool = False) -> dict:
-        chunk = chunks.filter(pl.col("text").str.contains(words, literal=True)).row(0, named=True)
+        chunk = chunk_with(store, "v1", words)
         return {"chunk_id": chunk["chunk_id"]} | ({"quote": quote} if quote else {}) | (
             {"text_hash": chunk["text_hash"]} if with_hash else {}
         )
