@@ -1,13 +1,14 @@
 """citekeeper demo: the whole pipeline on the bundled sample corpus, through the real Dagster job.
 
 v1 is ingested and the sample answers (sample_corpus/answers.jsonl, citing real v1 chunk_ids) are registered
-and checked; then v2 is ingested, diffed against v1, every citation judged against v2, the stale report
-written and the claims re-verified. Running it again reuses the committed versions, the registered answers
+and checked; then v2 is ingested, diffed against v1, every citation judged against v2, the repairs planned
+(not applied), the stale report written and the claims re-verified. Running it again reuses the committed versions, the registered answers
 and the verdict cache, and gives the same results.
 
 The sample corpus is package data (pipelines/sample_corpus/), so the demo runs from an installed wheel as
 well as from a checkout; it is only read, never written.
 """
+import json
 from importlib import resources
 from pathlib import Path
 
@@ -114,6 +115,7 @@ def summary(store_dir: Path, nli_note: str) -> str:
     claims = pl.read_parquet(run_dir / "claims.parquet")
     run = pl.read_parquet(run_dir / "run.parquet").row(0, named=True)
     claim_counts = dict(sorted(claims.group_by("status").len().iter_rows()))
+    repairs = json.loads(layout.repair_summary_file(new).read_text(encoding="utf-8"))
     lines = [
         "",
         f"citekeeper demo: sample corpus {old} -> {new}, store {store.root}",
@@ -124,9 +126,14 @@ def summary(store_dir: Path, nli_note: str) -> str:
         f"  citation status:       {layout.citation_status_file(new)}",
         f"  blast radius:          {layout.blast_radius_file(new)}",
         f"  stale report (HTML):   {layout.report_file(new)}",
+        f"  repaired answers:      {layout.repaired_answers_file(new)} (not applied)",
         f"  verification:          {run_dir}",
         "",
         terminal_summary(status, radius, new),
+        f"  repair plan: {repairs['n_answers_repaired']} answers to revise; "
+        + ", ".join(f"{kind} {n}" for kind, n in repairs["repairs"].items() if n)
+        + f"; {repairs['n_needs_review']} need review",
+        f"  apply it: citekeeper repair --against {new} --apply --store {store.root}",
         "",
         nli_note,
         f"claims against {new}: " + ", ".join(f"{s} {n}" for s, n in claim_counts.items())
@@ -146,7 +153,7 @@ def summary(store_dir: Path, nli_note: str) -> str:
 @click.option("--no-model", is_flag=True, help="Skip NLI; run the anchoring and lexical tiers only.")
 def demo_command(store_dir: Path, corpus: Path, model: str | None, language: str, no_model: bool) -> None:
     """Run the whole pipeline on the sample corpus: ingest v1, register answers, ingest v2, diff,
-    stale report, re-verify. Idempotent."""
+    repair plan, stale report, re-verify. Idempotent."""
     import dagster as dg
 
     nli_model, nli_note = nli_model_or_reason(model, no_model, language, corpus)

@@ -26,6 +26,7 @@ def _results(store_root: Path) -> dict[str, pl.DataFrame]:
         "chunk_diff": pl.read_parquet(layout.chunk_diff_file("v1", "v2")).sort(pl.all()),
         "answers": AnswerStore(store_root).answers().drop("registered_at").sort("answer_id", "revision"),
         "claims": claims.sort("claim_id"),
+        "repairs": pl.read_parquet(layout.repairs_file("v2")).sort("citation_id"),
     }
 
 
@@ -37,7 +38,8 @@ def test_demo_runs_the_pipeline_and_is_idempotent(tmp_path: Path, monkeypatch: p
     results = _results(store_root)
 
     report = StoreLayout(store_root).report_file("v2")
-    for path in (report, CorpusStore(store_root).parquet_path("chunks", "v2"), latest_run_dir(StoreLayout(store_root).runs_dir, "v2")):
+    repaired = StoreLayout(store_root).repaired_answers_file("v2")
+    for path in (report, repaired, CorpusStore(store_root).parquet_path("chunks", "v2"), latest_run_dir(StoreLayout(store_root).runs_dir, "v2")):
         assert str(path) in first.output and path.exists()
     assert "NLI: " in first.output  # says which model ran, or plainly that none could be loaded
     assert '<section id="plots">' in report.read_text()
@@ -49,6 +51,10 @@ def test_demo_runs_the_pipeline_and_is_idempotent(tmp_path: Path, monkeypatch: p
     assert {("sla-uptime", "valid"), ("refund-window", "stale"), ("rate-limit-429", "removed"),
             ("on-call-ack", "stale"), ("service-credit-cash", "invalid")} <= v2
     assert results["manifests"]["name"].to_list() == ["v1", "v2"]
+    # The repair is planned, not applied: the refund window's drifted citation would follow its successor.
+    repairs = {(r["answer_id"], r["status"]): r["repair"] for r in results["repairs"].iter_rows(named=True)}
+    assert repairs[("refund-window", "drifted")] == "repointed_successor" and repairs[("rate-limit-429", "removed")] == "unresolved"
+    assert "repair plan: 6 answers to revise" in first.output and not results["repairs"]["applied"].any()
 
     # The rerun names the store through $CITEKEEPER_STORE instead of --store, from another directory.
     elsewhere = tmp_path / "elsewhere"
