@@ -153,7 +153,8 @@ def citations_reference_existing_chunks(citekeeper: CitekeeperConfig) -> dg.Asse
 
     store = citekeeper.corpus_store()
     citations = AnswerStore(store.root).citations().select("answer_id", "citation_id", "chunk_id", "corpus_version")
-    known = [store.read_chunks(v.name, columns=["chunk_id"]) for v in store.versions()]
+    cited = citations["chunk_id"].unique().to_list()  # only these are read, from each version
+    known = [store.read_chunks(v.name, columns=["chunk_id"], chunk_ids=cited) for v in store.versions()]
     ever = pl.concat(known).unique() if known else pl.DataFrame(schema={"chunk_id": pl.String})
     phantom = citations.join(ever, on="chunk_id", how="anti")
     return dg.AssetCheckResult(

@@ -236,12 +236,13 @@ def repaired_records(repairs: pl.DataFrame, answers: AnswerSnapshot, target_vers
     current = answers.answers().filter(pl.col("answer_id").is_in(affected["answer_id"].unique().implode()))
     needs_rows = current.filter(pl.col("source_record").is_null())["answer_id"]
     legacy = _legacy_records(answers, needs_rows) if needs_rows.len() else {}
-    rows_by_answer = affected.sort("answer_id", "claim_index", "citation_index").partition_by("answer_id", as_dict=True)
+    rows_by_answer: dict[str, list[dict]] = {}
+    for row in affected.sort("answer_id", "claim_index", "citation_index").iter_rows(named=True):
+        rows_by_answer.setdefault(row["answer_id"], []).append(row)
     records = []
     for answer in current.sort("answer_id").iter_rows(named=True):
         record = json.loads(answer["source_record"]) if answer["source_record"] else legacy[answer["answer_id"]]
-        rows = rows_by_answer[(answer["answer_id"],)].to_dicts()
-        records.append(repaired_record(record, answer["input_form"], rows, target_version))
+        records.append(repaired_record(record, answer["input_form"], rows_by_answer[answer["answer_id"]], target_version))
     return records
 
 
