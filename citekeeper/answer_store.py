@@ -19,17 +19,20 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
 from citekeeper.layout import StoreLayout
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
-from citekeeper.tables import empty, from_rows, read_parquet, write_parquet
-from citekeeper.answers import LineError, ParsedAnswer, answer_rows, read_answer_records
+from citekeeper.tables import empty
+from citekeeper.answers import READ_BATCH, LineError, ParsedAnswer, answer_rows, iter_answer_records
 
 TABLES = {"answers": ANSWERS, "claims": CLAIMS, "citations": CITATIONS}
 LEGACY_PART = "."  # the pre-manifest layout: the three tables directly in answers/
@@ -65,20 +68,31 @@ class AnswerSnapshot:
     root: Path  # the answers dir
     parts: tuple[str, ...]  # paths relative to root, as the manifest lists them
 
+    def scan(self, table: str) -> pl.LazyFrame:
+        """Every revision's rows of `table`, lazily: select and filter before collecting to read only that.
+        Parts written before a column existed read it as nulls."""
+        columns = empty(TABLES[table]).schema
+        files = [self.root / part / f"{table}.parquet" for part in self.parts]
+        if not files:
+            return pl.LazyFrame(schema=columns)
+        return pl.scan_parquet(files, schema=columns, missing_columns="insert", extra_columns="ignore")
+
     def read(self, table: str) -> pl.DataFrame:
-        schema = TABLES[table]
-        frames = [read_parquet(self.root / part / f"{table}.parquet", schema) for part in self.parts]
-        return pl.concat(frames) if frames else empty(schema)
+        return self.scan(table).collect()
+
+    def revisions_of(self, answer_ids: list[str]) -> pl.DataFrame:
+        """answer_id, revision, content_hash, repaired_from of every revision of these answers (only they are
+        materialised: an add reads what it adds, not the whole store)."""
+        wanted = pl.col("answer_id").is_in(pl.Series(answer_ids, dtype=pl.String).implode())
+        return self.scan("answers").select("answer_id", "revision", "content_hash", "repaired_from").filter(wanted).collect()
 
     def all_answers(self) -> pl.DataFrame:
         return self.read("answers")
 
     def _current(self, table: str) -> pl.DataFrame:
-        """Rows of each answer's latest revision."""
-        frame = self.read(table)
-        answers = frame if table == "answers" else self.all_answers()
-        latest = answers.group_by("answer_id").agg(pl.col("revision").max())
-        return frame.join(latest, on=["answer_id", "revision"], how="semi")
+        """Rows of each answer's latest revision (the latest found from two columns of the answers table)."""
+        latest = self.scan("answers").group_by("answer_id").agg(pl.col("revision").max())
+        return self.scan(table).join(latest, on=["answer_id", "revision"], how="semi").collect()
 
     def answers(self) -> pl.DataFrame:
         return self._current("answers").sort("answer_id")
@@ -96,6 +110,33 @@ def _repaired_content(answers: pl.DataFrame) -> set[tuple[str, str]]:
     repairs = answers.filter(pl.col("repaired_from").is_not_null()).group_by("answer_id").agg(latest_from=pl.col("repaired_from").max())
     before = answers.join(repairs, on="answer_id").filter(pl.col("revision") <= pl.col("latest_from"))
     return set(before.select("answer_id", "content_hash").iter_rows())
+
+
+class _PartWriter:
+    """Writes one add's part, batch by batch, into a directory no manifest lists yet (so no reader sees it)."""
+
+    def __init__(self, parts_dir: Path, sequence: int):
+        # The sequence orders parts for a person listing the directory; the token keeps names unique regardless.
+        self.name = f"{PARTS}/{sequence:06d}-{uuid.uuid4().hex[:8]}"
+        self.directory = parts_dir / self.name.split("/", 1)[1]
+        self.n_answers = 0
+        self._writers: dict[str, pq.ParquetWriter] = {}
+
+    def write(self, rows: dict[str, list[dict]]) -> None:
+        if not rows["answers"]:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for name, schema in TABLES.items():
+            if name not in self._writers:
+                self._writers[name] = pq.ParquetWriter(self.directory / f"{name}.parquet", schema)
+            self._writers[name].write_table(pa.Table.from_pylist(rows[name], schema=schema))
+        self.n_answers += len(rows["answers"])
+
+    def close(self) -> bool:
+        """Finish the files; False (nothing written) when the add registered nothing."""
+        for writer in self._writers.values():
+            writer.close()
+        return self.n_answers > 0
 
 
 class AnswerStore:
@@ -137,19 +178,19 @@ class AnswerStore:
 
     # ------------------------------------------------------------ writing
 
-    def add(self, path: Path | str, expected_revisions: dict[str, int] | None = None) -> AddResult:
-        """Register every good record of a JSONL or Parquet file; bad lines are reported, not fatal.
+    def add(self, path: Path | str, expected_revisions: dict[str, int] | None = None, batch_size: int = READ_BATCH) -> AddResult:
+        """Register every good record of a JSONL or Parquet file; bad lines are reported, not fatal. The file is
+        read, checked and written `batch_size` records at a time, all of it committed at once at the end.
 
         With `expected_revisions` (answer_id -> revision), an answer whose current revision is another one is
         not registered but reported: it changed since the records were made from it (a repair's guard).
         """
         path = Path(path)
-        parsed, errors = read_answer_records(path)
-        result = AddResult(errors=errors)
+        result = AddResult()
         self.root.mkdir(parents=True, exist_ok=True)
         try:
             with FileLock(self.root / ".lock", timeout=self.lock_timeout):
-                self._register(parsed, str(path), result, expected_revisions or {})
+                self._register(iter_answer_records(path, batch_size), str(path), result, expected_revisions or {})
         except Timeout as exc:
             raise AnswerStoreLocked(
                 f"answer store {self.root} is locked by another writer (waited {self.lock_timeout:.0f}s)"
@@ -157,39 +198,50 @@ class AnswerStore:
         return result
 
     def _register(
-        self, parsed: list[ParsedAnswer], source_file: str, result: AddResult, expected_revisions: dict[str, int]
+        self,
+        batches: Iterator[tuple[list[ParsedAnswer], list[LineError]]],
+        source_file: str,
+        result: AddResult,
+        expected_revisions: dict[str, int],
     ) -> None:
         snapshot = self.snapshot()
-        current = {
-            row["answer_id"]: (row["revision"], row["content_hash"])
-            for row in snapshot.answers().select("answer_id", "revision", "content_hash").to_dicts()
-        }
-        repaired = _repaired_content(snapshot.all_answers())
-        new_rows: dict[str, list[dict]] = {name: [] for name in TABLES}
-        registered_at = datetime.now(timezone.utc)
-        for answer in parsed:
-            revision, content_hash = current.get(answer.answer_id, (0, None))
-            expected = expected_revisions.get(answer.answer_id, revision)
-            if expected != revision:
-                message = f"{answer.answer_id} is at revision {revision}, not {expected}: it changed since this was made"
-                result.errors.append(LineError(answer.line, "answer_id", message))
-                continue
-            if content_hash == answer.content_hash or (answer.answer_id, answer.content_hash) in repaired:
-                result.unchanged.append(answer.answer_id)
-                continue
-            revision += 1
-            current[answer.answer_id] = (revision, answer.content_hash)
-            if revision > 1:
-                result.revised.append((answer.answer_id, revision))
-            else:
-                result.added.append(answer.answer_id)
-            for name, rows in answer_rows(answer, revision, source_file, registered_at).items():
-                new_rows[name].extend(rows)
-        if not new_rows["answers"]:
-            return
         self._remove_uncommitted(snapshot.parts)
-        part = self._write_part(new_rows, sequence=len(snapshot.parts) + 1)
-        self._publish([*snapshot.parts, part])
+        registered_at = datetime.now(timezone.utc)
+        current: dict[str, tuple[int, str | None]] = {}  # answer_id -> (revision, content_hash), as of this add
+        part = _PartWriter(self.parts_dir, sequence=len(snapshot.parts) + 1)
+        for answers, errors in batches:
+            result.errors.extend(errors)
+            repaired = self._known(snapshot, [a.answer_id for a in answers if a.answer_id not in current], current)
+            new_rows: dict[str, list[dict]] = {name: [] for name in TABLES}
+            for answer in answers:
+                revision, content_hash = current.get(answer.answer_id, (0, None))
+                expected = expected_revisions.get(answer.answer_id, revision)
+                if expected != revision:
+                    message = f"{answer.answer_id} is at revision {revision}, not {expected}: it changed since this was made"
+                    result.errors.append(LineError(answer.line, "answer_id", message))
+                    continue
+                if content_hash == answer.content_hash or (answer.answer_id, answer.content_hash) in repaired:
+                    result.unchanged.append(answer.answer_id)
+                    continue
+                revision += 1
+                current[answer.answer_id] = (revision, answer.content_hash)
+                if revision > 1:
+                    result.revised.append((answer.answer_id, revision))
+                else:
+                    result.added.append(answer.answer_id)
+                for name, rows in answer_rows(answer, revision, source_file, registered_at).items():
+                    new_rows[name].extend(rows)
+            part.write(new_rows)
+        if part.close():
+            self._publish([*snapshot.parts, part.name])
+
+    @staticmethod
+    def _known(snapshot: AnswerSnapshot, answer_ids: list[str], current: dict) -> set[tuple[str, str]]:
+        """Put the stored current revision of `answer_ids` into `current`; return their repaired content."""
+        revisions = snapshot.revisions_of(answer_ids)
+        latest = revisions.sort("revision").group_by("answer_id").last()
+        current.update((row[0], (row[1], row[2])) for row in latest.select("answer_id", "revision", "content_hash").iter_rows())
+        return _repaired_content(revisions)
 
     def _remove_uncommitted(self, committed: tuple[str, ...]) -> None:
         """Parts and manifest temp files of adds killed before their commit. Safe under the writers' lock:
@@ -199,13 +251,6 @@ class AnswerStore:
                 shutil.rmtree(part)
         for tmp in self.root.glob(".manifest.json.*.tmp"):
             tmp.unlink()
-
-    def _write_part(self, rows: dict[str, list[dict]], sequence: int) -> str:
-        # The sequence orders parts for a person listing the directory; the token keeps names unique regardless.
-        dir_name = f"{sequence:06d}-{uuid.uuid4().hex[:8]}"
-        for name, schema in TABLES.items():
-            write_parquet(from_rows(rows[name], schema), schema, self.parts_dir / dir_name / f"{name}.parquet")
-        return f"{PARTS}/{dir_name}"
 
     def _publish(self, parts: list[str]) -> None:
         """The commit: one os.replace makes the new part visible, all three tables at once."""

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated
 
-import polars as pl
+import pyarrow.parquet as pq
 from pydantic import (
     AfterValidator, BaseModel, Field, PlainValidator, PrivateAttr, StrictStr, StringConstraints, ValidationError,
     model_validator,
@@ -327,23 +327,42 @@ class LineError:
         return f"line {self.line}: {self.field}: {self.message}"
 
 
+READ_BATCH = 20_000  # records parsed and registered at a time: memory follows this, not the file
+
+
 def read_answer_records(path: Path) -> tuple[list[ParsedAnswer], list[LineError]]:
     """The answers of a JSONL or Parquet file, and an error for each problem of a bad non-blank line / row."""
-    path = Path(path)
-    if path.suffix.lower() == ".parquet":
-        rows: Iterator[tuple[int, object]] = enumerate(pl.read_parquet(path).to_dicts(), start=1)
-    else:
-        rows = _jsonl_rows(path)
     answers, errors = [], []
-    for line_no, row in rows:
+    for batch_answers, batch_errors in iter_answer_records(path):
+        answers.extend(batch_answers)
+        errors.extend(batch_errors)
+    return answers, errors
+
+
+def iter_answer_records(path: Path, batch_size: int = READ_BATCH) -> Iterator[tuple[list[ParsedAnswer], list[LineError]]]:
+    """read_answer_records in batches of at most `batch_size` lines / rows, read as they are needed."""
+    path = Path(path)
+    rows = _parquet_rows(path, batch_size) if path.suffix.lower() == ".parquet" else _jsonl_rows(path)
+    answers: list[ParsedAnswer] = []
+    errors: list[LineError] = []
+    for n, (line_no, row) in enumerate(rows, start=1):
         if isinstance(row, LineError):
             errors.append(row)
-            continue
-        try:
-            answers.append(replace(parse_answer(row), line=line_no))
-        except AnswerInputError as exc:
-            errors.extend(LineError(line_no, issue.field, issue.message) for issue in exc.issues)
-    return answers, errors
+        else:
+            try:
+                answers.append(replace(parse_answer(row), line=line_no))
+            except AnswerInputError as exc:
+                errors.extend(LineError(line_no, issue.field, issue.message) for issue in exc.issues)
+        if n % batch_size == 0:
+            yield answers, errors
+            answers, errors = [], []
+    if answers or errors:
+        yield answers, errors
+
+
+def _parquet_rows(path: Path, batch_size: int) -> Iterator[tuple[int, object]]:
+    rows = (row for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_size) for row in batch.to_pylist())
+    return enumerate(rows, start=1)
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, object]]:

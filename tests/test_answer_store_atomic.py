@@ -35,15 +35,15 @@ store, answers_file, kill_at = sys.argv[1:]
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
-write_parquet = answer_store.write_parquet
+ParquetWriter = answer_store.pq.ParquetWriter
 
-def write_parquet_or_die(frame, schema, path):
+def writer_or_die(path, schema):
     if path.name == "citations.parquet":
         die()
-    return write_parquet(frame, schema, path)
+    return ParquetWriter(path, schema)
 
 if kill_at == "before_citations":
-    answer_store.write_parquet = write_parquet_or_die
+    answer_store.pq = types.SimpleNamespace(ParquetWriter=writer_or_die)
 else:
     answer_store.os = types.SimpleNamespace(getpid=os.getpid, replace=die)
 answer_store.AnswerStore(store).add(answers_file)
@@ -173,3 +173,14 @@ def test_reader_never_sees_an_answer_without_its_claims_while_adds_run(tmp_path)
     assert writer.returncode == 0 and reads > 0
     assert store.answers()["revision"].to_list() == [rounds + 1, rounds + 1]
     assert_consistent(store)
+
+
+def test_an_add_read_in_batches_registers_what_one_batch_does(tmp_path):
+    """Batches bound an add's memory; they must not change what it registers, even when one answer is revised
+    within the file (its second line in a later batch) or a batch re-adds what an earlier one registered."""
+    lines = [STRUCTURED, MARKER, NEW, REVISED, STRUCTURED, dict(MARKER, answer_id="n2")]
+    path = write_jsonl(tmp_path / "in.jsonl", [json.dumps(line) for line in lines])
+    one, batched = AnswerStore(tmp_path / "one"), AnswerStore(tmp_path / "batched")
+    assert one.add(path).summary() == batched.add(path, batch_size=2).summary() == "4 added, 2 revised, 0 unchanged, 0 error(s)"
+    for name, frame in tables(one).items():
+        assert_frame_equal(frame.drop("registered_at", strict=False), tables(batched)[name].drop("registered_at", strict=False))
