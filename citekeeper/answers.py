@@ -19,7 +19,8 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated
@@ -80,7 +81,7 @@ class ParsedAnswer:
     repaired_from: int | None = None  # the revision `citekeeper repair` made this record from
     line: int | None = None  # of the input file it was read from
 
-    @property
+    @cached_property  # computed once: an add compares it and stores it
     def content_hash(self) -> str:
         """Hash of everything the answer says; re-adding equal content is a no-op."""
         payload = {
@@ -230,7 +231,7 @@ class AnswerRecord(BaseModel):
             raise _record_error("claims", "missing: give claims (structured) or references (marker form)")
         return self
 
-    def parsed(self) -> ParsedAnswer:
+    def parsed(self, source_record: str | None = None, line: int | None = None) -> ParsedAnswer:
         return ParsedAnswer(
             answer_id=self.answer_id,
             question=self.question,
@@ -240,6 +241,8 @@ class AnswerRecord(BaseModel):
             input_form="structured" if self.claims is not None else "marker",
             claims=self._parsed_claims,
             repaired_from=self.repair.from_revision if self.repair else None,
+            source_record=source_record,
+            line=line,
         )
 
 
@@ -289,13 +292,14 @@ def citation_entries(record: dict, input_form: str) -> dict[tuple[int, int], dic
     }
 
 
-def parse_answer(record: object) -> ParsedAnswer:
-    """Validate one input record (either form). Raises AnswerInputError naming every bad field."""
+def parse_answer(record: object, line: int | None = None) -> ParsedAnswer:
+    """Validate one input record (either form), read from `line` of its file. Raises AnswerInputError naming
+    every bad field."""
     try:
-        parsed = AnswerRecord.model_validate(record).parsed()
+        validated = AnswerRecord.model_validate(record)
     except ValidationError as exc:
         raise AnswerInputError([_issue(error) for error in exc.errors()]) from None
-    return replace(parsed, source_record=json.dumps(record, ensure_ascii=False, default=_json_value))
+    return validated.parsed(json.dumps(record, ensure_ascii=False, default=_json_value), line)
 
 
 def _json_value(value: object) -> str:
@@ -350,7 +354,7 @@ def iter_answer_records(path: Path, batch_size: int = READ_BATCH) -> Iterator[tu
             errors.append(row)
         else:
             try:
-                answers.append(replace(parse_answer(row), line=line_no))
+                answers.append(parse_answer(row, line_no))
             except AnswerInputError as exc:
                 errors.extend(LineError(line_no, issue.field, issue.message) for issue in exc.issues)
         if n % batch_size == 0:
