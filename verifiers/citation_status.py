@@ -205,24 +205,34 @@ def judge_citations(
     suggestions when `suggest`, and the doc diffs (cited version -> target) they were judged on. Writes nothing
     but the cached diffs."""
     store.manifest(target_version)  # UnknownVersion with the known versions listed
-    target_chunks = store.read_chunks(target_version, columns=CHUNK_COLUMNS)
     parts, doc_diffs = [], []
     for (cited_version,), group in citations.partition_by("corpus_version", as_dict=True).items():
         known = store.has_version(cited_version)
         diff = diff_versions(store, cited_version, target_version) if known and cited_version != target_version else None
         if diff is not None:
             doc_diffs.append(diff.docs)
+        # Only the chunks these citations cite, and their successors, are read: not both versions whole.
+        cited_ids = group["chunk_id"].unique()
+        target_chunks = store.read_chunks(target_version, columns=CHUNK_COLUMNS, chunk_ids=_with_successors(cited_ids, diff))
         if not known:
             cited_chunks = None
         elif cited_version == target_version:
             cited_chunks = target_chunks
         else:
-            cited_chunks = store.read_chunks(cited_version, columns=CHUNK_COLUMNS)
+            cited_chunks = store.read_chunks(cited_version, columns=CHUNK_COLUMNS, chunk_ids=cited_ids.to_list())
         parts.append(judge(group, cited_chunks, diff, target_chunks, target_version))
     status = pl.concat(parts, how="diagonal_relaxed") if parts else empty(CITATION_STATUS)
     if suggest and status.height:
-        status = _with_suggestions(store, target_version, status, target_chunks, embedding_store)
+        status = _with_suggestions(store, target_version, status, embedding_store)
     return conform(status, CITATION_STATUS).sort("answer_id", "claim_id", "citation_id"), doc_diffs
+
+
+def _with_successors(chunk_ids: pl.Series, diff: VersionDiff | None) -> list[str]:
+    """The chunk ids and, through the diff, the ids of their successors (an unchanged chunk keeps its id)."""
+    if diff is None:
+        return chunk_ids.to_list()
+    successors = diff.chunks.filter(pl.col("old_chunk_id").is_in(chunk_ids.implode()))["new_chunk_id"].drop_nulls()
+    return pl.concat([chunk_ids, successors]).unique().to_list()
 
 
 def check_citations(store, target_version: str, suggest: bool = True, embedding_store=None) -> CitationCheck:
@@ -241,19 +251,31 @@ def check_citations(store, target_version: str, suggest: bool = True, embedding_
     )
 
 
-def _with_suggestions(store, target_version: str, status: pl.DataFrame, target_chunks: pl.DataFrame, embedding_store) -> pl.DataFrame:
+def _with_suggestions(store, target_version: str, status: pl.DataFrame, embedding_store) -> pl.DataFrame:
     lost = status.filter(pl.col("status").is_in(["stale", "removed"]))
     if lost.is_empty():
         return status
+    target_chunks = store.read_chunks(target_version, columns=CHUNK_COLUMNS)
 
-    def index_factory():
-        from citekeeper.embeddings import EmbeddingStore
+    opened = []
 
-        embeddings = embedding_store or EmbeddingStore(store.root)
-        return embeddings.chunk_index(target_version, target_chunks)
+    def embeddings():
+        if not opened:
+            from citekeeper.embeddings import EmbeddingStore
 
+            opened.append(embedding_store or EmbeddingStore(store.root))
+        return opened[0]
+
+    # Candidates come from the version's full-text index (built once per version, no vectors); the vector
+    # index is built only if a citation reaches the hybrid tier.
     target_docs = store.read_documents(target_version, columns=["doc_id", "text"])
-    suggestions = reanchor(lost, Reanchorer(target_docs, target_chunks, index_factory))
+    reanchorer = Reanchorer(
+        target_docs,
+        target_chunks,
+        index_factory=lambda: embeddings().chunk_index(target_version, target_chunks),
+        text_index_factory=lambda: embeddings().text_index(target_version, target_chunks),
+    )
+    suggestions = reanchor(lost, reanchorer)
     return status.drop([c for c in suggestions.columns if c != "citation_id" and c in status.columns]).join(
         suggestions, on="citation_id", how="left"
     )
