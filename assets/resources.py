@@ -41,11 +41,22 @@ class CitekeeperConfig(dg.ConfigurableResource):
     lance_uri: str | None = None
     parquet_uri: str | None = None
     storage_options: dict[str, str] = {}
+    # Retention (`citekeeper gc`; the weekly maintenance schedule, off by default): keep the last gc_keep_last
+    # versions (None: the schedule skips) plus those in gc_keep; the latest and every cited version always stay.
+    gc_keep_last: int | None = None
+    gc_keep: list[str] = []
 
     @field_validator("language")
     @classmethod
     def _known_language(cls, value: str) -> str:
         return validate_language(value)  # a LanguageError names the choices
+
+    @field_validator("gc_keep_last")
+    @classmethod
+    def _non_negative(cls, value: int | None) -> int | None:
+        if value is not None and value < 0:
+            raise ValueError(f"gc_keep_last must be 0 or more, not {value}")
+        return value
 
     @property
     def store_path(self) -> Path:

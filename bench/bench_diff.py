@@ -116,6 +116,7 @@ def generate(root: Path, n_chunks: int, changed: float) -> None:
         np.concatenate([variant[keep], np.full(len(added_docs), ADDED)]),
     )
     _commit(store, "new", "old", rewritten, [f"doc_{i}" for i in affected])
+    store.ensure_export("chunks", "old")  # the baseline scans both exports; a commit keeps only the latest's
 
 
 def scan_ids(root: Path) -> int:

@@ -2,9 +2,11 @@
 
     <root>/lance/{chunks,documents}.lance            corpus tables (citekeeper.store); may live elsewhere
     <root>/versions/<name>.json                       version manifests
-    <root>/parquet/<table>/corpus_version=<v>/<table>.parquet   per-version Parquet exports (local default)
+    <root>/parquet/<table>/corpus_version=<v>/<table>.parquet   Parquet exports (local default): chunks and
+                                                      documents of the latest version, errors of every version
     <root>/staging/<name>/                            ingest output waiting to be committed
     <root>/.lock                                      the corpus store's exclusive writer lock
+    <root>/.gc-pending                                a `gc` that rewrites the LanceDB tables is under way (or died)
     <root>/answers/                                   the answer store (citekeeper.answer_store)
     <root>/embeddings/                                re-anchoring's LanceDB vectors and full-text index
     <root>/diffs/<old>__<new>/{chunk,doc}_diff.parquet             chunk and document diffs
@@ -58,8 +60,16 @@ class StoreLayout:
     def embeddings_dir(self) -> Path:
         return self.root / "embeddings"
 
+    @property
+    def gc_pending(self) -> Path:
+        return self.root / ".gc-pending"
+
+    @property
+    def diffs_dir(self) -> Path:
+        return self.root / "diffs"
+
     def diff_dir(self, old_version: str, new_version: str) -> Path:
-        return self.root / "diffs" / f"{old_version}__{new_version}"
+        return self.diffs_dir / f"{old_version}__{new_version}"
 
     def chunk_diff_file(self, old_version: str, new_version: str) -> Path:
         return self.diff_dir(old_version, new_version) / "chunk_diff.parquet"
@@ -67,8 +77,12 @@ class StoreLayout:
     def doc_diff_file(self, old_version: str, new_version: str) -> Path:
         return self.diff_dir(old_version, new_version) / "doc_diff.parquet"
 
+    @property
+    def citations_dir(self) -> Path:
+        return self.root / "citations"
+
     def citation_status_dir(self, target_version: str) -> Path:
-        return self.root / "citations" / f"target_version={target_version}"
+        return self.citations_dir / f"target_version={target_version}"
 
     def citation_status_file(self, target_version: str) -> Path:
         return self.citation_status_dir(target_version) / "citation_status.parquet"
@@ -79,8 +93,12 @@ class StoreLayout:
     def report_file(self, target_version: str) -> Path:
         return self.citation_status_dir(target_version) / "report.html"
 
+    @property
+    def repairs_root(self) -> Path:
+        return self.root / "repairs"
+
     def repairs_dir(self, target_version: str) -> Path:
-        return self.root / "repairs" / f"target_version={target_version}"
+        return self.repairs_root / f"target_version={target_version}"
 
     def repairs_file(self, target_version: str) -> Path:
         return self.repairs_dir(target_version) / "repairs.parquet"

@@ -4,7 +4,9 @@ Layout under the store root:
     lance/chunks.lance, lance/documents.lance   current corpus state; each corpus version is one committed
                                                 LanceDB table version tagged with the version's name
     versions/<name>.json                        manifests; a version exists iff its manifest exists
-    parquet/<table>/corpus_version=<v>/<table>.parquet   per-version exports (chunks, documents, errors)
+    parquet/<table>/corpus_version=<v>/<table>.parquet   Parquet exports: chunks and documents of the latest
+                                                version only (any other version is read, or exported on
+                                                demand, from LanceDB time travel); errors of every version
     staging/<name>/                             ingest output waiting to be committed (parsers.ingest)
     .lock                                       the exclusive writer lock
 
@@ -34,6 +36,7 @@ import filelock
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from citekeeper import schema
@@ -45,7 +48,8 @@ from citekeeper.identity import text_hash
 if TYPE_CHECKING:
     import lancedb
 
-TABLES = ("chunks", "documents")
+TABLES = ("chunks", "documents")  # the LanceDB tables; their exports exist for the latest version only
+EXPORTS = (*TABLES, "errors")  # errors has no LanceDB table: its per-version export is its only copy
 READ_SCHEMAS = {"chunks": schema.CHUNKS, "documents": schema.DOCUMENTS, "errors": schema.INGEST_ERRORS}
 # What LanceDB holds: the read schema without corpus_version (a carried-over row belongs to many versions).
 STORED_SCHEMAS = {
@@ -161,12 +165,58 @@ class CorpusStore:
         return location
 
     def read_export(self, table: str, version: str) -> pl.DataFrame:
-        """The one reader of Parquet exports."""
-        location = self.parquet_path(table, self.manifest(version).name)  # UnknownVersion lists the known ones
+        """The one reader of Parquet exports. Chunks and documents are exported for the latest version only:
+        for any other version they are read from LanceDB time travel (the same rows)."""
+        name = self.manifest(version).name  # UnknownVersion lists the known ones
+        if table in TABLES and not self.has_export(table, name):
+            return self._read_lance(table, name, None)
+        location = self.parquet_path(table, name)
         if isinstance(location, Path):
             return pl.from_arrow(pq.read_table(location, schema=READ_SCHEMAS[table]))
         filesystem, path = parquet_filesystem(location, self.storage_options)
         return pl.from_arrow(pq.read_table(path, schema=READ_SCHEMAS[table], filesystem=filesystem))
+
+    def has_export(self, table: str, version: str) -> bool:
+        location = self.parquet_path(table, version)
+        if isinstance(location, Path):
+            return location.is_file()
+        filesystem, path = parquet_filesystem(location, self.storage_options)
+        return filesystem.get_file_info(path).type == pafs.FileType.File
+
+    def ensure_export(self, table: str, version: str) -> Path | str:
+        """The export of a committed version, written from LanceDB time travel when it is missing (any version
+        but the latest); for something that needs a file. `gc` removes the ones that are not the latest's."""
+        name = self.manifest(version).name
+        if table in TABLES and not self.has_export(table, name):
+            self.write_export(table, name, self._read_lance(table, name, None))
+        return self.parquet_path(table, name)
+
+    def remove_export(self, table: str, version: str) -> None:
+        """Delete one export and its corpus_version=<v> folder; nothing to do when there is none."""
+        location = self.parquet_path(table, version)
+        if isinstance(location, Path):
+            location.unlink(missing_ok=True)
+            try:
+                location.parent.rmdir()
+            except OSError:  # not empty (a stray file) or already gone
+                pass
+            return
+        filesystem, path = parquet_filesystem(location, self.storage_options)
+        folder = path.rsplit("/", 1)[0]
+        if filesystem.get_file_info(folder).type == pafs.FileType.Directory:
+            filesystem.delete_dir(folder)
+
+    def exported_versions(self, table: str) -> set[str]:
+        """Names of the versions with a `table` export folder (whether or not the version still exists)."""
+        base = self.parquet_path(table, "x")  # .../<table>/corpus_version=x/<table>.parquet
+        if isinstance(base, Path):
+            folder = base.parent.parent
+            names = [p.name for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
+        else:
+            filesystem, path = parquet_filesystem(base, self.storage_options)
+            selector = pafs.FileSelector(path.rsplit("/", 2)[0], allow_not_found=True)
+            names = [info.base_name for info in filesystem.get_file_info(selector) if info.type == pafs.FileType.Directory]
+        return {n.removeprefix("corpus_version=") for n in names if n.startswith("corpus_version=")}
 
     # ------------------------------------------------------------------ versions
 
@@ -295,6 +345,7 @@ class CorpusStore:
         if self.has_version(name):
             raise VersionExists(f"corpus version {name!r} already exists in {self.root}; versions are immutable")
         parent = self.manifest(manifest.parent) if manifest.parent else None
+        previous = self.latest()
         db = self._lance()
         replaced = sorted(set(replaced_doc_ids))
         lance_versions, counts = {}, {}
@@ -320,6 +371,11 @@ class CorpusStore:
             }
         )
         self._write_manifest(committed)
+        # Only the latest version keeps chunk and document exports; the one it replaces goes once this version
+        # exists (a crash in between leaves an extra export, which the next commit or `gc` removes).
+        for old in {v.name for v in (previous, parent) if v is not None} - {name}:
+            for table in TABLES:
+                self.remove_export(table, old)
         return committed
 
     def _lance(self) -> lancedb.DBConnection:
@@ -342,6 +398,8 @@ class CorpusStore:
         return lance_table
 
     def _export_parquet(self, version: str, errors: pa.Table) -> None:
+        """The new version's exports: chunks and documents (what the latest version offers as files) and its
+        ingest errors (kept for every version: no other copy exists)."""
         for table in TABLES:
             self.write_export(table, version, self._read_lance(table, version, None))
         self.write_export("errors", version, pl.from_arrow(errors).sort(SORT_KEYS["errors"]))

@@ -1,4 +1,5 @@
-"""Jobs, schedules and sensors: nightly reindex, change-driven runs, retries, one store writer at a time.
+"""Jobs, schedules and sensors: nightly reindex, change-driven runs, weekly retention (off by default),
+retries, one store writer at a time.
 
 One explicit job runs a corpus version end to end (ingest -> diff -> citation status -> verification ->
 report) rather than declarative automation: a single run per version holds the store-writer slot once,
@@ -15,7 +16,8 @@ from assets.partitions import corpus_versions
 from assets.sharding import SHARD_GROUP, ingest_shard_commit, ingest_shard_stage, shard_x_version
 from parsers.ingest import config_hash, latest_if_equal, tree_hash
 from parsers.discover import discover_sources
-from assets.resources import STORE_WRITER_TAG, CitekeeperConfig
+from citekeeper.retention import gc
+from assets.resources import STORE_WRITER_POOL, STORE_WRITER_TAG, CitekeeperConfig
 
 WRITER_TAGS = {
     STORE_WRITER_TAG: "1",
@@ -132,6 +134,52 @@ def nightly_reindex_schedule(context: dg.ScheduleEvaluationContext, citekeeper: 
     return dg.RunRequest(partition_key=version, run_key=version, tags={"citekeeper/trigger": "schedule"})
 
 
-jobs = [pipeline_job, ingest_job, shard_stage_job, shard_commit_job]
-schedules = [nightly_reindex_schedule]
+@dg.op(pool=STORE_WRITER_POOL, description="citekeeper gc with the resource's gc_keep_last and gc_keep.")
+def corpus_gc(context: dg.OpExecutionContext, citekeeper: CitekeeperConfig) -> dg.Output:
+    if citekeeper.gc_keep_last is None:
+        raise dg.Failure("gc_keep_last is not set (CITEKEEPER_GC_KEEP_LAST): refusing to guess how many versions "
+                         "to keep", allow_retries=False)
+    summary = gc(citekeeper.corpus_store(), citekeeper.gc_keep_last, citekeeper.gc_keep)
+    # A pruned version's corpus_version partition names a version that no longer exists: it goes too.
+    partitions = set(context.instance.get_dynamic_partitions(corpus_versions.name))
+    for version in summary.pruned:
+        if version in partitions:
+            context.instance.delete_dynamic_partition(corpus_versions.name, version)
+    context.log.info(f"event=gc pruned={len(summary.pruned)} kept={len(summary.kept)} "
+                     f"bytes_freed={summary.bytes_freed} lance_rewritten={summary.lance_rewritten}")
+    return dg.Output(None, metadata={
+        "pruned": summary.pruned,
+        "kept": {name: "; ".join(why) for name, why in summary.kept.items()},
+        "n_removed_outside_lancedb": len(summary.removed),
+        "bytes_before": summary.bytes_before,
+        "bytes_after": summary.bytes_after,
+        "bytes_freed": summary.bytes_freed,
+        "lance_versions_removed": summary.lance_versions_removed,
+        "duration_s": round(summary.seconds, 3),
+    })
+
+
+@dg.job(name="citekeeper_gc", tags=WRITER_TAGS, op_retry_policy=TRANSIENT_RETRY,
+        description="Retention: prune old corpus versions and what belongs only to them, compact the store.")
+def gc_job():
+    corpus_gc()
+
+
+@dg.schedule(
+    job=gc_job,
+    cron_schedule="0 4 * * 0",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Weekly retention (Sunday 04:00 UTC), off until turned on: citekeeper gc with gc_keep_last and "
+    "gc_keep; skipped while gc_keep_last is unset.",
+)
+def weekly_gc_schedule(context: dg.ScheduleEvaluationContext, citekeeper: CitekeeperConfig):
+    if citekeeper.gc_keep_last is None:
+        return dg.SkipReason("gc_keep_last is not set (CITEKEEPER_GC_KEEP_LAST); nothing to do")
+    return dg.RunRequest(run_key=f"gc-{context.scheduled_execution_time:%Y%m%dT%H%M%SZ}",
+                         tags={"citekeeper/trigger": "schedule"})
+
+
+jobs = [pipeline_job, ingest_job, shard_stage_job, shard_commit_job, gc_job]
+schedules = [nightly_reindex_schedule, weekly_gc_schedule]
 sensors = [source_change_sensor]

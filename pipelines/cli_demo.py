@@ -96,6 +96,13 @@ def run_version(instance, store_dir: Path, version: str, source: Path, answers: 
         raise click.ClickException(f"pipeline run for {version} failed:\n" + "\n".join(failures))
 
 
+def _chunks_file(store, version: str) -> str:
+    """The latest version's chunk export; any other version is exported on demand (from LanceDB time travel)."""
+    if store.has_export("chunks", version):
+        return str(store.parquet_path("chunks", version))
+    return f"citekeeper export chunks --version {version} --out {version}-chunks.parquet"
+
+
 def summary(store_dir: Path, nli_note: str) -> str:
     """Where everything went, and what the v1 -> v2 update did to the sample answers."""
     import polars as pl
@@ -121,7 +128,7 @@ def summary(store_dir: Path, nli_note: str) -> str:
         f"citekeeper demo: sample corpus {old} -> {new}, store {store.root}",
         "",
         *(f"  corpus {m.name}: {m.n_documents} documents, {m.n_chunks} chunks, {m.n_errors} quarantined "
-          f"-> {store.parquet_path('chunks', m.name)}" for m in store.versions()),
+          f"-> {_chunks_file(store, m.name)}" for m in store.versions()),
         f"  diff {old} -> {new}:        {layout.diff_dir(old, new)}",
         f"  citation status:       {layout.citation_status_file(new)}",
         f"  blast radius:          {layout.blast_radius_file(new)}",

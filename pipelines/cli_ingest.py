@@ -90,7 +90,8 @@ def versions_command(as_json: bool, store_dir: Path) -> None:
               help="Parquet file to write.")
 @store_option
 def export_command(table: str, version: str, out: Path, store_dir: Path) -> None:
-    """Write one table of a corpus version to a Parquet file (citekeeper schema)."""
+    """Write one table of a corpus version to a Parquet file (citekeeper schema). Any committed version: its
+    chunks and documents are read by name from LanceDB (time travel), its ingest errors from the store's export."""
     store = CorpusStore.from_env(store_dir)
     readers = {"chunks": store.read_chunks, "documents": store.read_documents, "errors": store.read_errors}
     try:

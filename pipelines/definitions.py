@@ -48,8 +48,19 @@ def config_from_env(env: Mapping[str, str] = os.environ) -> CitekeeperConfig:
         nli_model=env.get("CITEKEEPER_NLI_MODEL") or None,  # "auto": the default model of the language
         nli_backend=env.get("CITEKEEPER_NLI_BACKEND", "torch"),
         language=env.get(LANGUAGE_ENV) or "auto",  # auto | en | zh | multi
+        gc_keep_last=_gc_keep_last(env.get("CITEKEEPER_GC_KEEP_LAST", "")),  # unset: the gc schedule skips
+        gc_keep=[v.strip() for v in env.get("CITEKEEPER_GC_KEEP", "").split(",") if v.strip()],
         **locations_from_env(env),  # CITEKEEPER_LANCE_URI, CITEKEEPER_PARQUET_URI, CITEKEEPER_STORAGE_OPTIONS
     )
+
+
+def _gc_keep_last(raw: str) -> int | None:
+    if not raw.strip():
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"CITEKEEPER_GC_KEEP_LAST must be a whole number of versions, got {raw!r}") from None
 
 
 defs = build_definitions(config_from_env())

@@ -107,16 +107,20 @@ def test_cli_ingest_and_export_against_s3(endpoint, locations, local_reference, 
             assert comparable(got).equals(comparable(want)), f"{read}({version}) differs from the local store"
     assert set(store.read_documents("v2")["doc_id"]) - set(store.read_documents("v1")["doc_id"])  # v2 adds docs
 
-    # Parquet exports are objects in the bucket, with the citekeeper schemas.
-    keys = bucket_keys(endpoint, locations["parquet_uri"])
+    # Parquet exports are objects in the bucket, with the citekeeper schemas: chunks and documents of the latest
+    # version, errors of every version (the older version's chunks are read from LanceDB time travel). A key ending
+    # in "/" is the empty folder marker pyarrow's S3 filesystem leaves when it deletes the older export.
+    keys = [k for k in bucket_keys(endpoint, locations["parquet_uri"]) if not k.endswith("/")]
     assert keys == sorted(
-        f"{t}/corpus_version={v}/{t}.parquet" for t in ("chunks", "documents", "errors") for v in VERSIONS
+        [f"{t}/corpus_version={VERSIONS[-1]}/{t}.parquet" for t in ("chunks", "documents")]
+        + [f"errors/corpus_version={v}/errors.parquet" for v in VERSIONS]
     )
+    filesystem, path = parquet_filesystem(store.parquet_path("chunks", VERSIONS[-1]), store.storage_options)
+    assert pq.read_schema(path, filesystem=filesystem).equals(READ_SCHEMAS["chunks"])
     for version in VERSIONS:
-        filesystem, path = parquet_filesystem(store.parquet_path("chunks", version), store.storage_options)
-        assert pq.read_schema(path, filesystem=filesystem).equals(READ_SCHEMAS["chunks"])
         exported = store.read_export("chunks", version)
         assert exported.sort("chunk_id").equals(store.read_chunks(version).sort("chunk_id"))
+    assert store.exported_versions("chunks") == {VERSIONS[-1]} and store.exported_versions("errors") == set(VERSIONS)
     lance_keys = bucket_keys(endpoint, locations["lance_uri"])
     assert any(k.startswith("chunks.lance/_refs/tags/v1") for k in lance_keys)
     assert any(k.startswith("documents.lance/data/") for k in lance_keys)
@@ -178,3 +182,28 @@ def test_demo_pipeline_on_s3_matches_local(endpoint, locations, tmp_path, monkey
     for name, frame in expected.items():
         assert got[name].equals(frame), name
     assert not (tmp_path / "s3" / "lance").exists() and not (tmp_path / "s3" / "parquet").exists()
+
+
+def test_gc_against_s3(locations, endpoint, tmp_path) -> None:
+    """gc on a store whose LanceDB tables and Parquet exports are in the bucket: the pruned version's objects go,
+    the kept versions read back the same, and the freed bytes count the bucket."""
+    from citekeeper.retention import gc
+
+    store = CorpusStore(tmp_path / "store", **locations)
+    for version, tree in (("v1", "v1"), ("v2", "v2"), ("v3", "v1")):
+        ingest(SAMPLE_CORPUS / tree, store, version=version)
+    before = {v: (store.read_chunks(v), store.read_documents(v)) for v in ("v2", "v3")}
+    assert "errors/corpus_version=v1/errors.parquet" in bucket_keys(endpoint, locations["parquet_uri"])
+
+    summary = gc(store, keep_last=2)
+    assert summary.pruned == ["v1"] and list(summary.kept) == ["v2", "v3"]
+    for version, (chunks, documents) in before.items():
+        assert store.read_chunks(version).equals(chunks) and store.read_documents(version).equals(documents)
+    assert [k for k in bucket_keys(endpoint, locations["parquet_uri"]) if not k.endswith("/")] == sorted(
+        [f"{t}/corpus_version=v3/{t}.parquet" for t in ("chunks", "documents")]
+        + [f"errors/corpus_version={v}/errors.parquet" for v in ("v2", "v3")]
+    )
+    lance_keys = bucket_keys(endpoint, locations["lance_uri"])
+    assert not any(k.startswith("chunks.lance/_refs/tags/v1") for k in lance_keys)
+    assert summary.bytes_before > summary.bytes_after > 0 and summary.lance_rewritten
+    assert not (store.root / "lance").exists() and not (store.root / "parquet").exists()

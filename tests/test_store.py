@@ -249,8 +249,11 @@ def test_parquet_exports_use_the_schemas(two_versions: CorpusStore, store_dir: P
                             ("errors", schema.INGEST_ERRORS)):
         path = store_dir / "parquet" / table / "corpus_version=v4" / f"{table}.parquet"
         assert pq.read_schema(path).remove_metadata().equals(expected), table
-    exported = pl.read_parquet(two_versions.parquet_path("chunks", "v2"))
-    assert exported.sort("doc_id", "ordinal").equals(two_versions.read_chunks("v2"))
+    exported = pl.read_parquet(two_versions.parquet_path("chunks", "v4"))
+    assert exported.sort("doc_id", "ordinal").equals(two_versions.read_chunks("v4"))
+    # an older version's chunks and documents are exported no more; read_export reads them from LanceDB
+    assert not two_versions.has_export("chunks", "v2") and two_versions.has_export("errors", "v2")
+    assert two_versions.read_export("chunks", "v2").equals(two_versions.read_chunks("v2"))
     errors = two_versions.read_errors("v4")
     assert errors.select("corpus_version", "source_path", "reason").rows() == [("v4", "x.pdf", "binary")]
     assert two_versions.read_errors("v1").height == 0

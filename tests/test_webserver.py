@@ -173,7 +173,7 @@ def test_webserver_lists_definitions_and_launches_partitioned_ingest(webserver: 
     repo_def = defs.get_repository_def()
     assert asset_keys == {key.to_user_string() for key in repo_def.asset_graph.get_all_asset_keys()}
     assert check_names == {key.name for key in repo_def.asset_graph.asset_check_keys}
-    assert {s["name"] for s in repository["schedules"]} == {"nightly_reindex_schedule"}
+    assert {s["name"] for s in repository["schedules"]} == {"nightly_reindex_schedule", "weekly_gc_schedule"}
     assert {s["name"] for s in repository["sensors"]} == {"source_change_sensor"}
     assert {"citekeeper_pipeline", "citekeeper_ingest"} <= {j["name"] for j in repository["jobs"]}
 
