@@ -422,6 +422,8 @@ NLI_RUNS = pa.schema(
 
 NLI_CACHE = pa.schema(
     [
+        # the merge key of the LanceDB table (verifiers.verdict_cache): a digest of the four key columns below
+        pa.field("cache_key", pa.string(), nullable=False),
         pa.field("model_key", pa.string(), nullable=False),  # model id @ revision / backend
         pa.field("settings_key", pa.string(), nullable=False),
         pa.field("claim_hash", pa.string(), nullable=False),

@@ -1,20 +1,87 @@
 """Persistent cache of NLI verdicts, keyed by (model, settings, claim text hash, evidence text hash).
 
-One Parquet file per run under the cache directory (`part-<run_id>.parquet`, schema NLI_CACHE): runs never
-rewrite each other's files, and a re-run after a corpus update only scores the pairs whose evidence changed.
+One LanceDB table, `verdicts`, in the cache directory (<store>/verify/cache/verdicts.lance, schema NLI_CACHE),
+one row per key. The four key columns are folded into `cache_key`, a 128-bit BLAKE2b digest of them: the
+table's merge key, its unenforced primary key and the column lookups filter on.
+
+Lookup (once per run, for every distinct pair the run sends to NLI). Two plans; which is cheaper depends on
+how many keys are asked for against how many are stored (measured in bench/bench_verdict_cache.py):
+- *point*, up to one key per POINT_LOOKUP_RATIO stored rows, once the table is indexed: `cache_key IN (...)`
+  filters of LOOKUP_BATCH keys each, which Lance answers from a BTree index on cache_key. It reads the index
+  pages the keys fall in and the rows found, plus the rows flushed since the index was last brought up to
+  date (at most a tenth of the table), never the rest of the table;
+- *scan*, for more keys (a run re-verifying its answers asks for about as many keys as the cache holds):
+  one pass over cache_key and the verdict columns in batches, each hash-joined to the keys. It reads the
+  narrow columns of every row once, and holds only one batch and the hits.
+The hits are joined back to the requested (claim_hash, evidence_hash) by cache_key.
+
+Flush: one upsert, `merge_insert("cache_key").when_matched_update_all().when_not_matched_insert_all()`.
+Two processes flushing at once lose nothing and duplicate nothing:
+- Lance commits are optimistic. A merge that lost the race to a concurrent commit is re-planned against the
+  new version and committed again inside the call (Lance's conflict retries, within lancedb's 30 s merge
+  timeout; `MergeResult.num_attempts` counts the attempts).
+- A concurrent insert of the same new key is only detected as a conflict when the merge key is the table's
+  unenforced primary key (Lance then records the inserted keys in the transaction) and the merge runs
+  without the scalar index (the indexed merge path records no inserted keys: lance-format/lance#9238).
+  Without either, both inserts commit and the key is stored twice. lancedb accepts a one-column primary key
+  only, hence the digest. The merge therefore scans cache_key (a flush costs ~0.2-0.3 s at 1M rows) instead
+  of using the index. Checked with lancedb 0.40 (pylance 14), tests/test_verdict_cache.py.
+- Once Lance's own attempts are spent it raises ("Too many concurrent writers", "merge insert timed out");
+  `_upsert` then retries the whole merge, MERGE_ATTEMPTS times at most, with a jittered backoff. An upsert
+  is idempotent, so retrying one whose outcome is unknown is safe.
+
+Maintenance after a flush (best effort: a failure only logs): the BTree index is created once the table
+holds INDEX_MIN_ROWS rows and rebuilt once a tenth of the rows are unindexed; small fragments are compacted
+once there are COMPACT_FRAGMENTS of them; table versions older than an hour are removed.
+
+Legacy caches: the previous design wrote one Parquet file per run (`part-<run_id>.parquet`) and every lookup
+scanned them all. Opening a cache merges such files into the table, oldest first (a later run's verdict for
+a key wins, as it did), MIGRATE_BATCH_ROWS rows per upsert, and deletes each group's files once its upsert
+has committed. A crash in between leaves those files, and merging them again upserts the same rows.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import hashlib
+import logging
+import random
+import time
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from citekeeper.schema import NLI_CACHE
-from citekeeper.tables import empty, write_parquet
+from citekeeper.tables import empty, to_arrow
+
+log = logging.getLogger(__name__)
 
 KEY = ["model_key", "settings_key", "claim_hash", "evidence_hash"]
 VALUES = ["p_entailment", "p_neutral", "p_contradiction", "window_start", "window_end", "n_windows"]
+MERGE_KEY = "cache_key"
+TABLE = "verdicts"
+INDEX = "cache_key_idx"
+LEGACY_PARTS = "part-*.parquet"
+
+POINT_LOOKUP_RATIO = 1000  # point lookups for at most one key per this many stored rows
+LOOKUP_BATCH = 1000  # keys per IN filter
+SCAN_BATCH_ROWS = 65_536  # stored rows per batch of a scan lookup
+INDEX_MIN_ROWS = 100_000  # below this a scan costs next to nothing, and point lookups would take < 100 keys
+MERGE_ATTEMPTS = 6  # whole-merge attempts, each with Lance's own conflict retries inside
+MIGRATE_BATCH_ROWS = 250_000  # legacy rows per upsert (bounds the migration's memory)
+COMPACT_FRAGMENTS = 32
+KEEP_VERSIONS = timedelta(hours=1)  # a lookup holds its version for seconds, a flush's merge plan for minutes
+
+# Lance's marker for an unenforced primary key.
+PRIMARY_KEY = {"lance-schema:unenforced-primary-key": "true"}
+TABLE_SCHEMA = pa.schema([f.with_metadata(PRIMARY_KEY) if f.name == MERGE_KEY else f for f in NLI_CACHE])
+ROW_SCHEMA = NLI_CACHE.remove(NLI_CACHE.get_field_index(MERGE_KEY))  # a verdict without its digest (legacy parts)
+READ = [MERGE_KEY, *VALUES, "created_at"]  # what a lookup reads of a stored row
+# What lancedb raises (RuntimeError) once Lance's own conflict retries are spent; lance.commit.CommitConflictError
+# (an OSError) says conflict too, and carries `retryable`.
+_CONFLICT_MESSAGES = ("too many concurrent writers", "conflict", "timed out")
 
 
 def no_hits() -> pl.DataFrame:
@@ -22,25 +89,82 @@ def no_hits() -> pl.DataFrame:
     return empty(NLI_CACHE).select(KEY[2:] + VALUES)
 
 
+def cache_key(model_key: str, settings_key: str, claim_hash: str, evidence_hash: str) -> str:
+    """The merge key of one verdict: a digest of its four key columns (lowercase hex, 32 characters)."""
+    joined = "\x1f".join((model_key, settings_key, claim_hash, evidence_hash))
+    return hashlib.blake2b(joined.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def with_cache_key(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` (with the four KEY columns) plus its cache_key."""
+    keys = [cache_key(*row) for row in frame.select(KEY).iter_rows()]
+    return frame.with_columns(pl.Series(MERGE_KEY, keys, dtype=pl.String))
+
+
 class VerdictCache:
+    """lookup() before scoring, add() what was scored, flush() once at the end of the run."""
+
     def __init__(self, directory: Path | str):
         self.directory = Path(directory)
         self._new: list[pl.DataFrame] = []
+        # How the last lookup read the table: plan (none / point / scan), rows_scanned and bytes_read (Lance's
+        # scan statistics), hits.
+        self.last_read: dict[str, int | str] = {"plan": "none", "rows_scanned": 0, "bytes_read": 0, "hits": 0}
+        self.merge_attempts = 0  # commit attempts of every upsert so far (more than one each: concurrent writers)
+        if self.directory.is_dir() and any(self.directory.glob(LEGACY_PARTS)):
+            self.migrate_legacy_parts()
+
+    @property
+    def table_path(self) -> Path:
+        return self.directory / f"{TABLE}.lance"
+
+    # ------------------------------------------------------------------ reading
 
     def lookup(self, model_key: str, settings_key: str, keys: pl.DataFrame) -> pl.DataFrame:
         """Cached verdicts for the (claim_hash, evidence_hash) rows of `keys` (misses are absent)."""
-        parts = sorted(self.directory.glob("part-*.parquet"))
-        if not parts or keys.is_empty():
+        self.last_read = {"plan": "none", "rows_scanned": 0, "bytes_read": 0, "hits": 0}
+        table = self._open() if not keys.is_empty() else None
+        if table is None:
             return no_hits()
-        stored = (
-            pl.scan_parquet(parts)
-            .filter((pl.col("model_key") == model_key) & (pl.col("settings_key") == settings_key))
-            .join(keys.lazy().select(KEY[2:]).unique(), on=KEY[2:], how="semi")
-            .unique(subset=KEY[2:], keep="last")
+        wanted = with_cache_key(
+            keys.select(KEY[2:]).unique().with_columns(model_key=pl.lit(model_key), settings_key=pl.lit(settings_key))
+        ).select(MERGE_KEY, *KEY[2:])
+        dataset = table.to_lance()
+        stored_rows = dataset.count_rows()
+        indexed = any(i.name == INDEX for i in table.list_indices())
+        stats: list = []
+        if indexed and wanted.height * POINT_LOOKUP_RATIO <= stored_rows:
+            plan, found = "point", self._point_lookup(dataset, wanted[MERGE_KEY].sort().to_list(), stats.append)
+        else:
+            plan, found = "scan", self._scan_lookup(dataset, wanted, stats.append)
+        hits = (
+            found.join(wanted, on=MERGE_KEY, how="inner")
+            .sort("created_at")
+            .unique(subset=MERGE_KEY, keep="last", maintain_order=True)  # one per key, should a duplicate exist
             .select(KEY[2:] + VALUES)
-            .collect()
         )
-        return stored
+        self.last_read = {
+            "plan": plan,
+            "rows_scanned": sum(s.all_counts.get("rows_scanned", 0) for s in stats),
+            "bytes_read": sum(s.bytes_read for s in stats),
+            "hits": hits.height,
+        }
+        return hits
+
+    @staticmethod
+    def _point_lookup(dataset, digests: list[str], on_stats) -> pl.DataFrame:
+        parts = [point_scanner(dataset, batch, on_stats).to_table() for batch in _batches(digests, LOOKUP_BATCH)]
+        return pl.from_arrow(pa.concat_tables(parts))
+
+    @staticmethod
+    def _scan_lookup(dataset, wanted: pl.DataFrame, on_stats) -> pl.DataFrame:
+        keys = wanted.select(MERGE_KEY)
+        scanner = dataset.scanner(columns=READ, batch_size=SCAN_BATCH_ROWS, scan_stats_callback=on_stats)
+        # an inner join (keys are unique on both sides) hashes the smaller side, a semi join always the keys
+        found = [pl.from_arrow(batch).join(keys, on=MERGE_KEY, how="inner") for batch in scanner.to_batches()]
+        return pl.concat(found) if found else pl.from_arrow(TABLE_SCHEMA.empty_table().select(READ))
+
+    # ------------------------------------------------------------------ writing
 
     def add(self, model_key: str, settings_key: str, verdicts: pl.DataFrame) -> None:
         if verdicts.is_empty():
@@ -54,8 +178,145 @@ class VerdictCache:
         )
 
     def flush(self, run_id: str) -> Path | None:
+        """Upsert what was added since the last flush; returns the table's path (None when nothing was added).
+        `run_id` names the run in the log."""
         if not self._new:
             return None
-        path = write_parquet(pl.concat(self._new, how="diagonal_relaxed"), NLI_CACHE, self.directory / f"part-{run_id}.parquet")
+        rows = pl.concat(self._new, how="diagonal_relaxed")
+        table = self._open(create=True)
+        self._upsert(table, rows, what=f"run {run_id}")
         self._new = []
-        return path
+        self._maintain(table)
+        return self.table_path
+
+    def migrate_legacy_parts(self) -> int:
+        """Merge the directory's `part-*.parquet` files (the previous design) into the table and delete them;
+        returns the rows merged. Safe to run concurrently and after a crash (see the module docstring)."""
+        parts = sorted(self.directory.glob(LEGACY_PARTS))
+        if not parts:
+            return 0
+        table = self._open(create=True)
+        merged = 0
+        for group in _legacy_groups(parts):
+            frames = []
+            for path in group:
+                try:
+                    frames.append(pl.from_arrow(to_arrow(pq.read_table(path), ROW_SCHEMA)))
+                except FileNotFoundError:  # another process merged it: its upsert committed before the delete
+                    continue
+            if frames:
+                rows = pl.concat(frames, how="vertical_relaxed")  # in run order: a later part's row last
+                self._upsert(table, rows, what=f"legacy parts {group[0].name}..{group[-1].name}")
+                merged += rows.height
+            for path in group:
+                path.unlink(missing_ok=True)
+        log.info("verdict cache: merged %d verdicts of %d Parquet parts into %s", merged, len(parts), self.table_path)
+        self._maintain(table)
+        return merged
+
+    # ------------------------------------------------------------------ the table
+
+    def _open(self, create: bool = False):
+        """The table at its latest version (other processes write it too), or None when there is none and
+        `create` is False."""
+        if not create and not self.table_path.exists():
+            return None
+        import lancedb  # lazily, like citekeeper.store: importing the verifiers stays light
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        db = lancedb.connect(str(self.directory))
+        try:
+            return db.open_table(TABLE)
+        except ValueError:  # "Table 'verdicts' was not found"
+            if not create:
+                return None
+        try:
+            return db.create_table(TABLE, schema=TABLE_SCHEMA, exist_ok=True)
+        except Exception:  # noqa: BLE001 (another process created it between the two calls)
+            return db.open_table(TABLE)
+
+    def _upsert(self, table, rows: pl.DataFrame, what: str) -> None:
+        # A merge source must not repeat a key (Lance would apply both rows): the last one wins.
+        data = to_arrow(with_cache_key(rows).unique(subset=MERGE_KEY, keep="last", maintain_order=True), TABLE_SCHEMA)
+        for attempt in range(1, MERGE_ATTEMPTS + 1):
+            try:
+                result = (
+                    table.merge_insert(MERGE_KEY)
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .use_index(False)  # the indexed path records no inserted keys: see the module docstring
+                    .execute(data)
+                )
+                self.merge_attempts += getattr(result, "num_attempts", 1)
+                if getattr(result, "num_attempts", 1) > 1:
+                    log.info("verdict cache: upsert of %s committed after %d attempts (concurrent writers)", what,
+                             result.num_attempts)  # fmt: skip
+                return
+            except (RuntimeError, OSError) as error:
+                self.merge_attempts += 1
+                if attempt == MERGE_ATTEMPTS or not _is_conflict(error):
+                    raise
+                wait = min(8.0, 0.25 * 2**attempt) * (0.5 + random.random())
+                log.warning("verdict cache: upsert of %s lost to concurrent writers (attempt %d of %d: %s); "
+                            "retrying in %.1f s", what, attempt, MERGE_ATTEMPTS, _first_line(error), wait)  # fmt: skip
+                time.sleep(wait)
+                table.checkout_latest()
+
+    def _maintain(self, table) -> None:
+        try:
+            table.checkout_latest()
+            dataset = table.to_lance()
+            rows = dataset.count_rows()
+            if len(dataset.get_fragments()) >= COMPACT_FRAGMENTS:
+                dataset.optimize.compact_files(materialize_deletions=True)
+            index = next((i for i in table.list_indices() if i.name == INDEX), None)
+            if index is None and rows >= INDEX_MIN_ROWS:
+                dataset.create_scalar_index(MERGE_KEY, "BTREE", name=INDEX)
+            elif index is not None and table.index_stats(INDEX).num_unindexed_rows * 10 >= rows:
+                # rewrites the index: once per tenth of growth, so its writes stay proportional to the rows added
+                dataset.optimize.optimize_indices(index_names=[INDEX])
+            dataset.cleanup_old_versions(older_than=KEEP_VERSIONS)
+        except Exception as error:  # noqa: BLE001 (maintenance never fails a run; the next flush tries again)
+            level = logging.INFO if _is_conflict(error) else logging.WARNING  # another writer maintained it first
+            log.log(level, "verdict cache: maintenance of %s skipped: %s", self.table_path, _first_line(error))
+
+
+def point_scanner(dataset, digests: Sequence[str], on_stats=None):
+    """The Lance scanner of one point-lookup batch: an IN filter on cache_key (hex digests: nothing to quote)."""
+    assert all(len(d) == 32 and d.isalnum() for d in digests), "cache keys are hex digests"
+    where = f"{MERGE_KEY} IN ({', '.join(repr(d) for d in digests)})"
+    return dataset.scanner(columns=READ, filter=where, scan_stats_callback=on_stats)
+
+
+def _is_conflict(error: BaseException) -> bool:
+    if getattr(error, "retryable", None) is False:  # lance.commit.CommitConflictError: incompatible commits
+        return False
+    message = str(error).lower()
+    return any(m in message for m in _CONFLICT_MESSAGES)
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).splitlines() or [type(error).__name__])[0]
+
+
+def _batches(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _legacy_groups(parts: list[Path]) -> Iterator[list[Path]]:
+    """Consecutive runs of parts holding at most MIGRATE_BATCH_ROWS rows together (one part may hold more)."""
+    group: list[Path] = []
+    rows = 0
+    for path in parts:
+        try:
+            n = pq.read_metadata(path).num_rows
+        except FileNotFoundError:
+            continue
+        if group and rows + n > MIGRATE_BATCH_ROWS:
+            yield group
+            group, rows = [], 0
+        group.append(path)
+        rows += n
+    if group:
+        yield group
