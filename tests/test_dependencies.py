@@ -27,6 +27,10 @@ FIRST_PARTY = {*PRODUCT, "tests", "bench"}
 # Imports on an optional code path, and the extra that provides them.
 OPTIONAL_IMPORTS = {"dagster_k8s": "k8s"}  # pipelines/definitions.py, only with CITEKEEPER_EXECUTOR=k8s
 
+# The bench extra: bench/bench_peers.py's peers (LangChain, LlamaIndex), never a runtime dependency. scripts/setup.sh
+# does not install it, so where it is not installed its modules are mapped to its distributions by name.
+BENCH_ONLY = {"langchain_core": "langchain-core", "langchain_classic": "langchain-classic", "llama_index": "llama-index-core"}
+
 # Declared and needed, though no code here imports them by name.
 NOT_IMPORTED = {
     # unstructured's PDF text layer (strategy="fast") imports these, some through unstructured-inference,
@@ -84,7 +88,8 @@ def installed_modules() -> dict[str, list[str]]:
 
 
 def distributions_of(module: str) -> set[str]:
-    return {normalize(name) for name in installed_modules().get(module, [])}
+    installed = {normalize(name) for name in installed_modules().get(module, [])}
+    return installed or ({BENCH_ONLY[module]} if module in BENCH_ONLY else set())
 
 
 def test_the_requirement_names_parse():
@@ -111,6 +116,14 @@ def test_every_declared_dependency_is_imported_or_explained():
     assert unexplained == [], f"declared, never imported, no reason given: {unexplained}"
     stale = sorted(name for name in NOT_IMPORTED if name not in EVERYTHING or name in imported)
     assert stale == [], f"NOT_IMPORTED lists what is imported now or no longer declared: {stale}"
+
+
+def test_bench_only_packages_are_no_runtime_dependency():
+    assert set(BENCH_ONLY.values()) == EXTRAS["bench"]
+    for extra, requirements in {"core": CORE, **EXTRAS}.items():
+        assert extra == "bench" or not requirements & EXTRAS["bench"], f"{extra} declares a bench-only package"
+    product = {module for _, module in third_party_imports(PRODUCT)}
+    assert not product & BENCH_ONLY.keys(), "the product imports a bench-only package"
 
 
 def test_optional_imports_are_not_core():
