@@ -12,6 +12,12 @@ Two steps, so that parsing can be spread over processes or machines (shards) whi
 `ingest()` is stage (one shard of one) + commit under the lock; n shard stages + one commit give the
 same version.
 
+A stage's memory is bounded by the batch size, not by the tree: it writes parse results away as they come
+out of the pool, a row group of `batch_size` documents at a time (or fewer, past STAGE_BATCH_BYTES of
+text); what it holds for the whole tree is metadata, a row per file (path, doc_id, hash, scope, title,
+outcome). A commit reads the staged rows back in batches of `batch_size` rows (staged_rows), but hands them
+to CorpusStore.commit_version as whole tables, which is what it takes today (see _whole).
+
 A parent's document is reused when the file is the same document as before: same bytes, source_path,
 access_scope and title (and doc_id), parsed under the same parse settings (parse_settings: ParseConfig less
 RUN_SETTINGS). The tree's fingerprint (corpus_hash over TREE_FIELDS) covers the same, so a sidecar that
@@ -23,7 +29,8 @@ import hashlib
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -47,10 +54,16 @@ from citekeeper.store import (
 from citekeeper.tables import to_arrow, write_parquet
 from citekeeper.identity import sha256_hex
 from parsers.discover import discover, duplicate_doc_id_reason
-from parsers.model import RUN_SETTINGS, IngestError, ParseConfig, ParsedDocument, SourceFile
-from parsers.parse_pool import Progress, parse_sources
+from parsers.model import RUN_SETTINGS, Chunk, IngestError, ParseConfig, ParsedDocument, SourceFile
+from parsers.parse_pool import Progress, iter_outcomes
 
 STAGE_DONE = "stage.json"  # written last: a shard without it is incomplete
+STAGED_TABLES = ("chunks", "documents")  # parse results: written and read back in batches
+# Documents parsed per staged row group, and staged rows read per batch at commit: what a stage holds of parse
+# results, and a commit of staged rows, whatever the size of the tree.
+STAGE_BATCH_DOCS = 500
+# A batch is also written once its documents' text passes this (a few very large documents).
+STAGE_BATCH_BYTES = 64 * 2**20
 # What the tree's fingerprint covers of each document: its bytes and everything a sidecar, front matter or
 # the configured scope globs say of it. SourceFile attributes, and columns of a shard's sources.parquet.
 TREE_FIELDS = ("doc_id", "source_path", "content_hash", "access_scope", "title")
@@ -59,6 +72,7 @@ STAGED_SOURCES = schema.STAGED_SOURCES.append(pa.field("access_scope", pa.string
 )
 # A parent's document, as far as reuse is concerned.
 REUSE_COLUMNS = ["doc_id", "doc_content_hash", "source_path", "access_scope", "title"]
+CHUNK_FIELDS = [f.name for f in fields(Chunk)]  # a chunk's own columns of the chunks table
 
 
 class StrictIngestFailed(StoreError):
@@ -156,14 +170,15 @@ def ingest(
     strict: bool = False,
     progress: Progress | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    batch_size: int = STAGE_BATCH_DOCS,
 ) -> IngestResult:
     """Ingest a source tree as a new corpus version (named, or the next generated `vNNNN`)."""
     with store.lock(lock_timeout):
         name = version or store.next_version_name()
         started = time.perf_counter()
-        stage(source_dir, store, name, config=config, progress=progress)
+        stage(source_dir, store, name, config=config, progress=progress, batch_size=batch_size)
         staged_s = time.perf_counter() - started
-        result = commit(store, name, strict=strict, lock_timeout=lock_timeout)
+        result = commit(store, name, strict=strict, lock_timeout=lock_timeout, batch_size=batch_size)
     result.durations_s = {"stage": staged_s, **result.durations_s}
     return result
 
@@ -176,38 +191,42 @@ def stage(
     shard: Shard = Shard(),
     config: ParseConfig = ParseConfig(),
     progress: Progress | None = None,
+    batch_size: int = STAGE_BATCH_DOCS,
 ) -> StageResult:
-    """Parse this shard's new and changed documents into the staging area of `version`."""
+    """Parse this shard's new and changed documents into the staging area of `version`, holding the parse
+    results of at most `batch_size` documents at a time."""
     validate_version_name(version)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     root = Path(source_dir).resolve()
     if not root.is_dir():
         raise FileNotFoundError(f"source directory {source_dir} does not exist or is not a directory")
     parent = store.latest()
     found = discover(root, config, owns=shard.owns)
     sources = found.sources
-    previous = _reusable_documents(store, parent, config)
-    to_parse = [s for s in sources if not _same_document(previous.get(s.doc_id), s)]
-    reused = {s.doc_id for s in sources} - {s.doc_id for s in to_parse}
-    outcomes = parse_sources(to_parse, config, progress)
-    parsed = [o for o in outcomes if isinstance(o, ParsedDocument)]
-    parse_errors = [o for o in outcomes if isinstance(o, IngestError)]
-    errors = found.errors + parse_errors
+    reused = _unchanged_doc_ids(store, parent, config, sources)
+    to_parse = [s for s in sources if s.doc_id not in reused]
 
     out = store.layout.staging_dir / version / shard.dirname
     shutil.rmtree(out, ignore_errors=True)  # leftovers of an interrupted stage of this shard
     ingested_at = datetime.now(timezone.utc)
-    write_parquet(chunk_table(parsed, ingested_at), STORED_SCHEMAS["chunks"], out / "chunks.parquet")
-    write_parquet(document_table(parsed, ingested_at), STORED_SCHEMAS["documents"], out / "documents.parquet")
+    parse_errors: list[IngestError] = []
+    with _StagedWriter(out, ingested_at, batch_size) as staged:
+        for _, outcome in iter_outcomes(to_parse, config, progress):
+            if isinstance(outcome, ParsedDocument):
+                staged.add(outcome)
+            else:
+                parse_errors.append(outcome)
+    parse_errors.sort(key=lambda error: error.source_path)  # the order of completion varies
+    errors = found.errors + parse_errors
     write_parquet(_error_rows(errors, version, ingested_at), schema.INGEST_ERRORS, out / "errors.parquet")
     failed = {e.source_path for e in parse_errors}
-    outcome = dict.fromkeys(reused, "reused")
-    outcome |= {s.doc_id: "failed" if s.source_path in failed else "parsed" for s in to_parse}
-    write_parquet(_source_rows(sources, outcome), STAGED_SOURCES, out / "sources.parquet")
+    write_parquet(_source_rows(sources, reused, failed), STAGED_SOURCES, out / "sources.parquet")
     done = {"version": version, "parent": parent.name if parent else None, "config_hash": config_hash(config),
             "parse_settings": parse_settings(config), "reparse_reason": reparse_reason(parent, config),
             "source_dir": str(root), "shard": asdict(shard), "n_skipped": found.n_skipped}
     (out / STAGE_DONE).write_text(json.dumps(done, indent=2))
-    return StageResult(version, done["parent"], shard, len(parsed), len(reused), found.n_skipped, errors, out)
+    return StageResult(version, done["parent"], shard, staged.n_documents, len(reused), found.n_skipped, errors, out)
 
 
 def commit(
@@ -217,8 +236,10 @@ def commit(
     n_shards: int = 1,
     strict: bool = False,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    batch_size: int = STAGE_BATCH_DOCS,
 ) -> IngestResult:
-    """Merge the staged shards of `version` into a committed corpus version (or report the one it equals)."""
+    """Merge the staged shards of `version` into a committed corpus version (or report the one it equals),
+    reading their chunks and documents `batch_size` rows at a time."""
     started = time.perf_counter()
     with store.lock(lock_timeout):
         staged = _without_cross_shard_duplicates(_load_staged(store, version, n_shards), version)
@@ -257,8 +278,8 @@ def commit(
         committed = store.commit_version(
             manifest,
             replaced_doc_ids=set(parent_ids) - set(reused_ids),
-            chunks=staged["chunks"],
-            documents=staged["documents"],
+            chunks=_whole(staged_rows(staged, "chunks", batch_size)),
+            documents=_whole(staged_rows(staged, "documents", batch_size)),
             errors=staged["errors"],
         )
         shutil.rmtree(store.layout.staging_dir / version, ignore_errors=True)
@@ -278,25 +299,69 @@ def commit(
 # ---------------------------------------------------------------------- staging
 
 
-def _reusable_documents(store: CorpusStore, parent: VersionManifest | None, config: ParseConfig) -> dict[str, dict]:
-    """doc_id -> the parent's document (REUSE_COLUMNS), when it was parsed under the same parse settings."""
-    if parent is None or reparse_reason(parent, config) is not None:
-        return {}
-    docs = store.read_documents(parent.name, columns=REUSE_COLUMNS)
-    return {doc["doc_id"]: doc for doc in docs.iter_rows(named=True)}
-
-
-def _same_document(previous: dict | None, source: SourceFile) -> bool:
-    """Whether the parent's rows of this doc_id are what parsing the source would give. Fails closed on the
-    scope: rows are reused only under the very access_scope the source has now. A stored title may be the
-    parser's (the first heading), so only an explicit title is compared: one taken out of a sidecar while
-    the bytes stay is not seen here (the version's corpus_hash does see it)."""
-    return (
-        previous is not None
-        and (previous["doc_content_hash"], previous["source_path"], previous["access_scope"])
-        == (source.content_hash, source.source_path, source.access_scope)
-        and source.title in (None, previous["title"])
+def _unchanged_doc_ids(
+    store: CorpusStore, parent: VersionManifest | None, config: ParseConfig, sources: list[SourceFile]
+) -> set[str]:
+    """The doc_ids of `sources` whose parent rows are what parsing them would give: the same bytes,
+    source_path and access_scope, parsed under the same parse settings. Fails closed on the scope: rows are
+    reused only under the very access_scope the source has now. A stored title may be the parser's (the first
+    heading), so only an explicit title is compared: one taken out of a sidecar while the bytes stay is not
+    seen here (the version's corpus_hash does see it). One join of two frames of metadata, no row per
+    document as Python objects."""
+    if parent is None or not sources or reparse_reason(parent, config) is not None:
+        return set()
+    previous = store.read_documents(parent.name, columns=REUSE_COLUMNS)
+    current = pl.DataFrame(
+        {name: [getattr(s, name) for s in sources] for name in ("doc_id", "content_hash", "source_path",
+                                                                "access_scope", "title")},
+        schema={"doc_id": pl.String, "content_hash": pl.String, "source_path": pl.String,
+                "access_scope": pl.String, "title": pl.String},
     )
+    same = current.join(previous, on="doc_id", how="inner", suffix="_parent").filter(
+        (pl.col("content_hash") == pl.col("doc_content_hash"))
+        & (pl.col("source_path") == pl.col("source_path_parent"))
+        & (pl.col("access_scope") == pl.col("access_scope_parent"))
+        & (pl.col("title").is_null() | (pl.col("title") == pl.col("title_parent")).fill_null(False))
+    )
+    return set(same["doc_id"])
+
+
+class _StagedWriter:
+    """A shard's parsed documents, written to its chunks.parquet and documents.parquet as they come: a row
+    group per `batch_size` documents (or fewer, past STAGE_BATCH_BYTES of text), so a stage holds one batch of
+    parse results, never the shard's. The files are complete once the stage writes STAGE_DONE."""
+
+    def __init__(self, out: Path, ingested_at: datetime, batch_size: int):
+        out.mkdir(parents=True, exist_ok=True)
+        self._ingested_at, self._batch_size = ingested_at, batch_size
+        self._writers = {name: pq.ParquetWriter(out / f"{name}.parquet", STORED_SCHEMAS[name]) for name in STAGED_TABLES}
+        self._batch: list[ParsedDocument] = []
+        self._batch_bytes = 0
+        self.n_documents = 0
+
+    def __enter__(self) -> _StagedWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        try:
+            if exc_type is None:
+                self._flush()
+        finally:
+            for writer in self._writers.values():
+                writer.close()
+
+    def add(self, doc: ParsedDocument) -> None:
+        self._batch.append(doc)
+        self.n_documents += 1
+        self._batch_bytes += 2 * len(doc.text)  # the document's text, and its chunks' copy of it
+        if len(self._batch) >= self._batch_size or self._batch_bytes >= STAGE_BATCH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._batch:
+            self._writers["chunks"].write_table(chunk_table(self._batch, self._ingested_at))
+            self._writers["documents"].write_table(document_table(self._batch, self._ingested_at))
+        self._batch, self._batch_bytes = [], 0
 
 
 def _document_fields(doc: ParsedDocument, ingested_at: datetime) -> dict:
@@ -316,19 +381,28 @@ def _document_fields(doc: ParsedDocument, ingested_at: datetime) -> dict:
 
 
 def chunk_table(docs: list[ParsedDocument], ingested_at: datetime) -> pa.Table:
-    rows = [
-        {**asdict(chunk), **_document_fields(doc, ingested_at)} for doc in docs for chunk in doc.chunks
-    ]
-    return pa.Table.from_pylist(rows, schema=STORED_SCHEMAS["chunks"])
+    """A row per chunk: its own fields and its document's, built column by column (dataclasses.asdict copies
+    every list of every chunk deeply, which made it most of a stage's own CPU time)."""
+    columns: dict[str, list] = {name: [] for name in STORED_SCHEMAS["chunks"].names}
+    own = [name for name in CHUNK_FIELDS if name in columns]
+    for doc in docs:
+        shared = [(columns[name], value) for name, value in _document_fields(doc, ingested_at).items() if name in columns]
+        for chunk in doc.chunks:
+            for name in own:
+                columns[name].append(getattr(chunk, name))
+            for column, value in shared:
+                column.append(value)
+    return pa.table(columns, schema=STORED_SCHEMAS["chunks"])
 
 
 def document_table(docs: list[ParsedDocument], ingested_at: datetime) -> pa.Table:
-    rows = [
-        {**_document_fields(doc, ingested_at), "size_bytes": doc.source.size_bytes, "n_chunks": len(doc.chunks),
-         "text": doc.text, "encoding": doc.encoding}
-        for doc in docs
-    ]
-    return pa.Table.from_pylist(rows, schema=STORED_SCHEMAS["documents"])
+    columns: dict[str, list] = {name: [] for name in STORED_SCHEMAS["documents"].names}
+    for doc in docs:
+        row = {**_document_fields(doc, ingested_at), "size_bytes": doc.source.size_bytes,
+               "n_chunks": len(doc.chunks), "text": doc.text, "encoding": doc.encoding}
+        for name, column in columns.items():
+            column.append(row[name])
+    return pa.table(columns, schema=STORED_SCHEMAS["documents"])
 
 
 def _error_rows(errors: list[IngestError], version: str, occurred_at: datetime) -> pa.Table:
@@ -336,13 +410,19 @@ def _error_rows(errors: list[IngestError], version: str, occurred_at: datetime) 
     return pa.Table.from_pylist(rows, schema=schema.INGEST_ERRORS)
 
 
-def _source_rows(sources: list[SourceFile], outcome: dict[str, str]) -> pa.Table:
-    rows = [{**{name: getattr(s, name) for name in TREE_FIELDS}, "outcome": outcome[s.doc_id]} for s in sources]
-    return pa.Table.from_pylist(rows, schema=STAGED_SOURCES)
+def _source_rows(sources: list[SourceFile], reused: set[str], failed: set[str]) -> pa.Table:
+    """A row per source with its outcome: reused (its parent rows stay), failed (quarantined) or parsed."""
+    columns = {name: [getattr(s, name) for s in sources] for name in TREE_FIELDS}
+    columns["outcome"] = [
+        "reused" if s.doc_id in reused else "failed" if s.source_path in failed else "parsed" for s in sources
+    ]
+    return pa.table(columns, schema=STAGED_SOURCES)
 
 
 def _load_staged(store: CorpusStore, version: str, n_shards: int) -> dict:
-    """All n shards of a staged version, checked complete and staged against the same parent and settings."""
+    """All n shards of a staged version, checked complete and staged against the same parent and settings:
+    their settings, sources and errors (a row per file), and where their chunks and documents are, which
+    staged_rows reads in batches."""
     shards = [store.layout.staging_dir / version / Shard(i, n_shards).dirname for i in range(n_shards)]
     missing = [s.name for s in shards if not (s / STAGE_DONE).is_file()]
     if missing:
@@ -364,10 +444,34 @@ def _load_staged(store: CorpusStore, version: str, n_shards: int) -> dict:
         **{k: stages[0][k] for k in ("parent", "config_hash", "parse_settings", "reparse_reason", "source_dir")},
         "n_skipped": sum(s["n_skipped"] for s in stages),
         "sources": pl.from_arrow(read("sources.parquet", STAGED_SOURCES)),
-        "chunks": read("chunks.parquet", STORED_SCHEMAS["chunks"]),
-        "documents": read("documents.parquet", STORED_SCHEMAS["documents"]),
         "errors": read("errors.parquet", schema.INGEST_ERRORS),
+        "shards": shards,
+        "dropped": [],  # source_paths whose staged rows are left out (_without_cross_shard_duplicates)
     }
+
+
+def staged_rows(staged: dict, table: str, batch_size: int = STAGE_BATCH_DOCS) -> pa.RecordBatchReader:
+    """A staged table (chunks or documents) of every shard, read `batch_size` rows at a time, without the
+    rows of the files _without_cross_shard_duplicates dropped."""
+    target = STORED_SCHEMAS[table]
+    dropped = pa.array(staged["dropped"], pa.string())
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for shard in staged["shards"]:
+            for batch in pq.ParquetFile(shard / f"{table}.parquet").iter_batches(batch_size=batch_size):
+                rows = to_arrow(pa.Table.from_batches([batch]), target)
+                if len(dropped):
+                    rows = rows.filter(pc.invert(pc.is_in(rows["source_path"], dropped)))
+                yield from rows.to_batches()
+
+    return pa.RecordBatchReader.from_batches(target, batches())
+
+
+def _whole(rows: pa.RecordBatchReader) -> pa.Table:
+    """The rows as one table, which is what CorpusStore.commit_version takes today. LanceDB's Table.add takes
+    the reader itself; once commit_version passes a reader through, a commit holds one batch, not the
+    version's new rows."""
+    return rows.read_all()
 
 
 def _without_cross_shard_duplicates(staged: dict, version: str) -> dict:
@@ -388,9 +492,8 @@ def _without_cross_shard_duplicates(staged: dict, version: str) -> dict:
     duplicates = _error_rows(list(losers.values()), version, datetime.now(timezone.utc))
     return staged | {
         "sources": staged["sources"].filter(~pl.col("source_path").is_in(list(losers))),
-        "chunks": kept(staged["chunks"]),
-        "documents": kept(staged["documents"]),
         "errors": pa.concat_tables([kept(staged["errors"]), duplicates]),
+        "dropped": sorted(losers),  # their chunks and documents: left out as staged_rows reads them
     }
 
 

@@ -11,8 +11,10 @@ which sends back one outcome per document. The parent re-arms the worker's deadl
 each document; a worker past it is killed with SIGKILL, which C code inside a parser cannot hold off the way
 it holds off a Python signal handler: its document is quarantined as ParseTimeout, the rest of its run goes
 to a fresh worker. A worker that dies by itself (a crash, the out-of-memory killer) quarantines its document
-the same way, as WorkerDied. Outcomes come back in the order of the sources: the pool gives exactly what a
-serial parse gives.
+the same way, as WorkerDied. The pool gives exactly what a serial parse gives.
+
+`iter_outcomes` hands each outcome on as soon as it is done (the order of completion), so that ingest can
+write it away and keep only a batch in memory; `parse_sources` collects them in the order of the sources.
 """
 from __future__ import annotations
 
@@ -53,9 +55,21 @@ def usable_cpus() -> int:
 
 def parse_sources(sources: list[SourceFile], config: ParseConfig, progress: Progress | None = None) -> list[Outcome]:
     """Each source parsed (a ParsedDocument) or quarantined (an IngestError naming it), in source order.
+    Holds every outcome: for a whole tree, use iter_outcomes."""
+    outcomes: list[Outcome | None] = [None] * len(sources)
+    for index, outcome in iter_outcomes(sources, config, progress):
+        outcomes[index] = outcome
+    return outcomes
+
+
+def iter_outcomes(sources: list[SourceFile], config: ParseConfig,
+                  progress: Progress | None = None) -> Iterator[tuple[int, Outcome]]:
+    """(index in `sources`, outcome) of every source, each as soon as it is done: nothing is kept here, so
+    memory stays what one document's outcome costs, however many sources there are.
 
     config.workers processes parse at once (None: one per usable CPU); 1 parses here, serially, where
-    parse_timeout_s is a SIGALRM in the main thread (parsers.time_limit).
+    parse_timeout_s is a SIGALRM in the main thread (parsers.time_limit). Closing the iterator early (or an
+    exception in the consumer) stops the pool's workers.
     """
     if config.workers == 1 or not sources:
         return _parse_serially(sources, config, progress)
@@ -95,19 +109,18 @@ def _runs(groups: list[Group], length: int) -> list[Group]:
     return runs
 
 
-def _parse_serially(sources: list[SourceFile], config: ParseConfig, progress: Progress | None) -> list[Outcome]:
-    outcomes: list[Outcome | None] = [None] * len(sources)
+def _parse_serially(sources: list[SourceFile], config: ParseConfig,
+                    progress: Progress | None) -> Iterator[tuple[int, Outcome]]:
     tasks = [task for group in _parse_groups(sources) for task in group]
     for done, (index, source) in enumerate(tasks, start=1):
-        outcomes[index] = parse_one(source, config)
+        outcome = parse_one(source, config)
         if progress is not None:
             progress(source.source_path, done, len(sources))
-    return outcomes
+        yield index, outcome
 
 
 def _parse_in_pool(runs: list[Group], n_sources: int, config: ParseConfig, size: int,
-                   progress: Progress | None) -> list[Outcome]:
-    outcomes: list[Outcome | None] = [None] * n_sources
+                   progress: Progress | None) -> Iterator[tuple[int, Outcome]]:
     waiting = deque(runs)
     done = 0
     with closing(_Pool(size, config)) as pool:
@@ -115,12 +128,11 @@ def _parse_in_pool(runs: list[Group], n_sources: int, config: ParseConfig, size:
             while waiting and pool.has_room:
                 pool.submit(waiting.popleft())
             for (index, source), outcome in pool.finished():
-                outcomes[index] = outcome
                 done += 1
                 if progress is not None:
                     progress(source.source_path, done, n_sources)
+                yield index, outcome
             waiting.extendleft(pool.orphans())
-    return outcomes
 
 
 def _serve(conn: Connection, config: ParseConfig) -> None:

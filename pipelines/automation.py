@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.partitions import corpus_versions
-from assets.sharding import SHARD_GROUP, ingest_shard_commit, ingest_shard_stage, shard_x_version
+from assets.sharding import SHARD_GROUP, ingest_shard_commit, ingest_shard_stage, ingest_sharded_job, shard_x_version
 from parsers.ingest import config_hash, latest_if_equal, tree_hash
 from parsers.discover import discover_sources
 from citekeeper.retention import gc
@@ -180,6 +180,6 @@ def weekly_gc_schedule(context: dg.ScheduleEvaluationContext, citekeeper: Citeke
                          tags={"citekeeper/trigger": "schedule"})
 
 
-jobs = [pipeline_job, ingest_job, shard_stage_job, shard_commit_job, gc_job]
+jobs = [pipeline_job, ingest_job, shard_stage_job, shard_commit_job, ingest_sharded_job, gc_job]
 schedules = [nightly_reindex_schedule, weekly_gc_schedule]
 sensors = [source_change_sensor]

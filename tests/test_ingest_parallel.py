@@ -1,5 +1,6 @@
 """Parsing in a pool of worker processes: the same version as a serial parse, and a real per-document time
-limit (the worker is killed, the document quarantined, the pool goes on)."""
+limit (the worker is killed, the document quarantined, the pool goes on). Parse results stream through
+stage and commit in batches: what either holds is bounded by the batch size, not by the tree."""
 from __future__ import annotations
 
 import multiprocessing
@@ -8,12 +9,14 @@ import time
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 
+import parsers.ingest
 from citekeeper.store import CorpusStore
 from parsers.discover import discover_sources
-from parsers.ingest import ingest
+from parsers.ingest import _load_staged, commit, ingest, stage, staged_rows
 from parsers.model import ParseConfig
-from parsers.parse_pool import parse_sources
+from parsers.parse_pool import iter_outcomes, parse_sources
 from tests.conftest import SAMPLE_CORPUS
 
 VOLATILE = ["ingested_at", "corpus_version"]
@@ -90,3 +93,43 @@ def test_a_worker_that_dies_quarantines_its_document(tmp_path: Path) -> None:
     killer.join()
     assert (outcome.source_path, outcome.stage, outcome.error_type) == ("slow.md", "parse", "WorkerDied")
     assert "killed by signal 9" in outcome.reason
+
+
+def test_stage_and_commit_hold_one_batch_and_give_the_version_of_a_single_batch(tmp_path: Path, monkeypatch) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    for i in range(7):
+        (source / f"doc-{i}.md").write_text(f"# Doc {i}\n\nDocument {i} says one thing. Then another.\n\n## More\n\nA part {i}.\n")
+    (source / "bad.xyz").write_text("no parser")
+    whole, batched = CorpusStore(tmp_path / "whole"), CorpusStore(tmp_path / "batched")
+    ingest(source, whole, version="v1", config=ParseConfig(workers=1), batch_size=1000)
+
+    tabled: list[int] = []  # documents per chunk table a stage builds: one batch at a time
+    chunk_table = parsers.ingest.chunk_table
+    monkeypatch.setattr(parsers.ingest, "chunk_table", lambda docs, at: tabled.append(len(docs)) or chunk_table(docs, at))
+    staged = stage(source, batched, "v1", config=ParseConfig(workers=2), batch_size=3)
+    assert staged.n_parsed == 7 and sorted(tabled) == [1, 3, 3]
+    row_groups = [pq.ParquetFile(staged.path / f"{table}.parquet").metadata.num_row_groups for table in ("chunks", "documents")]
+    assert row_groups == [3, 3]
+    loaded = _load_staged(batched, "v1", 1)
+    assert max(batch.num_rows for batch in staged_rows(loaded, "chunks", batch_size=2)) <= 2
+    commit(batched, "v1", batch_size=2)
+    for a, b in zip(comparable(whole, "v1"), comparable(batched, "v1")):
+        assert a.equals(b)
+
+
+def test_outcomes_stream_as_they_are_done(tmp_path: Path) -> None:
+    """iter_outcomes hands on each outcome as it comes (the first long before the last document is parsed)
+    with its index, and parse_sources puts them back in source order."""
+    source = tmp_path / "src"
+    source.mkdir()
+    for i in range(6):
+        (source / f"doc-{i}.md").write_text(f"# Doc {i}\n\nDocument {i} has text.\n")
+    sources, _ = discover_sources(source, ParseConfig())
+    seen: list[int] = []
+    stream = iter_outcomes(sources, ParseConfig(workers=1), progress=lambda path, done, total: seen.append(done))
+    index, first = next(stream)
+    assert seen == [1] and first.source.doc_id == sources[index].doc_id  # one parsed, five to go
+    rest = dict(stream)
+    assert sorted([index, *rest]) == list(range(6))
+    assert [o.source.doc_id for o in parse_sources(sources, ParseConfig(workers=2))] == [s.doc_id for s in sources]
