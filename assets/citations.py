@@ -73,11 +73,11 @@ def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
             context.log.warning(f"event=answer_input_error file={citekeeper.answers_path!r} error={str(error)!r}")
         registered = {"answers_registered": added.n_registered, "answer_input_errors": len(added.errors)}
     check = check_citations(store, context.partition_key)
-    reanchored = check.status.filter(pl.col("suggested_chunk_id").is_not_null()).height
+    reanchored = check.outline.filter(pl.col("suggested_chunk_id").is_not_null()).height
     return dg.MaterializeResult(
         metadata={
             **registered,
-            "n_citations": check.status.height,
+            "n_citations": check.outline.height,
             **_count_metadata(check.counts(), "status_"),
             "reanchored": reanchored,
             "path": str(check.status_path),

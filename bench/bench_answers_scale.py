@@ -61,7 +61,7 @@ def run_command(command: str, root: Path, out: multiprocessing.Queue) -> None:
     elif command == "stale":
         from verifiers.citation_status import check_citations
 
-        done = check_citations(CorpusStore(root), NEW).status.height
+        done = check_citations(CorpusStore(root), NEW).outline.height
     elif command == "verify":
         from verifiers.verify_store import verify_store
 

@@ -37,6 +37,8 @@ from citekeeper.answers import READ_BATCH, LineError, ParsedAnswer, answer_rows,
 TABLES = {"answers": ANSWERS, "claims": CLAIMS, "citations": CITATIONS}
 LEGACY_PART = "."  # the pre-manifest layout: the three tables directly in answers/
 PARTS = "parts"
+CURRENT_ORDER = {"answers": ["answer_id"], "claims": ["answer_id", "claim_index"], "citations": ["answer_id", "claim_id", "citation_index"]}
+ANSWER_BATCH = 50_000  # answers per batch of the commands that read the store in batches (stale, verify)
 
 
 class AnswerStoreLocked(RuntimeError):
@@ -89,19 +91,39 @@ class AnswerSnapshot:
     def all_answers(self) -> pl.DataFrame:
         return self.read("answers")
 
+    def _latest(self) -> pl.LazyFrame:
+        """answer_id and current (highest) revision of every answer, from two columns of the answers table."""
+        return self.scan("answers").group_by("answer_id").agg(pl.col("revision").max())
+
     def _current(self, table: str) -> pl.DataFrame:
-        """Rows of each answer's latest revision (the latest found from two columns of the answers table)."""
-        latest = self.scan("answers").group_by("answer_id").agg(pl.col("revision").max())
-        return self.scan(table).join(latest, on=["answer_id", "revision"], how="semi").collect()
+        """Rows of each answer's latest revision."""
+        return self.scan(table).join(self._latest(), on=["answer_id", "revision"], how="semi").collect().sort(CURRENT_ORDER[table])
+
+    def current_batches(self, tables: tuple[str, ...], answers_per_batch: int = ANSWER_BATCH) -> Iterator[dict[str, pl.DataFrame]]:
+        """The current rows of `tables`, `answers_per_batch` answers at a time in answer_id order, all rows of an
+        answer in one batch. A batch is read through a range filter on answer_id (Parquet statistics skip the row
+        groups outside it), so memory is bounded by the batch, not by the store."""
+        latest = self._latest().sort("answer_id").collect()
+        for offset in range(0, latest.height, answers_per_batch):
+            batch = latest.slice(offset, answers_per_batch)
+            in_range = pl.col("answer_id").is_between(pl.lit(batch["answer_id"][0]), pl.lit(batch["answer_id"][-1]))
+            yield {
+                table: self.scan(table)
+                .filter(in_range)
+                .join(batch.lazy(), on=["answer_id", "revision"], how="semi")
+                .collect()
+                .sort(CURRENT_ORDER[table])
+                for table in tables
+            }
 
     def answers(self) -> pl.DataFrame:
-        return self._current("answers").sort("answer_id")
+        return self._current("answers")
 
     def claims(self) -> pl.DataFrame:
-        return self._current("claims").sort("answer_id", "claim_index")
+        return self._current("claims")
 
     def citations(self) -> pl.DataFrame:
-        return self._current("citations").sort("answer_id", "claim_id", "citation_index")
+        return self._current("citations")
 
 
 def _repaired_content(answers: pl.DataFrame) -> set[tuple[str, str]]:

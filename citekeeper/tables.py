@@ -33,12 +33,35 @@ def from_rows(rows: list[dict], schema: pa.Schema) -> pl.DataFrame:
 
 def write_parquet(frame: pl.DataFrame | pa.Table, schema: pa.Schema, path: Path) -> Path:
     """Write atomically (temp file + rename) so readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pq.write_table(to_arrow(frame, schema), tmp)
-    os.replace(tmp, path)
-    return path
+    with ParquetStream(path, schema) as out:
+        out.write(frame)
+    return out.path
+
+
+class ParquetStream:
+    """A Parquet file of `schema` written frame by frame (memory bounded by one frame), atomically: it appears
+    under its name only when the stream closes without an error; an error leaves no file behind."""
+
+    def __init__(self, path: Path, schema: pa.Schema):
+        self.path, self.schema, self.n_rows = Path(path), schema, 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self._writer = pq.ParquetWriter(self._tmp, schema)
+
+    def write(self, frame: pl.DataFrame | pa.Table) -> None:
+        table = to_arrow(frame, self.schema)
+        self._writer.write_table(table)
+        self.n_rows += table.num_rows
+
+    def __enter__(self) -> ParquetStream:
+        return self
+
+    def __exit__(self, error_type, *_) -> None:
+        self._writer.close()
+        if error_type is None:
+            os.replace(self._tmp, self.path)
+        else:
+            self._tmp.unlink(missing_ok=True)
 
 
 def read_parquet(path: Path, schema: pa.Schema) -> pl.DataFrame:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import click
@@ -102,22 +103,21 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
 
     Exits 0 unless a status listed in --fail-on occurs (then 1).
     """
-    from citekeeper.schema import CITATION_STATUS
     from verifiers.citation_status import check_citations
     from verifiers.report import terminal_summary, write_store_report
-    from citekeeper.tables import write_parquet
 
     store = CorpusStore.from_env(store_dir)
     try:
         check = check_citations(store, target, suggest=not no_reanchor)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(terminal_summary(check.status, check.blast_radius, target))
+    click.echo(terminal_summary(check.outline, check.blast_radius, target))
     click.echo(f"statuses stored at {check.status_path}")
     if out is not None:
-        click.echo(f"statuses written to {write_parquet(check.status, CITATION_STATUS, out)}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        click.echo(f"statuses written to {shutil.copyfile(check.status_path, out)}")
     if report is not None:
-        write_store_report(report, store, target, check.status, check.blast_radius)
+        write_store_report(report, store, target, check.read_status(), check.blast_radius)
         click.echo(f"report written to {report}")
     failing = {s: n for s, n in check.counts().items() if s in fail_on and n}
     if failing:

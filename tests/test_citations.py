@@ -4,6 +4,7 @@ import shutil
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import CITATION_STATUS, CITATIONS
@@ -154,7 +155,7 @@ def test_real_httpx_statuses_match_the_text(httpx_check):
     text_by_id = dict(zip(new_docs["doc_id"], new_docs["text"]))
     text_by_path = dict(zip(new_docs["source_path"], new_docs["text"]))
     seen = set()
-    for row in check.status.to_dicts():
+    for row in check.read_status().to_dicts():
         quote = row["quote"]
         in_same_doc = quote in text_by_path.get(row["source_path"], "")
         anywhere = any(quote in text for text in text_by_id.values())
@@ -246,3 +247,18 @@ def test_quote_differing_only_in_forms_is_found_normalised_not_invalid():
     assert (exact["status"], exact["quote_match"]) == ("valid", "exact")
     assert text[exact["new_start_char"] : exact["new_end_char"]] == quotes[1]  # code points, not UTF-8 bytes
     assert (absent["status"], absent["quote_match"]) == ("invalid", None)
+
+
+def test_batched_check_equals_one_batch(httpx_check):
+    """Judged a few answers at a time (the bounded-memory path of a million citations), every status row, the
+    outline and the blast radius are those of the single batch (embedding scores up to float rounding: the
+    model embeds other batches)."""
+    store, whole = httpx_check
+    rows = whole.read_status()
+    radius = whole.blast_radius
+    batched = check_citations(store, NEW_TAG, answers_per_batch=7)
+    assert AnswerStore(store.root).snapshot().answers().height > 7 * 10  # many batches
+    assert_frame_equal(batched.read_status(), rows)  # rel_tol 1e-5
+    assert batched.outline.equals(rows.select(batched.outline.columns))
+    assert batched.blast_radius.equals(radius)
+    assert batched.counts() == whole.counts()

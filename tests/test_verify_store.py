@@ -122,6 +122,20 @@ def test_parquet_outputs_are_partitioned_and_typed(world, tmp_path):
     assert (judged["window_start_char"] >= judged["evidence_start_char"]).all()
 
 
+def test_batched_run_equals_one_batch(world, tmp_path):
+    """A few answers at a time (the bounded-memory path of a million answers): the same pairs, claims and answers
+    row for row, and the same run metrics, as one batch."""
+    scorer = load_scorer(str(world["model"]))
+    whole, _ = verify_store(world["store"].root, tmp_path / "one", version="v2", scorer=scorer, run_id="r")
+    batched, _ = verify_store(world["store"].root, tmp_path / "many", version="v2", scorer=scorer, run_id="r", answers_per_batch=3)
+    assert AnswerStore(world["store"].root).answers().height > 3 * 3  # several batches
+    for table in ("pairs", "claims", "answers"):
+        assert batched.read(table).drop("from_cache", strict=False).equals(whole.read(table).drop("from_cache", strict=False)), table
+    timing = ["started_at", "duration_s", "cache_hits", "model_calls"]  # the second run is served by the cache
+    assert batched.run.drop(timing).equals(whole.run.drop(timing))
+    assert batched.run["n_unique_pairs"].item() > 0
+
+
 def run_cli(*args: str, env: dict | None = None):
     return CliRunner().invoke(main, ["verify", *args], env={"HF_HUB_OFFLINE": "1", **(env or {})})
 

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import polars as pl
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answer_store import ANSWER_BATCH, AnswerStore
 from citekeeper.locate import locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF
-from citekeeper.tables import conform, empty, write_parquet
+from citekeeper.tables import ParquetStream, conform, empty, read_parquet, write_parquet
 from verifiers.diff import VersionDiff, diff_versions
 from verifiers.reanchor import Reanchorer, reanchor
 
@@ -185,32 +185,78 @@ def blast_radius(status: pl.DataFrame, doc_diffs: list[pl.DataFrame], target_ver
 # ---------------------------------------------------------------- against a store
 
 
+# The CITATION_STATUS columns a check keeps in memory (no texts): counts, summaries, blast radius.
+OUTLINE_COLUMNS = ["answer_id", "claim_id", "citation_id", "doc_id", "status", "suggested_chunk_id", "suggested_method"]
+
+
 @dataclass(frozen=True)
 class CitationCheck:
     target_version: str
-    status: pl.DataFrame  # CITATION_STATUS, one row per current citation
+    outline: pl.DataFrame  # OUTLINE_COLUMNS of every current citation's status; the whole rows are at status_path
     blast_radius: pl.DataFrame  # BLAST_RADIUS
     status_path: Path
     blast_radius_path: Path
 
     def counts(self) -> dict[str, int]:
-        found = dict(self.status.group_by("status").len().iter_rows())
+        found = dict(self.outline.group_by("status").len().iter_rows())
         return {s: found.get(s, 0) for s in CITATION_STATUSES}
+
+    def read_status(self) -> pl.DataFrame:
+        """Every CITATION_STATUS row (texts included): for a report or a repair, not for a million citations."""
+        return read_parquet(self.status_path, CITATION_STATUS)
+
+
+class Suggester:
+    """Re-anchoring suggestions for the stale and removed citations of one target version. The target's chunks,
+    documents and indexes are read on the first lost citation, once for all the batches of a check."""
+
+    def __init__(self, store, target_version: str, embedding_store=None):
+        self.store, self.target_version, self._embedding_store = store, target_version, embedding_store
+        self._reanchorer: Reanchorer | None = None
+
+    def __call__(self, status: pl.DataFrame) -> pl.DataFrame:
+        lost = status.filter(pl.col("status").is_in(["stale", "removed"]))
+        if lost.is_empty():
+            return status
+        suggestions = reanchor(lost, self._reanchorer or self._open())
+        return status.drop([c for c in suggestions.columns if c != "citation_id" and c in status.columns]).join(
+            suggestions, on="citation_id", how="left"
+        )
+
+    def _embeddings(self):
+        if self._embedding_store is None:
+            from citekeeper.embeddings import EmbeddingStore
+
+            self._embedding_store = EmbeddingStore(self.store.root)
+        return self._embedding_store
+
+    def _open(self) -> Reanchorer:
+        # Candidates come from the version's full-text index (built once per version, no vectors); the vector
+        # index is built only if a citation reaches the hybrid tier.
+        version = self.target_version
+        target_chunks = self.store.read_chunks(version, columns=CHUNK_COLUMNS)
+        self._reanchorer = Reanchorer(
+            self.store.read_documents(version, columns=["doc_id", "text"]),
+            target_chunks,
+            index_factory=lambda: self._embeddings().chunk_index(version, target_chunks),
+            text_index_factory=lambda: self._embeddings().text_index(version, target_chunks),
+        )
+        return self._reanchorer
 
 
 def judge_citations(
-    store, citations: pl.DataFrame, target_version: str, suggest: bool = False, embedding_store=None
-) -> tuple[pl.DataFrame, list[pl.DataFrame]]:
+    store, citations: pl.DataFrame, target_version: str, suggester: Suggester | None = None
+) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
     """CITATION_STATUS rows of `citations` (CITATIONS rows) judged against `target_version`, with re-anchoring
-    suggestions when `suggest`, and the doc diffs (cited version -> target) they were judged on. Writes nothing
-    but the cached diffs."""
+    suggestions from `suggester`, and per cited version the doc diff (cited version -> target) they were judged
+    on. Writes nothing but the cached diffs."""
     store.manifest(target_version)  # UnknownVersion with the known versions listed
-    parts, doc_diffs = [], []
+    parts, doc_diffs = [], {}
     for (cited_version,), group in citations.partition_by("corpus_version", as_dict=True).items():
         known = store.has_version(cited_version)
         diff = diff_versions(store, cited_version, target_version) if known and cited_version != target_version else None
         if diff is not None:
-            doc_diffs.append(diff.docs)
+            doc_diffs[cited_version] = diff.docs
         # Only the chunks these citations cite, and their successors, are read: not both versions whole.
         cited_ids = group["chunk_id"].unique()
         target_chunks = store.read_chunks(target_version, columns=CHUNK_COLUMNS, chunk_ids=_with_successors(cited_ids, diff))
@@ -222,8 +268,8 @@ def judge_citations(
             cited_chunks = store.read_chunks(cited_version, columns=CHUNK_COLUMNS, chunk_ids=cited_ids.to_list())
         parts.append(judge(group, cited_chunks, diff, target_chunks, target_version))
     status = pl.concat(parts, how="diagonal_relaxed") if parts else empty(CITATION_STATUS)
-    if suggest and status.height:
-        status = _with_suggestions(store, target_version, status, embedding_store)
+    if suggester is not None and status.height:
+        status = suggester(status)
     return conform(status, CITATION_STATUS).sort("answer_id", "claim_id", "citation_id"), doc_diffs
 
 
@@ -235,49 +281,26 @@ def _with_successors(chunk_ids: pl.Series, diff: VersionDiff | None) -> list[str
     return pl.concat([chunk_ids, successors]).unique().to_list()
 
 
-def check_citations(store, target_version: str, suggest: bool = True, embedding_store=None) -> CitationCheck:
+def check_citations(
+    store, target_version: str, suggest: bool = True, embedding_store=None, answers_per_batch: int = ANSWER_BATCH
+) -> CitationCheck:
     """Judge every current citation of the answer store against `target_version`, re-anchor what went
     stale or was removed, and write citation_status.parquet and blast_radius.parquet under
-    <store.root>/citations/target_version=<v>/."""
-    citations = AnswerStore(store.root).citations()
-    status, doc_diffs = judge_citations(store, citations, target_version, suggest, embedding_store)
-    radius = blast_radius(status, doc_diffs, target_version)
+    <store.root>/citations/target_version=<v>/. Answers are judged `answers_per_batch` at a time and each
+    batch's rows are written as it is judged: memory is bounded by a batch (plus the outline)."""
+    store.manifest(target_version)
+    suggester = Suggester(store, target_version, embedding_store) if suggest else None
+    outlines, doc_diffs = [], {}
+    with ParquetStream(store.layout.citation_status_file(target_version), CITATION_STATUS) as out:
+        for batch in AnswerStore(store.root).snapshot().current_batches(("citations",), answers_per_batch):
+            status, diffs = judge_citations(store, batch["citations"], target_version, suggester)
+            out.write(status)
+            outlines.append(status.select(OUTLINE_COLUMNS))
+            doc_diffs.update(diffs)
+    outline = pl.concat(outlines) if outlines else empty(CITATION_STATUS).select(OUTLINE_COLUMNS)
+    radius = blast_radius(outline, list(doc_diffs.values()), target_version)
     return CitationCheck(
-        target_version,
-        status,
-        radius,
-        write_parquet(status, CITATION_STATUS, store.layout.citation_status_file(target_version)),
-        write_parquet(radius, BLAST_RADIUS, store.layout.blast_radius_file(target_version)),
-    )
-
-
-def _with_suggestions(store, target_version: str, status: pl.DataFrame, embedding_store) -> pl.DataFrame:
-    lost = status.filter(pl.col("status").is_in(["stale", "removed"]))
-    if lost.is_empty():
-        return status
-    target_chunks = store.read_chunks(target_version, columns=CHUNK_COLUMNS)
-
-    opened = []
-
-    def embeddings():
-        if not opened:
-            from citekeeper.embeddings import EmbeddingStore
-
-            opened.append(embedding_store or EmbeddingStore(store.root))
-        return opened[0]
-
-    # Candidates come from the version's full-text index (built once per version, no vectors); the vector
-    # index is built only if a citation reaches the hybrid tier.
-    target_docs = store.read_documents(target_version, columns=["doc_id", "text"])
-    reanchorer = Reanchorer(
-        target_docs,
-        target_chunks,
-        index_factory=lambda: embeddings().chunk_index(target_version, target_chunks),
-        text_index_factory=lambda: embeddings().text_index(target_version, target_chunks),
-    )
-    suggestions = reanchor(lost, reanchorer)
-    return status.drop([c for c in suggestions.columns if c != "citation_id" and c in status.columns]).join(
-        suggestions, on="citation_id", how="left"
+        target_version, outline, radius, out.path, write_parquet(radius, BLAST_RADIUS, store.layout.blast_radius_file(target_version))
     )
 
 
@@ -289,4 +312,4 @@ def citation_status(store, target_version: str) -> pl.DataFrame:
     the cited and successor chunk text; a citation whose claim should be re-verified is one whose
     status is not `valid`.
     """
-    return check_citations(store, target_version).status
+    return check_citations(store, target_version).read_status()

@@ -172,13 +172,21 @@ def answer_metrics(claims: pl.DataFrame) -> pl.DataFrame:
     return per_answer.with_columns(**METRICS).sort("answer_id")
 
 
-def run_summary(answers: pl.DataFrame, stats: dict, started_at: datetime, duration_s: float) -> pl.DataFrame:
-    """Run totals: the answer-level counts summed, the same ratio metrics over them, traceability rate."""
-    totals = answers.select(
+def run_totals(answers: pl.DataFrame) -> pl.DataFrame:
+    """One row: the answer-level counts of answer_metrics summed. Totals of batches of answers add up."""
+    return answers.select(
         *(pl.col(c).sum() for c in _COUNTS),
         *(pl.col(f"n_{s}").sum() for s in CLAIM_STATUSES),
         pl.len().alias("n_answers"),
-        pl.when(pl.len() > 0).then(pl.col("traceable").mean()).alias("traceability_rate"),
+        pl.col("traceable").sum().alias("n_traceable"),
+    )
+
+
+def run_summary(totals: pl.DataFrame, stats: dict, started_at: datetime, duration_s: float) -> pl.DataFrame:
+    """The run's metrics from the run_totals rows of its batches: counts summed, the same ratio metrics over
+    them, traceability rate."""
+    totals = totals.sum().with_columns(
+        pl.when(pl.col("n_answers") > 0).then(pl.col("n_traceable") / pl.col("n_answers")).alias("traceability_rate")
     )
     return totals.with_columns(
         **METRICS,

@@ -18,7 +18,7 @@ from citekeeper.schema import CLAIM_STATUSES, HOLDING_STATUSES, NLI_ANSWERS, NLI
 from citekeeper.tables import conform
 from citekeeper.text import sentence_spans
 from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
-from verifiers.claim_metrics import CLAIM_KEY, aggregate_claims, answer_metrics, run_summary
+from verifiers.claim_metrics import CLAIM_KEY, aggregate_claims, answer_metrics, run_summary, run_totals
 from verifiers.lexical import LexicalSettings, lexical_support
 from verifiers.nli import Scorer
 from verifiers.verdict_cache import VerdictCache, no_hits
@@ -80,6 +80,22 @@ def verify(
 ) -> VerifyResult:
     started_at, clock = datetime.now(timezone.utc), time.perf_counter()
     run_id = run_id or new_run_id()
+    frames, tally = verify_tables(claims, citations, corpus_version, scorer, settings, cache, run_id)
+    run = run_table(tally, run_id, corpus_version, started_at, time.perf_counter() - clock, scorer, settings)
+    return VerifyResult(frames["pairs"], frames["claims"], frames["answers"], run, run_stats(run))
+
+
+def verify_tables(
+    claims: pl.DataFrame,
+    citations: pl.DataFrame,
+    corpus_version: str,
+    scorer: Scorer | None,
+    settings: VerifySettings,
+    cache: VerdictCache | None,
+    run_id: str,
+) -> tuple[dict[str, pl.DataFrame], RunTally]:
+    """The pairs, claims and answers tables (NLI_* schemas) of these answers and their RunTally. A run may verify
+    its answers in batches, each answer's rows all in one call: the batches' tables and tallies add up."""
     model = _model_columns(scorer, settings)
     evidence = resolve_spans(with_citation_columns(citations)).drop("chunk_text")
     sentences = claim_sentences(claims)
@@ -87,18 +103,52 @@ def verify(
     judged, stats = judge_pairs(pairs.filter(pl.col("evidence_text").is_not_null()).select(PAIR_KEY).unique(), scorer, settings, cache)
     pairs = _label_pairs(pairs, judged).with_columns(**model)
     claim_rows = aggregate_claims(claims, sentences, pairs).with_columns(**model)
-    answers = answer_metrics(claim_rows)
-    stats |= {"n_pairs": pairs.height, "n_unique_pairs": judged.height}
     keys = {"run_id": pl.lit(run_id), "corpus_version": pl.lit(corpus_version)}
-    frames = {
-        "pairs": pairs.with_columns(**keys),
-        "claims": claim_rows.with_columns(**keys),
-        "answers": answers.with_columns(**keys),
-    }
-    run = run_summary(frames["answers"], stats, started_at, time.perf_counter() - clock)
-    frames["run"] = run.with_columns(**keys, **model)
-    conformed = {name: conform(frame, TABLES[name]) for name, frame in frames.items()}
-    return VerifyResult(conformed["pairs"], conformed["claims"], conformed["answers"], conformed["run"], stats)
+    frames = {"pairs": pairs, "claims": claim_rows, "answers": answer_metrics(claim_rows)}
+    lexical = (pl.col("tier") == "lexical") & (pl.col("label") == "entailment")
+    tally = RunTally(
+        run_totals(frames["answers"]),
+        judged.select(pl.struct(PAIR_KEY).hash().alias("pair"), lexical.alias("lexical")),
+        {"n_pairs": pairs.height, "cache_hits": stats["cache_hits"], "model_calls": stats["model_calls"]},
+    )
+    return {name: conform(frame.with_columns(**keys), TABLES[name]) for name, frame in frames.items()}, tally
+
+
+@dataclass(frozen=True)
+class RunTally:
+    """What a run's batches add up to: the answer totals (claim_metrics.run_totals), the distinct (sentence,
+    evidence) pairs judged as 8-byte hashes with whether the lexical tier decided them, the work counters."""
+
+    totals: pl.DataFrame
+    pair_keys: pl.DataFrame
+    counters: dict[str, int]
+
+    def __add__(self, other: RunTally) -> RunTally:
+        counters = {name: self.counters.get(name, 0) + other.counters.get(name, 0) for name in self.counters.keys() | other.counters.keys()}
+        return RunTally(pl.concat([self.totals, other.totals]), pl.concat([self.pair_keys, other.pair_keys]), counters)
+
+
+def run_table(
+    tally: RunTally,
+    run_id: str,
+    corpus_version: str,
+    started_at: datetime,
+    duration_s: float,
+    scorer: Scorer | None,
+    settings: VerifySettings,
+) -> pl.DataFrame:
+    """The run's one row (NLI_RUNS) from the tally of all its batches: totals and metrics over the answers,
+    distinct pairs and lexical decisions over the pair keys, the counters summed."""
+    distinct = tally.pair_keys.select(
+        pl.col("pair").n_unique().alias("n_unique_pairs"), pl.col("pair").filter("lexical").n_unique().alias("lexical_decisions")
+    )
+    run = run_summary(tally.totals, {**tally.counters, **distinct.row(0, named=True)}, started_at, duration_s)
+    keys = {"run_id": pl.lit(run_id), "corpus_version": pl.lit(corpus_version)}
+    return conform(run.with_columns(**keys, **_model_columns(scorer, settings)), NLI_RUNS)
+
+
+def run_stats(run: pl.DataFrame) -> dict[str, int]:
+    return {name: run[name].item() for name in ("n_pairs", "n_unique_pairs", "lexical_decisions", "cache_hits", "model_calls")}
 
 
 def with_citation_columns(citations: pl.DataFrame) -> pl.DataFrame:

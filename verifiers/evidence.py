@@ -7,14 +7,15 @@ answers against the version they cite) a citation resolves to the chunk with its
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
 
 from citekeeper.layout import StoreLayout
-from citekeeper.schema import CITATION_STATUS, CITATIONS, CLAIMS, HOLDING_STATUSES
-from citekeeper.tables import from_rows, read_parquet
+from citekeeper.schema import CITATIONS, CLAIMS, HOLDING_STATUSES
+from citekeeper.tables import from_rows
 from citekeeper.answers import answer_rows, read_answer_records
 
 CITATION_KEY = ["answer_id", "revision", "claim_id", "citation_id"]
@@ -24,9 +25,18 @@ class AnswersFileError(ValueError):
     """An --answers file with lines that cannot be read; the message names each bad line."""
 
 
+# The citation-status columns that say where a citation's evidence is (no texts: a million rows stay small).
+STATUS_COLUMNS = [
+    *CITATION_KEY, "status", "new_chunk_id", "new_start_char", "new_end_char",
+    "suggested_chunk_id", "suggested_start_char", "suggested_end_char",
+]  # fmt: skip
+EVIDENCE_CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "start_char"]
+
+
 def read_citation_status(store_root: Path | str, target_version: str) -> pl.DataFrame | None:
+    """The STATUS_COLUMNS of the stored citation status of `target_version`, or None when there is none."""
     path = StoreLayout(store_root).citation_status_file(target_version)
-    return read_parquet(path, CITATION_STATUS) if path.exists() else None
+    return pl.read_parquet(path, columns=STATUS_COLUMNS) if path.exists() else None
 
 
 def answers_from_file(path: Path | str) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -43,11 +53,12 @@ def answers_from_file(path: Path | str) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def citation_evidence(
-    citations: pl.DataFrame, target_chunks: pl.DataFrame, citation_status: pl.DataFrame | None
+    citations: pl.DataFrame, citation_status: pl.DataFrame | None, read_chunks: Callable[[list[str]], pl.DataFrame]
 ) -> pl.DataFrame:
     """Citations with the target-version chunk and stored span their evidence comes from.
 
-    target_chunks: chunk_id, doc_id, text, start_char of the target version.
+    read_chunks(chunk_ids) returns those chunks of the target version (EVIDENCE_CHUNK_COLUMNS): only the chunks
+    these citations resolve to are read.
     """
     if citation_status is None:
         resolved = citations.with_columns(
@@ -58,7 +69,7 @@ def citation_evidence(
         )
     else:
         resolved = _from_status(citations, citation_status)
-    chunks = target_chunks.select(
+    chunks = read_chunks(resolved["evidence_chunk_id"].drop_nulls().unique().to_list()).select(
         pl.col("chunk_id").alias("evidence_chunk_id"),
         "doc_id",
         pl.col("text").alias("chunk_text"),
@@ -68,10 +79,7 @@ def citation_evidence(
 
 
 def _from_status(citations: pl.DataFrame, citation_status: pl.DataFrame) -> pl.DataFrame:
-    status = citation_status.select(
-        *CITATION_KEY, pl.col("status").alias("citation_status"), "new_chunk_id", "new_start_char", "new_end_char",
-        "suggested_chunk_id", "suggested_start_char", "suggested_end_char",
-    )  # fmt: skip
+    status = citation_status.select(STATUS_COLUMNS).rename({"status": "citation_status"})
     successor = pl.col("citation_status").is_in(HOLDING_STATUSES)
     reanchored = pl.col("citation_status").is_in(["stale", "removed"])
     unjudged = pl.col("citation_status").is_null()  # registered after the status table was written

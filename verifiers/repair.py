@@ -281,7 +281,7 @@ def current_status(store, target_version: str, citations: pl.DataFrame) -> pl.Da
     stored = read_parquet(store.layout.citation_status_file(target_version), CITATION_STATUS)
     keys = ["answer_id", "revision", "citation_id"]
     same = stored.height == citations.height and stored.select(keys).join(citations.select(keys), on=keys, how="anti").is_empty()
-    return stored if same else check_citations(store, target_version).status
+    return stored if same else check_citations(store, target_version).read_status()
 
 
 def card_repairs(store, target_version: str, status: pl.DataFrame) -> pl.DataFrame:

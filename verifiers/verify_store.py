@@ -1,15 +1,57 @@
-"""Verification against the store: the current answers (or an answers file) checked against a corpus version."""
+"""Verification against the store: the current answers (or an answers file) checked against a corpus version,
+a batch of answers at a time."""
 from __future__ import annotations
 
+import itertools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import reduce
 from pathlib import Path
 
-from citekeeper.answer_store import AnswerStore
+import polars as pl
+
+from citekeeper.answer_store import ANSWER_BATCH, AnswerStore
 from citekeeper.store import CorpusStore
-from verifiers.engine import VerifyResult, VerifySettings, new_run_id, verify
-from verifiers.evidence import answers_from_file, citation_evidence, read_citation_status
+from citekeeper.schema import CITATIONS, CLAIM_STATUSES, CLAIMS
+from citekeeper.tables import empty, read_parquet
+from verifiers.engine import TABLES, VerifySettings, new_run_id, run_stats, run_table, verify_tables
+from verifiers.evidence import EVIDENCE_CHUNK_COLUMNS, answers_from_file, citation_evidence, read_citation_status
 from verifiers.nli import Scorer
 from verifiers.verdict_cache import VerdictCache
-from verifiers.verify_output import write_outputs
+from verifiers.verify_output import RunWriter
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A verification run written to Parquet: its run row in memory, its tables read on demand (at a million
+    answers, read the columns you need from `paths` instead)."""
+
+    run: pl.DataFrame
+    paths: dict[str, Path]
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return run_stats(self.run)
+
+    def status_counts(self) -> dict[str, int]:
+        return {status: self.run[f"n_{status}"].item() for status in CLAIM_STATUSES}
+
+    def read(self, table: str) -> pl.DataFrame:
+        return read_parquet(self.paths[table], TABLES[table])
+
+    @property
+    def pairs(self) -> pl.DataFrame:
+        return self.read("pairs")
+
+    @property
+    def claims(self) -> pl.DataFrame:
+        return self.read("claims")
+
+    @property
+    def answers(self) -> pl.DataFrame:
+        return self.read("answers")
 
 
 def verify_store(
@@ -20,21 +62,43 @@ def verify_store(
     scorer: Scorer | None = None,
     settings: VerifySettings = VerifySettings(),
     run_id: str | None = None,
-) -> tuple[VerifyResult, dict[str, Path]]:
+    answers_per_batch: int = ANSWER_BATCH,
+) -> tuple[StoredRun, dict[str, Path]]:
     """Verify the current answers (or those of `answers_file`) against `version` (default: the latest) and
-    write the Parquet tables; verdicts are cached under <store>/verify/cache."""
+    write the Parquet tables; verdicts are cached under <store>/verify/cache. The answers are verified
+    `answers_per_batch` at a time, each batch reading only the chunks its citations resolve to and written as it
+    is done: memory is bounded by a batch."""
+    started_at, clock = datetime.now(timezone.utc), time.perf_counter()
     store = store_root if isinstance(store_root, CorpusStore) else CorpusStore(store_root)
     version = store.version_or_latest(version)
-    if answers_file is not None:
-        claims, citations = answers_from_file(answers_file)
-    else:
-        answers = AnswerStore(store.root).snapshot()  # claims and citations of one commit
-        claims, citations = answers.claims(), answers.citations()
-    chunks = store.read_chunks(version, columns=["chunk_id", "doc_id", "text", "start_char"])
-    evidence = citation_evidence(citations, chunks, read_citation_status(store.root, version))
+    status = read_citation_status(store.root, version)
     cache = VerdictCache(store.layout.verdict_cache_dir) if scorer is not None else None
     run_id = run_id or new_run_id()
-    result = verify(claims, evidence, version, scorer, settings, cache, run_id)
-    if cache is not None:
-        cache.flush(run_id)
-    return result, write_outputs(result, out_dir)
+
+    def read_chunks(chunk_ids: list[str]) -> pl.DataFrame:
+        return store.read_chunks(version, columns=EVIDENCE_CHUNK_COLUMNS, chunk_ids=chunk_ids)
+
+    tallies = []
+    with RunWriter(out_dir, version, run_id) as out:
+        for claims, citations in _answer_batches(store, answers_file, answers_per_batch):
+            evidence = citation_evidence(citations, status, read_chunks)
+            frames, tally = verify_tables(claims, evidence, version, scorer, settings, cache, run_id)
+            out.write(frames)
+            tallies.append(tally)
+            if cache is not None:
+                cache.flush(run_id)  # a run stopped midway keeps the verdicts of its finished batches
+        run = run_table(reduce(lambda a, b: a + b, tallies), run_id, version, started_at, time.perf_counter() - clock, scorer, settings)
+        paths = out.finish(run)
+    return StoredRun(run, paths), paths
+
+
+def _answer_batches(store: CorpusStore, answers_file: Path | str | None, answers_per_batch: int) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
+    """(claims, citations) of the current answers, a batch at a time, at least one (maybe empty); an answers file
+    is one batch (it is read whole to report its bad lines before anything runs)."""
+    if answers_file is not None:
+        yield answers_from_file(answers_file)
+        return
+    batches = AnswerStore(store.root).snapshot().current_batches(("claims", "citations"), answers_per_batch)
+    first = next(batches, {"claims": empty(CLAIMS), "citations": empty(CITATIONS)})
+    for batch in itertools.chain([first], batches):
+        yield batch["claims"], batch["citations"]
