@@ -21,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from citekeeper.answer_store import ANSWER_BATCH, AnswerStore
+from citekeeper.answer_store import AnswerStore
 from citekeeper.locate import locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF
@@ -29,6 +29,7 @@ from citekeeper.tables import ParquetStream, conform, empty, read_parquet, write
 from verifiers.diff import VersionDiff, diff_versions
 from verifiers.reanchor import Reanchorer, reanchor
 
+CITATION_BATCH = 50_000  # citations judged at a time by check_citations
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char", "source_path", "access_scope", *LOCATOR_COLUMNS]
 
 
@@ -65,10 +66,17 @@ def judge(
             change=pl.col("change").fill_null("unchanged"),
             new_chunk_id=pl.when(pl.col("change").is_null()).then("chunk_id").otherwise("new_chunk_id"),
             similarity=pl.when(pl.col("change").is_null()).then(1.0).otherwise("similarity"),
+            _untouched=pl.col("change").is_null(),
         )
         .join(new, on="new_chunk_id", how="left")
         .pipe(locate_quotes, "old_text", "evidence", prefix="old_evidence")
-        .pipe(locate_quotes, "new_text", "evidence", prefix="new_evidence")
+        # In an untouched chunk the evidence is where it was: only the successors of changed chunks are searched.
+        .with_columns(_changed_text=pl.when(~pl.col("_untouched")).then("new_text"))
+        .pipe(locate_quotes, "_changed_text", "evidence", prefix="_changed_evidence")
+        .with_columns(
+            pl.when("_untouched").then(f"old_evidence_{part}").otherwise(f"_changed_evidence_{part}").alias(f"new_evidence_{part}")
+            for part in ("start", "end", "match")
+        )
         .with_columns(
             quote_match=pl.when(pl.col("quote").is_not_null()).then("old_evidence_match"),
             new_match=pl.col("new_evidence_match"),
@@ -245,58 +253,85 @@ class Suggester:
 
 
 def judge_citations(
-    store, citations: pl.DataFrame, target_version: str, suggester: Suggester | None = None
+    store, citations: pl.DataFrame, target_version: str, suggester: Suggester | None = None, diffs: dict | None = None
 ) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
     """CITATION_STATUS rows of `citations` (CITATIONS rows) judged against `target_version`, with re-anchoring
     suggestions from `suggester`, and per cited version the doc diff (cited version -> target) they were judged
-    on. Writes nothing but the cached diffs."""
+    on. Writes nothing but the cached diffs. `diffs` (cited version -> ChangedChunks) keeps what was read of each
+    cited version for the next batch of the same check."""
     store.manifest(target_version)  # UnknownVersion with the known versions listed
-    parts, doc_diffs = [], {}
+    parts, doc_diffs, diffs = [], {}, {} if diffs is None else diffs
     for (cited_version,), group in citations.partition_by("corpus_version", as_dict=True).items():
         known = store.has_version(cited_version)
-        diff = diff_versions(store, cited_version, target_version) if known and cited_version != target_version else None
-        if diff is not None:
-            doc_diffs[cited_version] = diff.docs
-        # Only the chunks these citations cite, and their successors, are read: not both versions whole.
+        if known and cited_version != target_version and cited_version not in diffs:
+            diffs[cited_version] = ChangedChunks.read(store, cited_version, target_version)
+        changed = diffs.get(cited_version)
+        # Only the cited chunks are read from the target, and the diff's chunks once per check: not versions whole.
         cited_ids = group["chunk_id"].unique()
-        target_chunks = store.read_chunks(target_version, columns=CHUNK_COLUMNS, chunk_ids=_with_successors(cited_ids, diff))
-        if not known:
-            cited_chunks = None
-        elif cited_version == target_version:
-            cited_chunks = target_chunks
+        in_target = store.read_chunks(target_version, columns=CHUNK_COLUMNS, chunk_ids=cited_ids.to_list())
+        if changed is None:
+            target_chunks, cited_chunks = in_target, (in_target if known else None)
         else:
-            cited_chunks = store.read_chunks(cited_version, columns=CHUNK_COLUMNS, chunk_ids=cited_ids.to_list())
-        parts.append(judge(group, cited_chunks, diff, target_chunks, target_version))
+            doc_diffs[cited_version] = changed.diff.docs
+            target_chunks = pl.concat([in_target, changed.new_chunks]).unique("chunk_id", keep="first")
+            cited_chunks = changed.cited_chunks(cited_ids, in_target)
+        parts.append(judge(group, cited_chunks, changed.diff if changed else None, target_chunks, target_version))
     status = pl.concat(parts, how="diagonal_relaxed") if parts else empty(CITATION_STATUS)
     if suggester is not None and status.height:
         status = suggester(status)
     return conform(status, CITATION_STATUS).sort("answer_id", "claim_id", "citation_id"), doc_diffs
 
 
-def _with_successors(chunk_ids: pl.Series, diff: VersionDiff | None) -> list[str]:
-    """The chunk ids and, through the diff, the ids of their successors (an unchanged chunk keeps its id)."""
-    if diff is None:
-        return chunk_ids.to_list()
-    successors = diff.chunks.filter(pl.col("old_chunk_id").is_in(chunk_ids.implode()))["new_chunk_id"].drop_nulls()
-    return pl.concat([chunk_ids, successors]).unique().to_list()
+@dataclass(frozen=True)
+class ChangedChunks:
+    """A cited version's diff to the target, and the chunks the diff lists at both ends (the change's size, not the
+    corpus's): read once per check."""
+
+    diff: VersionDiff
+    listed_ids: pl.Series  # the old and new chunk ids of the diff
+    old_chunks: pl.DataFrame  # CHUNK_COLUMNS of the diff's old chunks, as of the cited version
+    new_chunks: pl.DataFrame  # ... of its new chunks (the successors), as of the target
+
+    @classmethod
+    def read(cls, store, cited_version: str, target_version: str) -> ChangedChunks:
+        diff = diff_versions(store, cited_version, target_version)
+        old_ids, new_ids = (diff.chunks[side].drop_nulls().unique() for side in ("old_chunk_id", "new_chunk_id"))
+        return cls(
+            diff,
+            pl.concat([old_ids, new_ids]).unique(),
+            store.read_chunks(cited_version, columns=CHUNK_COLUMNS, chunk_ids=old_ids.to_list()),
+            store.read_chunks(target_version, columns=CHUNK_COLUMNS, chunk_ids=new_ids.to_list()),
+        )
+
+    def cited_chunks(self, cited_ids: pl.Series, target_chunks: pl.DataFrame) -> pl.DataFrame:
+        """The cited chunks as of the cited version. A chunk the diff does not list belongs to a document the change
+        left untouched: its row is the same in the target (already read)."""
+        listed = self.listed_ids.implode()
+        untouched = target_chunks.filter(pl.col("chunk_id").is_in(cited_ids.implode()) & ~pl.col("chunk_id").is_in(listed))
+        return pl.concat([untouched, self.old_chunks.filter(pl.col("chunk_id").is_in(cited_ids.implode()))])
 
 
 def check_citations(
-    store, target_version: str, suggest: bool = True, embedding_store=None, answers_per_batch: int = ANSWER_BATCH
+    store, target_version: str, suggest: bool = True, embedding_store=None, citations_per_batch: int = CITATION_BATCH
 ) -> CitationCheck:
     """Judge every current citation of the answer store against `target_version`, re-anchor what went
     stale or was removed, and write citation_status.parquet and blast_radius.parquet under
-    <store.root>/citations/target_version=<v>/. Answers are judged `answers_per_batch` at a time and each
-    batch's rows are written as it is judged: memory is bounded by a batch (plus the outline)."""
+    <store.root>/citations/target_version=<v>/.
+
+    The citations are judged `citations_per_batch` at a time, in the order their chunks have in the target, and
+    each batch's rows are written as it is judged: memory holds the citations and the outline, plus one batch of
+    texts; each batch reads one stretch of the target's chunks, so the check reads each chunk page once."""
     store.manifest(target_version)
     suggester = Suggester(store, target_version, embedding_store) if suggest else None
-    outlines, doc_diffs = [], {}
+    citations = AnswerStore(store.root).citations()
+    in_chunk_order = citations.join(store.chunk_offsets(target_version), on="chunk_id", how="left").sort("offset", nulls_last=True)
+    outlines, doc_diffs, diffs = [], {}, {}
     with ParquetStream(store.layout.citation_status_file(target_version), CITATION_STATUS) as out:
-        for batch in AnswerStore(store.root).snapshot().current_batches(("citations",), answers_per_batch):
-            status, diffs = judge_citations(store, batch["citations"], target_version, suggester)
+        for batch in in_chunk_order.drop("offset").iter_slices(citations_per_batch):
+            status, judged_on = judge_citations(store, batch, target_version, suggester, diffs)
             out.write(status)
             outlines.append(status.select(OUTLINE_COLUMNS))
-            doc_diffs.update(diffs)
+            doc_diffs.update(judged_on)
     outline = pl.concat(outlines) if outlines else empty(CITATION_STATUS).select(OUTLINE_COLUMNS)
     radius = blast_radius(outline, list(doc_diffs.values()), target_version)
     return CitationCheck(
