@@ -313,6 +313,7 @@ _MODEL = [
     pa.field("model_id", pa.string()),  # null: no model (--no-model)
     pa.field("model_revision", pa.string()),
     pa.field("backend", pa.string()),
+    pa.field("precision", pa.string()),  # fp32 | bf16 | fp16 (torch), int8 (onnx)
     pa.field("thresholds", pa.string(), nullable=False),  # every threshold/window setting, as one key
 ]
 _PROBS = [

@@ -128,8 +128,8 @@ def test_batches_are_length_bucketed(tmp_path):
     model_dir = save_random_nli_model(tmp_path / "model", TEXTS, CROSS_ENCODER_ORDER)
     scorer = load_scorer(str(model_dir), batch_size=2)
     premises = ["short.", TEXTS[0] * 3, "tiny.", TEXTS[1] * 3]
-    batches = scorer.length_batches(premises, ["h"] * 4)
-    assert [sorted(b.tolist()) for b in batches] == [[0, 2], [1, 3]]
+    order = scorer.length_order(premises, ["h"] * 4)
+    assert [sorted(order[i : i + 2].tolist()) for i in (0, 2)] == [[0, 2], [1, 3]]
     probs = scorer.score(premises, ["h"] * 4)
     single = np.vstack([scorer.score([p], ["h"]) for p in premises])
     assert np.allclose(probs, single, atol=1e-5)  # padding within a bucket does not change a verdict

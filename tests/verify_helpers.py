@@ -74,6 +74,7 @@ class TableScorer:
     model_id: str = "table-scorer"
     revision: str = "1"
     backend: str = "torch"
+    precision: str = "fp32"
     model_calls: int = 0
     seen: list[tuple[str, str]] = field(default_factory=list)
 

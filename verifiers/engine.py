@@ -20,7 +20,7 @@ from citekeeper.text import sentence_spans
 from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
 from verifiers.claim_metrics import CLAIM_KEY, aggregate_claims, answer_metrics, run_summary, run_totals
 from verifiers.lexical import LexicalSettings, lexical_support
-from verifiers.nli import Scorer
+from verifiers.nli import Scorer, model_key
 from verifiers.verdict_cache import VerdictCache, no_hits
 
 PAIR_KEY = ["sentence", "evidence_text"]
@@ -166,6 +166,7 @@ def _model_columns(scorer: Scorer | None, settings: VerifySettings) -> dict[str,
         "model_id": pl.lit(scorer.model_id if scorer else None, dtype=pl.String),
         "model_revision": pl.lit(scorer.revision if scorer else None, dtype=pl.String),
         "backend": pl.lit(scorer.backend if scorer else None, dtype=pl.String),
+        "precision": pl.lit(scorer.precision if scorer else None, dtype=pl.String),
         "thresholds": pl.lit(settings.key()),
     }
 
@@ -288,12 +289,12 @@ def nli_verdicts(
         pl.col("evidence_text").map_elements(text_hash, return_dtype=pl.String).alias("evidence_hash"),
     )
     hashes = ["claim_hash", "evidence_hash"]
-    model_key = f"{scorer.model_id}@{scorer.revision}/{scorer.backend}"
-    hits = cache.lookup(model_key, settings.key(), keyed) if cache else no_hits()
+    key = model_key(scorer)
+    hits = cache.lookup(key, settings.key(), keyed) if cache else no_hits()
     misses = keyed.join(hits, on=hashes, how="anti")
     scored = score_windows(misses, scorer, settings)
     if cache:
-        cache.add(model_key, settings.key(), scored)
+        cache.add(key, settings.key(), scored)
     known = [scored.with_columns(from_cache=pl.lit(False)), hits.with_columns(from_cache=pl.lit(True))]
     verdicts = keyed.join(pl.concat(known, how="diagonal_relaxed"), on=hashes, how="left")
     label = (

@@ -3,16 +3,19 @@
 Premise = evidence, hypothesis = claim sentence. Every scorer returns probabilities in the canonical order
 (entailment, neutral, contradiction); for a 2-way model the middle column is not-entailment and the
 contradiction column is NaN (the verifier turns that into null, never into a number).
-Backends: `torch` (fp32) and `onnx` (ONNX Runtime, dynamic int8 quantisation of the same model, exported
-once and cached on disk).
+Backends: `torch` (fp32 on the CPU, bf16/fp16 on a GPU: verifiers.devices) and `onnx` (ONNX Runtime, dynamic
+int8 quantisation of the same model, exported once and cached on disk; the CUDA execution provider on a GPU).
+Batches of pairs are tokenised on a thread while the previous batch runs through the model.
 """
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -20,6 +23,9 @@ import numpy as np
 
 from citekeeper.language import ENGLISH
 from citekeeper.models import ModelSourceError, resolve_model
+from verifiers.devices import Placement, is_out_of_memory, resolve_device
+
+log = logging.getLogger("citekeeper.nli")
 
 # The English default. The CLI and the Dagster asset pick the model per corpus language instead:
 # citekeeper.language.choose_nli_model (multilingual for Chinese and other non-English corpora).
@@ -50,6 +56,7 @@ class Scorer(Protocol):
     model_id: str
     revision: str
     backend: str
+    precision: str  # fp32 | bf16 | fp16 (torch), int8 (onnx)
     max_tokens: int  # the longest premise + hypothesis the model accepts, in tokens
     model_calls: int  # sequences sent through the model so far
 
@@ -85,9 +92,22 @@ def missing_model_message(model: str, reason: str) -> str:
     )
 
 
+BACKEND_PRECISION = {"torch": "fp32", "onnx": "int8"}  # each backend's precision on the CPU
+
+
+def model_key(scorer: Scorer) -> str:
+    """The verdict cache's model key: model, revision, backend, and the precision where it is not the backend's
+    CPU one (verdicts at bf16 are not those at fp32; keys written before precision was recorded stay valid)."""
+    key = f"{scorer.model_id}@{scorer.revision}/{scorer.backend}"
+    return key if scorer.precision == BACKEND_PRECISION[scorer.backend] else f"{key}/{scorer.precision}"
+
+
 @dataclass
 class HFScorer:
-    """Tokenisation, batching by length, softmax and label mapping shared by the backends."""
+    """Tokenisation, batching by length, softmax and label mapping shared by the backends.
+
+    `batch_size` is where a run starts: an out-of-memory error halves it and the pass is retried, and the size
+    that worked is kept for the rest of the run."""
 
     model_id: str
     revision: str
@@ -98,6 +118,11 @@ class HFScorer:
     progress: bool = False
     backend: str = "torch"
     model_calls: int = 0
+    placement: Placement = field(default_factory=lambda: Placement("cpu", "fp32", "cpu"))
+
+    @property
+    def precision(self) -> str:
+        return BACKEND_PRECISION[self.backend] if self.backend == "onnx" else self.placement.precision
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         if not texts:
@@ -112,21 +137,54 @@ class HFScorer:
             )
         )  # fmt: skip
 
-    def length_batches(self, premises: list[str], hypotheses: list[str]) -> list[np.ndarray]:
-        """Index batches of pairs sorted by length, so each batch pads to similar lengths."""
-        order = np.argsort([len(p) + len(h) for p, h in zip(premises, hypotheses)], kind="stable")
-        return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+    @staticmethod
+    def length_order(premises: list[str], hypotheses: list[str]) -> np.ndarray:
+        """Pair indices by length: consecutive batches of it pad to similar lengths."""
+        return np.argsort([len(p) + len(h) for p, h in zip(premises, hypotheses)], kind="stable")
 
     def score(self, premises: list[str], hypotheses: list[str]) -> np.ndarray:
+        """Probabilities of every pair, `batch_size` pairs of similar length at a time."""
         from tqdm.auto import tqdm
 
         probs = np.empty((len(premises), 3), dtype=np.float64)
-        batches = self.length_batches(premises, hypotheses)
-        for batch in tqdm(batches, desc="NLI", unit="batch", disable=not self.progress or not batches):
-            encoded = self.encode([premises[i] for i in batch], [hypotheses[i] for i in batch])
-            probs[batch] = self.to_canonical(self.forward(encoded))
-            self.model_calls += len(batch)
+        order = self.length_order(premises, hypotheses)
+
+        def encode(start: int, size: int) -> tuple[int, int, dict]:
+            batch = order[start : start + size]
+            return start, size, self.encode([premises[i] for i in batch], [hypotheses[i] for i in batch])
+
+        with ThreadPoolExecutor(max_workers=1) as tokeniser, tqdm(
+            total=len(order), desc="NLI", unit="pair", disable=not self.progress or not len(order)
+        ) as bar:
+            start, upcoming = 0, None
+            while start < len(order):
+                size = self.batch_size
+                if upcoming is None or upcoming.result()[:2] != (start, size):
+                    upcoming = tokeniser.submit(encode, start, size)
+                encoded = upcoming.result()[2]
+                # The next batch is tokenised while this one runs through the model.
+                upcoming = tokeniser.submit(encode, start + size, size) if start + size < len(order) else None
+                try:
+                    logits = self.forward(encoded)
+                except Exception as error:  # noqa: BLE001 (only an out-of-memory error is handled)
+                    if not is_out_of_memory(error) or size == 1:
+                        raise
+                    self._halve_batch(error)
+                    continue
+                batch = order[start : start + size]
+                probs[batch] = self.to_canonical(logits)
+                self.model_calls += len(batch)
+                bar.update(len(batch))
+                start += size
         return probs
+
+    def _halve_batch(self, error: BaseException) -> None:
+        self.batch_size = max(1, self.batch_size // 2)
+        log.warning(f"event=nli_out_of_memory device={self.placement.device} batch_size={self.batch_size} error={str(error)[:200]!r}")
+        self.release_memory()
+
+    def release_memory(self) -> None:
+        """Give back what the failed pass allocated (the torch backend empties the CUDA cache)."""
 
     def to_canonical(self, logits: np.ndarray) -> np.ndarray:
         shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
@@ -147,8 +205,14 @@ class TorchScorer(HFScorer):
         import torch
 
         with torch.inference_mode():
-            inputs = {k: torch.from_numpy(v) for k, v in encoded.items()}
-            return self.model(**inputs).logits.float().numpy()
+            inputs = {k: torch.from_numpy(v).to(self.placement.device) for k, v in encoded.items()}
+            return self.model(**inputs).logits.float().cpu().numpy()
+
+    def release_memory(self) -> None:
+        if self.placement.is_cuda:
+            import torch
+
+            torch.cuda.empty_cache()
 
 
 @dataclass
@@ -164,10 +228,14 @@ def load_scorer(
     model: str = DEFAULT_MODEL,
     backend: str = "torch",
     onnx_cache_dir: Path | str | None = None,
-    batch_size: int = 32,
+    batch_size: int | None = None,
     progress: bool = False,
+    device: str | None = "auto",
+    threads: int | None = None,
 ) -> HFScorer:
-    """Load `model` for `backend`; raises ModelUnavailable / LabelSetError.
+    """Load `model` for `backend` on `device` (verifiers.devices.resolve_device); raises ModelUnavailable /
+    LabelSetError. `batch_size` defaults to the device's starting size; `threads` sets torch's intra-op threads
+    (default: torch's own, one per core).
 
     `model` is a local directory or a hub id (from the local Hugging Face cache, else downloaded into it:
     citekeeper.models.resolve_model). The revision is the hub commit, else a content hash of the directory.
@@ -187,16 +255,30 @@ def load_scorer(
         raise ModelUnavailable(missing_model_message(model, f"{type(exc).__name__}: {exc}")) from exc
     columns = canonical_columns(hf_model.config.id2label)
     revision = local.commit or _content_hash(local.path)
+    placement = resolve_device(device)
+    log.info(f"event=nli_device device={placement.device} precision={placement.precision} reason={placement.reason!r}")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     common = dict(
         model_id=model, revision=revision, tokenizer=tokenizer, columns=columns,
-        max_tokens=_max_tokens(tokenizer, hf_model.config), batch_size=batch_size, progress=progress,
-        backend=backend,
+        max_tokens=_max_tokens(tokenizer, hf_model.config), batch_size=batch_size or placement.default_batch,
+        progress=progress, backend=backend, placement=placement,
     )  # fmt: skip
     if backend == "torch":
-        return TorchScorer(**common, model=hf_model)
+        return TorchScorer(**common, model=_placed(hf_model, placement))
     cache = Path(onnx_cache_dir or Path.home() / ".cache" / "citekeeper" / "onnx")
     onnx_path = export_int8_onnx(hf_model, tokenizer, cache / _safe_name(f"{model}@{revision}"))
-    return OnnxScorer(**common, session=_onnx_session(onnx_path))
+    return OnnxScorer(**common, session=_onnx_session(onnx_path, placement))
+
+
+def _placed(hf_model, placement: Placement):
+    """The model on its device, in its precision."""
+    import torch
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[placement.precision]
+    return hf_model.to(device=placement.device, dtype=dtype)
 
 
 def _content_hash(directory: Path) -> str:
@@ -280,9 +362,18 @@ def _logits_only(model, names: list[str]):
     return LogitsOnly().eval()
 
 
-def _onnx_session(path: Path):
+def onnx_providers(placement: Placement, available: list[str]) -> list:
+    """The CUDA execution provider (on the placement's GPU) when ONNX Runtime has it, then the CPU's."""
+    if placement.is_cuda and "CUDAExecutionProvider" in available:
+        return [("CUDAExecutionProvider", {"device_id": int(placement.device.split(":")[1])}), "CPUExecutionProvider"]
+    if placement.is_cuda:
+        log.warning("event=nli_device_fallback backend=onnx reason='this onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu)'")
+    return ["CPUExecutionProvider"]
+
+
+def _onnx_session(path: Path, placement: Placement):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(path), options, providers=onnx_providers(placement, ort.get_available_providers()))
