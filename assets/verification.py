@@ -15,7 +15,7 @@ import polars as pl
 from assets.partitions import corpus_versions
 from citekeeper.language import LANGUAGE_ENV, validate_language
 from assets.resources import CitekeeperConfig
-from citekeeper.layout import StoreLayout, latest_run_dir
+from citekeeper.layout import StoreLayout, latest_run_dir, run_table_files
 from verifiers.engine import VerifySettings
 
 VERIFICATION = dg.AssetKey("verification")
@@ -101,7 +101,7 @@ def every_claim_has_one_status(
     run_dir = latest_run_dir(StoreLayout(citekeeper.store_path).runs_dir, context.partition_key)
     if run_dir is None:
         return dg.AssetCheckResult(passed=False, metadata={"reason": "no verification run for this version"})
-    verdicts = pl.read_parquet(run_dir / "claims.parquet", columns=["answer_id", "claim_id", "status"])
+    verdicts = pl.scan_parquet(run_table_files(run_dir, "claims")).select("answer_id", "claim_id", "status").collect()
     expected = AnswerStore(citekeeper.store_path).claims().select("answer_id", "claim_id")
     counts = expected.join(
         verdicts.filter(pl.col("status").is_in(CLAIM_STATUSES)).group_by("answer_id", "claim_id").len(),

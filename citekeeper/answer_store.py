@@ -33,6 +33,7 @@ from filelock import FileLock, Timeout
 
 from citekeeper.layout import StoreLayout
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
+from citekeeper.sharding import Shard
 from citekeeper.tables import empty
 from citekeeper.answers import READ_BATCH, LineError, ParsedAnswer, answer_rows, iter_answer_records
 
@@ -101,11 +102,15 @@ class AnswerSnapshot:
         """Rows of each answer's latest revision."""
         return self.scan(table).join(self._latest(), on=["answer_id", "revision"], how="semi").collect().sort(CURRENT_ORDER[table])
 
-    def current_batches(self, tables: tuple[str, ...], answers_per_batch: int = ANSWER_BATCH) -> Iterator[dict[str, pl.DataFrame]]:
+    def current_batches(
+        self, tables: tuple[str, ...], answers_per_batch: int = ANSWER_BATCH, shard: Shard | None = None
+    ) -> Iterator[dict[str, pl.DataFrame]]:
         """The current rows of `tables`, `answers_per_batch` answers at a time in answer_id order, all rows of an
-        answer in one batch. A batch is read through a range filter on answer_id (Parquet statistics skip the row
-        groups outside it), so memory is bounded by the batch, not by the store."""
+        answer in one batch; with `shard`, only the answers it owns. A batch is read through a range filter on
+        answer_id (Parquet statistics skip the row groups outside it), so memory is bounded by the batch."""
         latest = self._latest().sort("answer_id").collect()
+        if shard is not None:
+            latest = latest.filter(shard.owned("answer_id"))
         for offset in range(0, latest.height, answers_per_batch):
             batch = latest.slice(offset, answers_per_batch)
             in_range = pl.col("answer_id").is_between(pl.lit(batch["answer_id"][0]), pl.lit(batch["answer_id"][-1]))

@@ -131,7 +131,18 @@ def run_dir(out_dir: Path | str, version: str, run_id: str) -> Path:
     return Path(out_dir) / f"corpus_version={version}" / f"run_id={run_id}"
 
 
+def shard_run_dir(out_dir: Path | str, version: str, run_id: str, index: int, count: int) -> Path:
+    """Where one shard of a sharded verification run writes its tables and its tally."""
+    return run_dir(out_dir, version, run_id) / f"shard={index}-of-{count}"
+
+
+def run_table_files(directory: Path, table: str) -> list[Path]:
+    """The files of one table (pairs, claims, answers) of the run in `directory`: its own, or its shards'."""
+    whole = directory / f"{table}.parquet"
+    return [whole] if whole.exists() else sorted(directory.glob(f"shard=*/{table}.parquet"))
+
+
 def latest_run_dir(out_dir: Path | str, version: str) -> Path | None:
-    """The newest run_dir under `out_dir` for `version`."""
-    runs = sorted((Path(out_dir) / f"corpus_version={version}").glob("run_id=*"))
+    """The newest complete run_dir (it has its run.parquet, written last) under `out_dir` for `version`."""
+    runs = sorted(p.parent for p in (Path(out_dir) / f"corpus_version={version}").glob("run_id=*/run.parquet"))
     return runs[-1] if runs else None

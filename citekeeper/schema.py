@@ -421,6 +421,32 @@ NLI_RUNS = pa.schema(
     + _MODEL
 )
 
+# A sharded verification run: each shard writes its tables under <run>/shard=<i>-of-<n>/ with one tally row of
+# what the merge adds up into the run row (the numerators of the ratio metrics, the work counters) and the
+# 8-byte keys of the distinct (sentence, evidence) pairs it judged.
+NLI_SHARD_TALLY = pa.schema(
+    _RUN_KEYS
+    + [
+        pa.field("shard_index", pa.int32(), nullable=False),
+        pa.field("shard_count", pa.int32(), nullable=False),
+        pa.field("started_at", TIMESTAMP, nullable=False),
+        pa.field("n_answers", pa.int64(), nullable=False),
+        pa.field("n_claims", pa.int64(), nullable=False),
+        pa.field("n_needing_evidence", pa.int64(), nullable=False),
+        pa.field("n_covered", pa.int64(), nullable=False),
+        pa.field("n_citations", pa.int64(), nullable=False),
+        pa.field("n_citations_supporting", pa.int64(), nullable=False),
+        pa.field("n_citations_locatable", pa.int64(), nullable=False),
+        pa.field("n_traceable", pa.int64(), nullable=False),
+        pa.field("n_pairs", pa.int64(), nullable=False),
+        pa.field("cache_hits", pa.int64(), nullable=False),
+        pa.field("model_calls", pa.int64(), nullable=False),
+    ]
+    + _STATUS_COUNTS
+    + _MODEL
+)
+NLI_PAIR_KEYS = pa.schema([pa.field("pair", pa.uint64(), nullable=False), pa.field("lexical", pa.bool_(), nullable=False)])
+
 NLI_CACHE = pa.schema(
     [
         # the merge key of the LanceDB table (verifiers.verdict_cache): a digest of the four key columns below

@@ -25,7 +25,6 @@ makes a document internal_only makes a new version, whose rows carry the new sco
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -40,6 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from citekeeper import schema
+from citekeeper.sharding import Shard
 from citekeeper.store import (
     DEFAULT_LOCK_TIMEOUT,
     SORT_KEYS,
@@ -77,25 +77,6 @@ CHUNK_FIELDS = [f.name for f in fields(Chunk)]  # a chunk's own columns of the c
 
 class StrictIngestFailed(StoreError):
     """--strict and some files were quarantined; no version was committed."""
-
-
-@dataclass(frozen=True)
-class Shard:
-    index: int = 0
-    count: int = 1
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.index < self.count:
-            raise ValueError(f"shard index must be in [0, {self.count}), got {self.index}")
-
-    def owns(self, source_path: str) -> bool:
-        """Stable across runs and machines (unlike hash()), so a file always lands in one shard. By path, not
-        doc_id, so a shard knows its files before reading any (a doc_id may come from inside the file)."""
-        return int(hashlib.sha256(source_path.encode()).hexdigest()[:16], 16) % self.count == self.index
-
-    @property
-    def dirname(self) -> str:
-        return f"shard-{self.index:04d}-of-{self.count:04d}"
 
 
 @dataclass(frozen=True)

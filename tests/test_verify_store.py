@@ -23,7 +23,10 @@ from tests.chunk_frames import write_tree
 from verifiers.citation_status import check_citations
 from verifiers.nli import load_scorer
 from tests.random_models import save_random_nli_model
-from verifiers.verify_store import verify_store
+from citekeeper.layout import latest_run_dir
+from citekeeper.sharding import Shard
+from verifiers.verify_output import ShardsMissing, merge_shards
+from verifiers.verify_store import StoredRun, verify_store
 
 DOCS = {
     f"doc{d}.md": "\n\n".join(
@@ -134,6 +137,28 @@ def test_batched_run_equals_one_batch(world, tmp_path):
     timing = ["started_at", "duration_s", "cache_hits", "model_calls"]  # the second run is served by the cache
     assert batched.run.drop(timing).equals(whole.run.drop(timing))
     assert batched.run["n_unique_pairs"].item() > 0
+
+
+def test_sharded_run_equals_unsharded(world, tmp_path):
+    """Three answer shards, each verified on its own (as separate processes or pods would), then merged: the same
+    pairs, claims and answers row for row, and the same run metrics, as one unsharded run."""
+    scorer = load_scorer(str(world["model"]))
+    whole, _ = verify_store(world["store"].root, tmp_path / "one", version="v2", scorer=scorer, run_id="r")
+    with pytest.raises(ShardsMissing, match=r"shard\(s\) \[1, 2\] of 3"):
+        verify_store(world["store"].root, tmp_path / "sharded", version="v2", scorer=scorer, run_id="r", shard=Shard(0, 3))
+        merge_shards(tmp_path / "sharded", "v2", "r")
+    assert latest_run_dir(tmp_path / "sharded", "v2") is None  # not complete: no run row yet
+    shards = [verify_store(world["store"].root, tmp_path / "sharded", version="v2", scorer=scorer, run_id="r", shard=Shard(i, 3))[0]
+              for i in (1, 2)]  # fmt: skip
+    assert all(0 < s.run["n_answers"].item() < whole.run["n_answers"].item() for s in shards)  # each has some answers
+    run = merge_shards(tmp_path / "sharded", "v2", "r")
+    merged = StoredRun(run, latest_run_dir(tmp_path / "sharded", "v2"))
+    key = ["answer_id", "claim_id", "sentence_index", "citation_id"]
+    for table, order in (("pairs", key), ("claims", key[:2]), ("answers", key[:1])):
+        left, right = (r.read(table).drop("from_cache", strict=False).sort(order) for r in (merged, whole))
+        assert left.equals(right), table
+    timing = ["started_at", "duration_s", "cache_hits", "model_calls"]
+    assert merged.run.drop(timing).equals(whole.run.drop(timing))
 
 
 def run_cli(*args: str, env: dict | None = None):

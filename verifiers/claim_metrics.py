@@ -172,6 +172,10 @@ def answer_metrics(claims: pl.DataFrame) -> pl.DataFrame:
     return per_answer.with_columns(**METRICS).sort("answer_id")
 
 
+def run_totals_columns() -> list[str]:
+    return [*_COUNTS, *(f"n_{s}" for s in CLAIM_STATUSES), "n_answers", "n_traceable"]
+
+
 def run_totals(answers: pl.DataFrame) -> pl.DataFrame:
     """One row: the answer-level counts of answer_metrics summed. Totals of batches of answers add up."""
     return answers.select(

@@ -14,11 +14,12 @@ from datetime import datetime, timezone
 import polars as pl
 
 from citekeeper.identity import text_hash
-from citekeeper.schema import CLAIM_STATUSES, HOLDING_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
+from citekeeper.schema import CLAIM_STATUSES, HOLDING_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS, NLI_SHARD_TALLY
 from citekeeper.tables import conform
 from citekeeper.text import sentence_spans
 from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
-from verifiers.claim_metrics import CLAIM_KEY, aggregate_claims, answer_metrics, run_summary, run_totals
+from citekeeper.sharding import Shard
+from verifiers.claim_metrics import CLAIM_KEY, aggregate_claims, answer_metrics, run_summary, run_totals, run_totals_columns
 from verifiers.lexical import LexicalSettings, lexical_support
 from verifiers.nli import Scorer, model_key
 from verifiers.verdict_cache import VerdictCache, no_hits
@@ -81,7 +82,7 @@ def verify(
     started_at, clock = datetime.now(timezone.utc), time.perf_counter()
     run_id = run_id or new_run_id()
     frames, tally = verify_tables(claims, citations, corpus_version, scorer, settings, cache, run_id)
-    run = run_table(tally, run_id, corpus_version, started_at, time.perf_counter() - clock, scorer, settings)
+    run = run_table(tally, run_id, corpus_version, started_at, time.perf_counter() - clock, model_values(scorer, settings))
     return VerifyResult(frames["pairs"], frames["claims"], frames["answers"], run, run_stats(run))
 
 
@@ -96,7 +97,7 @@ def verify_tables(
 ) -> tuple[dict[str, pl.DataFrame], RunTally]:
     """The pairs, claims and answers tables (NLI_* schemas) of these answers and their RunTally. A run may verify
     its answers in batches, each answer's rows all in one call: the batches' tables and tallies add up."""
-    model = _model_columns(scorer, settings)
+    model = {name: pl.lit(value, pl.String) for name, value in model_values(scorer, settings).items()}
     evidence = resolve_spans(with_citation_columns(citations)).drop("chunk_text")
     sentences = claim_sentences(claims)
     pairs = sentences.join(evidence, on=CLAIM_KEY, how="inner")
@@ -127,6 +128,24 @@ class RunTally:
         counters = {name: self.counters.get(name, 0) + other.counters.get(name, 0) for name in self.counters.keys() | other.counters.keys()}
         return RunTally(pl.concat([self.totals, other.totals]), pl.concat([self.pair_keys, other.pair_keys]), counters)
 
+    def shard_row(self, run_id: str, corpus_version: str, shard: Shard, started_at: datetime, model: dict) -> pl.DataFrame:
+        """The NLI_SHARD_TALLY row of one shard of a run (its pair keys are stored beside it)."""
+        row = self.totals.sum().with_columns(
+            **{name: pl.lit(value, pl.Int64) for name, value in self.counters.items()},
+            **{name: pl.lit(value, pl.String) for name, value in model.items()},
+            run_id=pl.lit(run_id), corpus_version=pl.lit(corpus_version), started_at=pl.lit(started_at),
+            shard_index=pl.lit(shard.index), shard_count=pl.lit(shard.count),
+        )  # fmt: skip
+        return conform(row, NLI_SHARD_TALLY)
+
+    @classmethod
+    def of_shards(cls, rows: pl.DataFrame, pair_keys: pl.DataFrame) -> RunTally:
+        counters = {name: rows[name].sum() for name in _COUNTERS}
+        return cls(rows.select(run_totals_columns()), pair_keys, counters)
+
+
+_COUNTERS = ("n_pairs", "cache_hits", "model_calls")
+
 
 def run_table(
     tally: RunTally,
@@ -134,8 +153,7 @@ def run_table(
     corpus_version: str,
     started_at: datetime,
     duration_s: float,
-    scorer: Scorer | None,
-    settings: VerifySettings,
+    model: dict[str, str | None],
 ) -> pl.DataFrame:
     """The run's one row (NLI_RUNS) from the tally of all its batches: totals and metrics over the answers,
     distinct pairs and lexical decisions over the pair keys, the counters summed."""
@@ -144,7 +162,7 @@ def run_table(
     )
     run = run_summary(tally.totals, {**tally.counters, **distinct.row(0, named=True)}, started_at, duration_s)
     keys = {"run_id": pl.lit(run_id), "corpus_version": pl.lit(corpus_version)}
-    return conform(run.with_columns(**keys, **_model_columns(scorer, settings)), NLI_RUNS)
+    return conform(run.with_columns(**keys, **{name: pl.lit(value, pl.String) for name, value in model.items()}), NLI_RUNS)
 
 
 def run_stats(run: pl.DataFrame) -> dict[str, int]:
@@ -161,13 +179,14 @@ def with_citation_columns(citations: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _model_columns(scorer: Scorer | None, settings: VerifySettings) -> dict[str, pl.Expr]:
+def model_values(scorer: Scorer | None, settings: VerifySettings) -> dict[str, str | None]:
+    """The model columns every verification table records."""
     return {
-        "model_id": pl.lit(scorer.model_id if scorer else None, dtype=pl.String),
-        "model_revision": pl.lit(scorer.revision if scorer else None, dtype=pl.String),
-        "backend": pl.lit(scorer.backend if scorer else None, dtype=pl.String),
-        "precision": pl.lit(scorer.precision if scorer else None, dtype=pl.String),
-        "thresholds": pl.lit(settings.key()),
+        "model_id": scorer.model_id if scorer else None,
+        "model_revision": scorer.revision if scorer else None,
+        "backend": scorer.backend if scorer else None,
+        "precision": scorer.precision if scorer else None,
+        "thresholds": settings.key(),
     }
 
 

@@ -25,7 +25,7 @@ from html import escape
 import polars as pl
 
 from citekeeper.answer_store import AnswerStore
-from citekeeper.layout import latest_run_dir
+from citekeeper.layout import latest_run_dir, run_table_files
 from citekeeper.schema import CHUNK_DIFF, CITATION_STATUS, CITATION_STATUSES, CITATIONS, DOC_DIFF, NLI_CLAIMS
 from citekeeper.tables import empty, read_parquet
 from verifiers.citation_status import judge_citations
@@ -187,8 +187,8 @@ def _verification(store, versions: pl.DataFrame) -> pl.DataFrame:
     frames = [pl.DataFrame(schema=VERIFICATION_SCHEMA)]
     for version in versions["version"].unique().sort():
         run = latest_run_dir(store.layout.runs_dir, version)
-        if run is not None and (run / "claims.parquet").exists():
-            claims = read_parquet(run / "claims.parquet", NLI_CLAIMS)
+        for path in run_table_files(run, "claims") if run is not None else []:
+            claims = read_parquet(path, NLI_CLAIMS)
             frames.append(claims.select(*IN_USE, "claim_id", verification="status", version=pl.lit(version)))
     return pl.concat(frames)
 

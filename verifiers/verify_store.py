@@ -16,7 +16,9 @@ from citekeeper.answer_store import ANSWER_BATCH, AnswerStore
 from citekeeper.store import CorpusStore
 from citekeeper.schema import CITATIONS, CLAIM_STATUSES, CLAIMS
 from citekeeper.tables import empty, read_parquet
-from verifiers.engine import TABLES, VerifySettings, new_run_id, run_stats, run_table, verify_tables
+from citekeeper.layout import run_table_files
+from citekeeper.sharding import Shard
+from verifiers.engine import TABLES, VerifySettings, model_values, new_run_id, run_stats, run_table, verify_tables
 from verifiers.evidence import EVIDENCE_CHUNK_COLUMNS, answers_from_file, citation_evidence, read_citation_status
 from verifiers.nli import Scorer
 from verifiers.verdict_cache import VerdictCache
@@ -25,11 +27,11 @@ from verifiers.verify_output import RunWriter
 
 @dataclass(frozen=True)
 class StoredRun:
-    """A verification run written to Parquet: its run row in memory, its tables read on demand (at a million
-    answers, read the columns you need from `paths` instead)."""
+    """A verification run (or a shard of one) written to Parquet: its run row in memory, its tables read on demand
+    (at a million answers, scan the columns you need from the files instead)."""
 
     run: pl.DataFrame
-    paths: dict[str, Path]
+    directory: Path  # the run's directory (the shard's, for a shard)
 
     @property
     def stats(self) -> dict[str, int]:
@@ -39,7 +41,7 @@ class StoredRun:
         return {status: self.run[f"n_{status}"].item() for status in CLAIM_STATUSES}
 
     def read(self, table: str) -> pl.DataFrame:
-        return read_parquet(self.paths[table], TABLES[table])
+        return pl.concat([read_parquet(path, TABLES[table]) for path in run_table_files(self.directory, table)])
 
     @property
     def pairs(self) -> pl.DataFrame:
@@ -63,11 +65,15 @@ def verify_store(
     settings: VerifySettings = VerifySettings(),
     run_id: str | None = None,
     answers_per_batch: int = ANSWER_BATCH,
+    shard: Shard | None = None,
 ) -> tuple[StoredRun, dict[str, Path]]:
     """Verify the current answers (or those of `answers_file`) against `version` (default: the latest) and
     write the Parquet tables; verdicts are cached under <store>/verify/cache. The answers are verified
     `answers_per_batch` at a time, each batch reading only the chunks its citations resolve to and written as it
-    is done: memory is bounded by a batch."""
+    is done: memory is bounded by a batch.
+
+    With `shard`, only the answers it owns (verifiers.verify_output.merge_shards makes the run row once every
+    shard of the run_id has finished); the returned run row is the shard's own."""
     started_at, clock = datetime.now(timezone.utc), time.perf_counter()
     store = store_root if isinstance(store_root, CorpusStore) else CorpusStore(store_root)
     version = store.version_or_latest(version)
@@ -79,26 +85,35 @@ def verify_store(
         return store.read_chunks(version, columns=EVIDENCE_CHUNK_COLUMNS, chunk_ids=chunk_ids)
 
     tallies = []
-    with RunWriter(out_dir, version, run_id) as out:
-        for claims, citations in _answer_batches(store, answers_file, answers_per_batch):
+    with RunWriter(out_dir, version, run_id, shard) as out:
+        for claims, citations in _answer_batches(store, answers_file, answers_per_batch, shard):
             evidence = citation_evidence(citations, status, read_chunks)
             frames, tally = verify_tables(claims, evidence, version, scorer, settings, cache, run_id)
             out.write(frames)
             tallies.append(tally)
             if cache is not None:
                 cache.flush(run_id)  # a run stopped midway keeps the verdicts of its finished batches
-        run = run_table(reduce(lambda a, b: a + b, tallies), run_id, version, started_at, time.perf_counter() - clock, scorer, settings)
-        paths = out.finish(run)
-    return StoredRun(run, paths), paths
+        tally, model = reduce(lambda a, b: a + b, tallies), model_values(scorer, settings)
+        run = run_table(tally, run_id, version, started_at, time.perf_counter() - clock, model)
+        if shard is None:
+            paths = out.finish(run)
+        else:
+            paths = out.finish_shard(tally.shard_row(run_id, version, shard, started_at, model), tally.pair_keys)
+    return StoredRun(run, out.directory), paths
 
 
-def _answer_batches(store: CorpusStore, answers_file: Path | str | None, answers_per_batch: int) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
+def _answer_batches(
+    store: CorpusStore, answers_file: Path | str | None, answers_per_batch: int, shard: Shard | None
+) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
     """(claims, citations) of the current answers, a batch at a time, at least one (maybe empty); an answers file
     is one batch (it is read whole to report its bad lines before anything runs)."""
     if answers_file is not None:
-        yield answers_from_file(answers_file)
+        claims, citations = answers_from_file(answers_file)
+        if shard is not None:
+            claims, citations = claims.filter(shard.owned("answer_id")), citations.filter(shard.owned("answer_id"))
+        yield claims, citations
         return
-    batches = AnswerStore(store.root).snapshot().current_batches(("claims", "citations"), answers_per_batch)
+    batches = AnswerStore(store.root).snapshot().current_batches(("claims", "citations"), answers_per_batch, shard)
     first = next(batches, {"claims": empty(CLAIMS), "citations": empty(CITATIONS)})
     for batch in itertools.chain([first], batches):
         yield batch["claims"], batch["citations"]
