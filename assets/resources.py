@@ -26,6 +26,8 @@ class CitekeeperConfig(dg.ConfigurableResource):
     # hub id or local dir; "auto": the default model of `language`; None runs the model-free tiers only
     nli_model: str | None = None
     nli_backend: str = "torch"
+    nli_device: str = "auto"  # auto | cpu | cuda | cuda:N (verifiers.devices); auto takes a GPU torch sees
+    nli_threads: int | None = None  # torch intra-op threads; None: torch's default, one per core
     # auto (detected from each version's chunk texts) | en | zh | multi; picks the model when nli_model="auto"
     language: str = "auto"
     max_chunk_chars: int = ParseConfig.max_chunk_chars

@@ -6,6 +6,7 @@ cache under <store>/verify/cache makes a re-run after a document update score on
 
 import hashlib
 import os
+from datetime import timezone
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -45,49 +46,61 @@ CODE_VERSION = code_version()
     description="Claim-level NLI verification of every registered answer against the corpus version.",
 )
 def verification(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
-    from citekeeper.language import choose_nli_model, sample_store_texts
-    from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
     from verifiers.verify_store import verify_store
 
-    version = context.partition_key
     store = citekeeper.corpus_store()
-    scorer = choice = None
-    if citekeeper.nli_model:
-        # "auto": the default model of the language setting, or of the language detected from the version
-        explicit = None if citekeeper.nli_model.strip().lower() == "auto" else citekeeper.nli_model
-        choice = choose_nli_model(explicit, citekeeper.language, lambda: sample_store_texts(store, version),
-                                  explicit="nli_model", source=f"corpus version {version}")  # fmt: skip
-        context.log.info(f"event=nli_model_chosen model={choice.model!r} language={choice.language} "
-                         f"setting={choice.setting} reason={choice.reason!r}")  # fmt: skip
-        try:
-            scorer = load_scorer(choice.model, citekeeper.nli_backend,
-                                 onnx_cache_dir=store.layout.onnx_dir)  # fmt: skip
-        except (ModelUnavailable, LabelSetError) as exc:
-            raise dg.Failure(f"{exc}\n(NLI model chosen: {choice.reason})") from exc
-    else:
-        context.log.warning("event=no_nli_model tiers=anchoring,lexical reason='no NLI model configured (nli_model)'")
-    result, paths = verify_store(store, store.layout.runs_dir, version=version, scorer=scorer)
-    run = result.run.row(0, named=True)
-    return dg.MaterializeResult(
-        metadata={
-            "corpus_version": version,
-            "run_id": run["run_id"],
-            "output_dir": str(paths["claims"].parent),
-            "model": f"{run['model_id']}@{run['model_revision']} ({run['backend']})" if run["model_id"] else "none",
-            "model_choice": choice.reason if choice else "no NLI model configured (nli_model unset)",
-            "language_setting": citekeeper.language,
-            "language": (choice.language if choice else None) or "n/a",
-            "thresholds": run["thresholds"],
-            "status_counts": dg.MetadataValue.json(result.status_counts()),
-            "n_claims": run["n_claims"],
-            "supported_rate": run["supported_rate"] if run["supported_rate"] is not None else "n/a",
-            "traceability_rate": run["traceability_rate"] if run["traceability_rate"] is not None else "n/a",
-            "model_calls": run["model_calls"],
-            "cache_hits": run["cache_hits"],
-            "lexical_decisions": run["lexical_decisions"],
-            "duration_s": round(run["duration_s"], 3),
-        }
-    )
+    scorer, choice = configured_scorer(context.log, citekeeper, store, context.partition_key)
+    result, _ = verify_store(store, store.layout.runs_dir, version=context.partition_key, scorer=scorer)
+    return dg.MaterializeResult(metadata=run_metadata(result.run, result.directory, citekeeper, choice))
+
+
+def configured_scorer(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, store, version: str):
+    """(scorer, model choice) of the resource's NLI settings for `version`; (None, None) without a model."""
+    from citekeeper.language import choose_nli_model, sample_store_texts
+    from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
+
+    if not citekeeper.nli_model:
+        log.warning("event=no_nli_model tiers=anchoring,lexical reason='no NLI model configured (nli_model)'")
+        return None, None
+    # "auto": the default model of the language setting, or of the language detected from the version
+    explicit = None if citekeeper.nli_model.strip().lower() == "auto" else citekeeper.nli_model
+    choice = choose_nli_model(explicit, citekeeper.language, lambda: sample_store_texts(store, version),
+                              explicit="nli_model", source=f"corpus version {version}")  # fmt: skip
+    log.info(f"event=nli_model_chosen model={choice.model!r} language={choice.language} "
+             f"setting={choice.setting} reason={choice.reason!r}")  # fmt: skip
+    try:
+        scorer = load_scorer(choice.model, citekeeper.nli_backend, onnx_cache_dir=store.layout.onnx_dir,
+                             device=citekeeper.nli_device, threads=citekeeper.nli_threads)  # fmt: skip
+    except (ModelUnavailable, LabelSetError) as exc:
+        raise dg.Failure(f"{exc}\n(NLI model chosen: {choice.reason})") from exc
+    log.info(f"event=nli_device device={scorer.placement.device} precision={scorer.precision} "
+             f"reason={scorer.placement.reason!r}")  # fmt: skip
+    return scorer, choice
+
+
+def run_metadata(run_row: pl.DataFrame, directory: Path, citekeeper: CitekeeperConfig, choice) -> dict:
+    """The materialization metadata of a verification run (its run row, unsharded or merged)."""
+    from citekeeper.schema import CLAIM_STATUSES
+
+    run = run_row.row(0, named=True)
+    return {
+        "corpus_version": run["corpus_version"],
+        "run_id": run["run_id"],
+        "output_dir": str(directory),
+        "model": f"{run['model_id']}@{run['model_revision']} ({run['backend']}, {run['precision']})" if run["model_id"] else "none",
+        "model_choice": choice.reason if choice else "no NLI model configured (nli_model unset)",
+        "language_setting": citekeeper.language,
+        "language": (choice.language if choice else None) or "n/a",
+        "thresholds": run["thresholds"],
+        "status_counts": dg.MetadataValue.json({status: run[f"n_{status}"] for status in CLAIM_STATUSES}),
+        "n_claims": run["n_claims"],
+        "supported_rate": run["supported_rate"] if run["supported_rate"] is not None else "n/a",
+        "traceability_rate": run["traceability_rate"] if run["traceability_rate"] is not None else "n/a",
+        "model_calls": run["model_calls"],
+        "cache_hits": run["cache_hits"],
+        "lexical_decisions": run["lexical_decisions"],
+        "duration_s": round(run["duration_s"], 3),
+    }
 
 
 @dg.asset_check(asset=VERIFICATION, partitions_def=corpus_versions, blocking=True,
@@ -119,3 +132,62 @@ def every_claim_has_one_status(
             "run_dir": str(run_dir),
         },
     )
+
+
+# ---------------------------------------------------------------------- verification sharded by answer
+
+
+# Static, like the ingest shards: an answer's shard is a stable hash of its answer_id mod n. Set
+# CITEKEEPER_VERIFY_SHARDS before the code location loads.
+N_VERIFY_SHARDS = int(os.environ.get("CITEKEEPER_VERIFY_SHARDS", "2"))
+SHARDED_VERIFY_JOB = "citekeeper_verify_sharded"
+
+
+def sharded_run_id(context: dg.OpExecutionContext) -> str:
+    """One verification run id for every step of a Dagster run (each shard step may be its own process or pod):
+    the run's creation time, in the form of verifiers.engine.new_run_id, so runs sort by time."""
+    created = context.instance.get_run_record_by_id(context.run_id).create_timestamp
+    return f"{created.astimezone(timezone.utc):%Y%m%dT%H%M%S%f}Z-{context.run_id[:8]}"
+
+
+def _verify_shard_op(index: int) -> dg.OpDefinition:
+    @dg.op(name=f"verify_answer_shard_{index}", out=dg.Out(dg.Nothing),
+           description=f"Verify answer shard {index} of {N_VERIFY_SHARDS} against the partition's corpus version.")
+    def verify_answer_shard(context: dg.OpExecutionContext, citekeeper: CitekeeperConfig) -> None:
+        from citekeeper.sharding import Shard
+        from verifiers.verify_store import verify_store
+
+        store, version = citekeeper.corpus_store(), context.partition_key
+        scorer, _ = configured_scorer(context.log, citekeeper, store, version)
+        result, _ = verify_store(store, store.layout.runs_dir, version=version, scorer=scorer,
+                                 run_id=sharded_run_id(context), shard=Shard(index, N_VERIFY_SHARDS))  # fmt: skip
+        run = result.run.row(0, named=True)
+        context.log.info(f"event=verify_shard_done version={version} shard={index}/{N_VERIFY_SHARDS} "
+                         f"answers={run['n_answers']} claims={run['n_claims']} model_calls={run['model_calls']}")  # fmt: skip
+
+    return verify_answer_shard
+
+
+VERIFY_SHARD_OPS = [_verify_shard_op(index) for index in range(N_VERIFY_SHARDS)]
+
+
+@dg.op(ins={f"shard_{index}": dg.In(dg.Nothing) for index in range(N_VERIFY_SHARDS)},
+       description="Merge the shards' run metrics into the run row: the partition verification[version].")
+def merge_verification_shards(context: dg.OpExecutionContext, citekeeper: CitekeeperConfig) -> None:
+    from verifiers.verify_output import merge_shards
+
+    runs_dir, run_id = StoreLayout(citekeeper.store_path).runs_dir, sharded_run_id(context)
+    run = merge_shards(runs_dir, context.partition_key, run_id)
+    directory = latest_run_dir(runs_dir, context.partition_key)
+    context.log_event(dg.AssetMaterialization(VERIFICATION, partition=context.partition_key,
+                                              metadata=run_metadata(run, directory, citekeeper, None)))
+
+
+@dg.job(
+    name=SHARDED_VERIFY_JOB,
+    partitions_def=corpus_versions,
+    description="Verify every answer shard of a corpus version in one run: the shards in parallel (one process, "
+    "or pod, each; they share the verdict cache), then the merge of their run metrics.",
+)
+def verify_sharded_job():
+    merge_verification_shards(**{f"shard_{index}": op() for index, op in enumerate(VERIFY_SHARD_OPS)})

@@ -18,6 +18,7 @@ from parsers.ingest import config_hash, latest_if_equal, tree_hash
 from parsers.discover import discover_sources
 from citekeeper.retention import gc
 from assets.resources import STORE_WRITER_POOL, STORE_WRITER_TAG, CitekeeperConfig
+from assets.verification import verify_sharded_job
 
 WRITER_TAGS = {
     STORE_WRITER_TAG: "1",
@@ -180,6 +181,6 @@ def weekly_gc_schedule(context: dg.ScheduleEvaluationContext, citekeeper: Citeke
                          tags={"citekeeper/trigger": "schedule"})
 
 
-jobs = [pipeline_job, ingest_job, shard_stage_job, shard_commit_job, ingest_sharded_job, gc_job]
+jobs = [pipeline_job, ingest_job, shard_stage_job, shard_commit_job, ingest_sharded_job, verify_sharded_job, gc_job]
 schedules = [nightly_reindex_schedule, weekly_gc_schedule]
 sensors = [source_change_sensor]

@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from citekeeper.language import ENGLISH, MULTILINGUAL, ModelChoice
+from citekeeper.schema import CLAIM_STATUSES
 from pipelines.cli_common import language_option, store_option
 
 
@@ -30,7 +31,15 @@ from pipelines.cli_common import language_option, store_option
               help="Output directory: <out>/corpus_version=<v>/run_id=<r>/{pairs,claims,answers,run}.parquet")  # fmt: skip
 @click.option("--fail-under", type=click.FloatRange(0.0, 1.0), default=None,
               help="Exit 1 when the share of supported claims is below RATE.")  # fmt: skip
-@click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=None,
+              help="Pairs per forward pass to start from (halved on out-of-memory). [default: 32 on the CPU, 256 on a GPU]")
+@click.option("--device", default="auto", show_default=True,
+              help="auto|cpu|cuda|cuda:N; auto takes a GPU when torch sees one (bf16 or fp16 there), else the CPU.")
+@click.option("--threads", type=click.IntRange(1), default=None, help="torch intra-op threads. [default: torch's, one per core]")
+@click.option("--shard", "shard_spec", default=None, metavar="I/N",
+              help="Verify only answer shard I of N (a stable hash of answer_id); run every shard with the same "
+                   "--run-id, then `citekeeper verify-merge`.")  # fmt: skip
+@click.option("--run-id", default=None, help="The run's id (default: a new timestamp); the shards of one run share it.")
 def verify_command(
     store_dir: Path,
     version: str | None,
@@ -41,7 +50,11 @@ def verify_command(
     no_model: bool,
     out_dir: Path,
     fail_under: float | None,
-    batch_size: int,
+    batch_size: int | None,
+    device: str,
+    threads: int | None,
+    shard_spec: str | None,
+    run_id: str | None,
 ) -> None:
     """Check every claim against its cited evidence (anchoring, lexical fast path, NLI) and write Parquet."""
     from citekeeper.language import choose_nli_model, sample_store_texts
@@ -50,8 +63,16 @@ def verify_command(
     from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
     from verifiers.verify_store import verify_store
 
+    from citekeeper.sharding import Shard
+
     if no_model and model:
         raise click.UsageError("--model and --no-model exclude each other")
+    try:
+        shard = Shard.parse(shard_spec) if shard_spec else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--shard") from None
+    if shard is not None and run_id is None:
+        raise click.UsageError("--shard needs --run-id: every shard of one run writes under the same run id")
     store = CorpusStore.from_env(store_dir)
     try:
         version = store.version_or_latest(version)
@@ -64,18 +85,28 @@ def verify_command(
         click.echo(f"NLI model: {choice.describe()}")
         try:
             scorer = load_scorer(choice.model, backend, onnx_cache_dir=store.layout.onnx_dir,
-                                 batch_size=batch_size, progress=True)  # fmt: skip
+                                 batch_size=batch_size, progress=True, device=device, threads=threads)  # fmt: skip
         except (ModelUnavailable, LabelSetError) as exc:
             hint = "" if model else (
                 f"\n(chosen as the {choice.reason}; --language en|zh|multi or --model overrides the choice)"
             )
             raise click.ClickException(f"{exc}{hint}") from exc
+        click.echo(f"device: {scorer.placement.device}, {scorer.precision} ({scorer.placement.reason})")
     try:
-        result, paths = verify_store(store, out_dir, version=version, answers_file=answers_file, scorer=scorer)
+        result, paths = verify_store(store, out_dir, version=version, answers_file=answers_file, scorer=scorer,
+                                     run_id=run_id, shard=shard)  # fmt: skip
     except (StoreError, AnswersFileError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     run = result.run.row(0, named=True)
     click.echo(_summary(run, result.status_counts(), paths, choice))
+    if shard is not None:
+        click.echo(f"shard {shard.index}/{shard.count} of run {run['run_id']}: merge with `citekeeper verify-merge "
+                   f"--out {out_dir} --version {version} --run-id {run['run_id']}` once every shard has run")
+        return
+    _fail_under(run, fail_under)
+
+
+def _fail_under(run: dict, fail_under: float | None) -> None:
     rate = run["supported_rate"]
     if fail_under is not None and rate is not None and rate < fail_under:
         click.echo(f"FAIL: supported-claim rate {rate:.3f} is below --fail-under {fail_under}", err=True)
@@ -102,4 +133,24 @@ def _summary(run: dict, counts: dict[str, int], paths: dict[str, Path], choice: 
     return "\n".join(lines)
 
 
-COMMANDS = [verify_command]
+@click.command("verify-merge")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="The shards' --out.")
+@click.option("--version", required=True, help="The shards' corpus version.")
+@click.option("--run-id", required=True, help="The shards' --run-id.")
+@click.option("--fail-under", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Exit 1 when the share of supported claims is below RATE.")  # fmt: skip
+def verify_merge_command(out_dir: Path, version: str, run_id: str, fail_under: float | None) -> None:
+    """Merge the shards of a sharded `verify` run into its run row (run.parquet), once every shard has run."""
+    from citekeeper.layout import run_dir
+    from verifiers.verify_output import ShardsMissing, merge_shards
+
+    try:
+        run = merge_shards(out_dir, version, run_id).row(0, named=True)
+    except ShardsMissing as exc:
+        raise click.ClickException(str(exc)) from exc
+    counts = {status: run[f"n_{status}"] for status in CLAIM_STATUSES}
+    click.echo(_summary(run, counts, {"claims": run_dir(out_dir, version, run_id) / "claims.parquet"}))
+    _fail_under(run, fail_under)
+
+
+COMMANDS = [verify_command, verify_merge_command]

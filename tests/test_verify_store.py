@@ -183,6 +183,27 @@ def test_cli_no_model_fail_under_and_missing_model(world, tmp_path):
     assert unknown.exit_code == 1 and "v9" in unknown.output
 
 
+def test_cli_shards_and_merge(world, tmp_path):
+    """`verify --shard I/N --run-id R` per shard on the CPU, then `verify-merge`: the run row of an unsharded run."""
+    store, out = str(world["store"].root), tmp_path / "cli"
+    args = ["--store", store, "--out", str(out), "--model", str(world["model"]), "--device", "cpu", "--threads", "1"]
+    assert "needs --run-id" in run_cli(*args, "--shard", "0/2").output
+    assert "I/N" in run_cli(*args, "--shard", "2/2", "--run-id", "r").output
+    first = run_cli(*args, "--shard", "0/2", "--run-id", "r")
+    assert first.exit_code == 0, first.output
+    assert "device: cpu, fp32" in first.output and "verify-merge" in first.output
+    early = CliRunner().invoke(main, ["verify-merge", "--out", str(out), "--version", "v2", "--run-id", "r"])
+    assert early.exit_code == 1 and "shard(s) [1] of 2 have not finished" in early.output
+    assert run_cli(*args, "--shard", "1/2", "--run-id", "r").exit_code == 0
+    merged = CliRunner().invoke(main, ["verify-merge", "--out", str(out), "--version", "v2", "--run-id", "r", "--fail-under", "0.0"])
+    assert merged.exit_code == 0, merged.output
+    assert run_cli(*args, "--run-id", "whole").exit_code == 0
+    runs = {r: pl.read_parquet(out / "corpus_version=v2" / f"run_id={r}" / "run.parquet") for r in ("r", "whole")}
+    varying = ["run_id", "started_at", "duration_s", "cache_hits", "model_calls"]
+    assert runs["r"].drop(varying).equals(runs["whole"].drop(varying))
+    assert runs["r"]["n_claims"].item() == AnswerStore(store).claims().height
+
+
 def test_cli_with_local_model_and_answers_file(world, tmp_path):
     out = tmp_path / "cli"
     args = ["--store", str(world["store"].root), "--out", str(out), "--model", str(world["model"]), "--version", "v1"]
@@ -213,3 +234,27 @@ def test_dagster_asset_and_check(world):
     assert len(checks) == 1 and checks[0].passed
     assert checks[0].metadata["n_without_exactly_one_status"].value == 0
     assert {"model_calls", "cache_hits", "duration_s"} <= set(metadata)
+
+
+def test_dagster_sharded_verification_job(world):
+    """citekeeper_verify_sharded: one step per answer shard, then the merge, recorded as the verification
+    partition; its run is the latest complete run of the version and equals an unsharded run."""
+    from assets.resources import CitekeeperConfig
+    from assets.verification import N_VERIFY_SHARDS, SHARDED_VERIFY_JOB, verify_sharded_job
+
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("corpus_version", ["v2"])
+    config = CitekeeperConfig(store_dir=str(world["store"].root), nli_model=str(world["model"]), nli_device="cpu")
+    job = dg.Definitions(jobs=[verify_sharded_job], resources={"citekeeper": config}).resolve_job_def(SHARDED_VERIFY_JOB)
+    result = job.execute_in_process(partition_key="v2", instance=instance)
+    assert result.success and N_VERIFY_SHARDS == 2
+    metadata = result.asset_materializations_for_node("merge_verification_shards")[0].metadata
+    run_dir = Path(metadata["output_dir"].value)
+    assert sorted(p.name for p in run_dir.glob("shard=*")) == ["shard=0-of-2", "shard=1-of-2"]
+    unsharded, _ = verify_store(world["store"].root, world["base"] / "unsharded", version="v2", scorer=load_scorer(str(world["model"])))
+    merged = StoredRun(pl.read_parquet(run_dir / "run.parquet"), run_dir)
+    assert merged.read("claims").drop("run_id").sort("answer_id", "claim_id").equals(
+        unsharded.read("claims").drop("run_id").sort("answer_id", "claim_id")
+    )
+    assert metadata["n_claims"].value == AnswerStore(world["store"].root).claims().height
+    assert latest_run_dir(world["store"].layout.runs_dir, "v2") == run_dir  # what the asset check reads
