@@ -19,6 +19,11 @@ DEBERTA_V3_XSMALL = dict(
     position_biased_input=False, max_relative_positions=-1, layer_norm_eps=1e-7, pooler_hidden_size=384,
     pooler_dropout=0, pooler_hidden_act="gelu",
 )  # fmt: skip
+DEBERTA_V3 = {  # the real shapes of DeBERTa-v3 xsmall (the default model's) and base
+    "deberta-v3-xsmall": DEBERTA_V3_XSMALL,
+    "deberta-v3-base": {**DEBERTA_V3_XSMALL, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072,
+                        "pooler_hidden_size": 768},
+}  # fmt: skip
 CROSS_ENCODER_LABELS = {0: "contradiction", 1: "entailment", 2: "neutral"}
 TINY_BERT = dict(
     hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
@@ -75,7 +80,8 @@ def save_random_nli_model(
 ) -> Path:
     """Save a random-weight sequence-classification model + tokenizer to `directory`; returns it.
 
-    architecture "bert": a tiny BERT (fast, for tests); "deberta-v3-xsmall": the default model's real shape.
+    architecture "bert": a tiny BERT (fast, for tests); "deberta-v3-xsmall" (the default model's) or
+    "deberta-v3-base": the real shapes.
     favour_label: raise the classifier bias of that label so it wins on every input (a known verdict that
     only comes out right if the label order is read correctly).
     """
@@ -87,9 +93,9 @@ def save_random_nli_model(
     if architecture == "bert":
         tokenizer = build_tokenizer(texts, vocab_size=500, model_max_length=TINY_BERT["max_position_embeddings"])
         config = BertConfig(vocab_size=len(tokenizer), **TINY_BERT, **labels)
-    elif architecture == "deberta-v3-xsmall":
+    elif architecture in DEBERTA_V3:
         tokenizer = build_tokenizer(texts, vocab_size=8000, model_max_length=512)
-        config = DebertaV2Config(**DEBERTA_V3_XSMALL, **labels)
+        config = DebertaV2Config(**DEBERTA_V3[architecture], **labels)
     else:
         raise ValueError(f"unknown architecture {architecture!r}")
     torch.manual_seed(seed)

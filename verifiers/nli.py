@@ -232,10 +232,11 @@ def load_scorer(
     progress: bool = False,
     device: str | None = "auto",
     threads: int | None = None,
+    precision: str | None = None,
 ) -> HFScorer:
     """Load `model` for `backend` on `device` (verifiers.devices.resolve_device); raises ModelUnavailable /
     LabelSetError. `batch_size` defaults to the device's starting size; `threads` sets torch's intra-op threads
-    (default: torch's own, one per core).
+    (default: torch's own, one per core); `precision` overrides the device's (torch backend).
 
     `model` is a local directory or a hub id (from the local Hugging Face cache, else downloaded into it:
     citekeeper.models.resolve_model). The revision is the hub commit, else a content hash of the directory.
@@ -255,7 +256,7 @@ def load_scorer(
         raise ModelUnavailable(missing_model_message(model, f"{type(exc).__name__}: {exc}")) from exc
     columns = canonical_columns(hf_model.config.id2label)
     revision = local.commit or _content_hash(local.path)
-    placement = resolve_device(device)
+    placement = resolve_device(device, precision=precision)
     log.info(f"event=nli_device device={placement.device} precision={placement.precision} reason={placement.reason!r}")
     if threads:
         import torch
