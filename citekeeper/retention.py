@@ -16,14 +16,14 @@ Outputs of versions that no longer exist (left by an earlier, interrupted gc) go
 Then the LanceDB tables. Each kept version is a tagged table version, and the oldest kept one still holds,
 besides its live rows, every fragment appended since the table began with the rows later commits deleted;
 compacting the head (LanceDB's optimize) would not touch what the kept tags reference. So gc rewrites the kept
-window: it restores the oldest kept version, compacts it (deleted rows materialised away, small fragments
-merged, indices remapped and merged), then replays each next kept version as its delta (delete the documents
-whose rows changed, append their new rows: the rows whose row address is not in the previous kept version),
-moving each version's tag to its new table version. The latest version's delta fragments are compacted into
-one (its doc_id index merged into one segment), so the version read most is the base plus one fragment. Every
-table version that no kept tag references is then cleaned up (Lance's cleanup_old_versions: LanceDB's
-Table.optimize refuses to clean up when old versions are tagged). The store ends as one compact copy of the oldest
-kept version plus the changes of the kept window. The rewrite runs when a tag went (a version pruned now or by an
+window around the latest version, the one read most: it writes the latest version's rows back in the order
+reads sort them into (SORT_KEYS, a batch at a time) and compacts them (a fresh doc_id index, one segment), then
+makes each older kept version, newest first, from that base: delete the documents whose rows differ between it
+and the latest (rows whose row address is in one and not the other), append their rows as of that version.
+Each version's tag moves to its new table version. Every table version that no kept tag references is then
+cleaned up (Lance's cleanup_old_versions: LanceDB's Table.optimize refuses to clean up when old versions are
+tagged). The store ends as one compact, sorted copy of the latest version plus, per older kept version, the
+rows of the documents changed since it. The rewrite runs when a tag went (a version pruned now or by an
 interrupted gc) or an earlier rewrite did not finish; with nothing to prune, gc only cleans up.
 
 Crash safety. gc holds the store's writer lock (and the answer store's lock while it decides what is cited and
@@ -44,11 +44,11 @@ from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
-from itertools import pairwise
 from pathlib import Path
 
 import filelock
 import polars as pl
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
@@ -57,16 +57,18 @@ from citekeeper.locations import is_remote, parquet_filesystem
 from citekeeper.store import (
     DEFAULT_LOCK_TIMEOUT,
     DOC_ID_INDEX,
+    SORT_KEYS,
     EXPORTS,
     TABLES,
     CorpusStore,
     StoreError,
     StoreLocked,
-    _add_missing_columns,
     _delete_docs,
     _index_doc_ids,
 )
 from citekeeper.tables import to_arrow
+
+SORT_BATCH = 100_000  # rows taken at a time when gc writes the latest version back in read order
 
 STAGING_MAX_AGE = timedelta(days=1)  # an uncommitted staging folder untouched this long is a leftover
 EMBEDDING_INDEX_PREFIX = "chunks__"  # citekeeper.embeddings: chunks__<version>__<tokenizer>__<model>
@@ -312,18 +314,13 @@ def _merge_index(lance_table) -> None:
         lance_table.checkout_latest()
 
 
-def _compact(lance_table, keep_fragments: Iterable[int] = ()) -> None:
+def _compact(lance_table) -> None:
     """LanceDB compaction of the head: deleted rows materialised away, small fragments merged (up to Lance's
-    target of 1Mi rows a fragment), the index remapped; `keep_fragments` are left as they are."""
+    target of 1Mi rows a fragment), the index remapped."""
     _merge_index(lance_table)
-    lance_table.to_lance().optimize.compact_files(materialize_deletions=True, materialize_deletions_threshold=0.0,
-                                                  excluded_fragment_ids=list(keep_fragments) or None)
+    lance_table.to_lance().optimize.compact_files(materialize_deletions=True, materialize_deletions_threshold=0.0)
     lance_table.checkout_latest()
     _merge_index(lance_table)
-
-
-def _fragment_ids(lance_table) -> list[int]:
-    return [fragment.fragment_id for fragment in lance_table.to_lance().get_fragments()]
 
 
 def _changed_doc_ids(before, after) -> list[str]:
@@ -337,35 +334,48 @@ def _changed_doc_ids(before, after) -> list[str]:
 
 
 def _rewrite(lance_table, kept: Sequence[str], old: dict[str, int], on_step=None) -> dict[str, int]:
-    """Rewrite the kept versions (oldest first, `old`: their current table versions) as one compacted table version
-    plus the deltas of the later ones; each tag moves to its new table version. Returns version -> table version.
-
-    The latest version's delta fragments are compacted into one as well (a copy of the window's changes, which
-    the older kept versions still reference), so the version read most is the base plus one fragment."""
+    """Rewrite the kept versions (oldest first, `old`: their current table versions) around the latest, the version
+    read most: the latest as one compacted table version with its rows in read order (SORT_KEYS), then each older
+    kept version, newest first, as that base minus the documents changed since plus their rows as of then. Each
+    tag moves to its new table version. Returns version -> table version."""
     history = lance_table.to_lance()  # reads the old table versions by number, whatever the tags say meanwhile
-    lance_table.restore(old[kept[0]])
+    latest = history.checkout_version(old[kept[-1]])
+    lance_table.restore(old[kept[-1]])
+    _write_sorted(lance_table, latest, SORT_KEYS[lance_table.name])
     _compact(lance_table)
-    base = _fragment_ids(lance_table)
-    new = {}
-    for previous, name in [(None, kept[0]), *pairwise(kept)]:
-        if previous is not None:
-            target = history.checkout_version(old[name])
-            _add_missing_columns(lance_table, target.schema)  # where the old history added them
-            changed = _changed_doc_ids(history.checkout_version(old[previous]), target)
-            _delete_docs(lance_table, changed)
-            if changed:
-                rows = target.to_table(filter=pc.field("doc_id").isin(changed))
-                if rows.num_rows:
-                    lance_table.add(to_arrow(rows, lance_table.schema))
-            if name == kept[-1]:
-                _compact(lance_table, keep_fragments=base)
-            else:
-                _index_doc_ids(lance_table)
+    new = {kept[-1]: lance_table.version}
+    lance_table.tags.update(kept[-1], lance_table.version)
+    if on_step is not None:
+        on_step(kept[-1])
+    for name in reversed(kept[:-1]):
+        lance_table.restore(new[kept[-1]])
+        then = history.checkout_version(old[name])
+        changed = _changed_doc_ids(then, latest)
+        _delete_docs(lance_table, changed)
+        if changed:
+            rows = then.to_table(filter=pc.field("doc_id").isin(changed))
+            if rows.num_rows:
+                lance_table.add(to_arrow(rows, lance_table.schema))
+        _index_doc_ids(lance_table)
         lance_table.tags.update(name, lance_table.version)
         new[name] = lance_table.version
         if on_step is not None:
             on_step(name)
     return new
+
+
+def _write_sorted(lance_table, source, keys: list[str]) -> None:
+    """Overwrite the head with the rows of `source` (a table version) in `keys` order, SORT_BATCH rows at a time,
+    so a read of it finds them already sorted. Rows are taken by offset in sorted order: memory holds the keys and
+    one batch, not the version."""
+    order = pl.from_arrow(source.to_table(columns=keys)).with_row_index("offset").sort(keys)["offset"].to_numpy()
+    schema = source.schema
+
+    def batches():
+        for start in range(0, len(order), SORT_BATCH):
+            yield from to_arrow(source.take(order[start : start + SORT_BATCH]), schema).to_batches()
+
+    lance_table.add(pa.RecordBatchReader.from_batches(schema, batches()), mode="overwrite")
 
 
 def _cleanup(lance_table) -> int:
