@@ -423,7 +423,8 @@ NLI_RUNS = pa.schema(
 
 # A sharded verification run: each shard writes its tables under <run>/shard=<i>-of-<n>/ with one tally row of
 # what the merge adds up into the run row (the numerators of the ratio metrics, the work counters) and the
-# 8-byte keys of the distinct (sentence, evidence) pairs it judged.
+# 8-byte keys of the distinct (sentence, evidence) pairs it judged (polars hashes: stable within one polars
+# version, so every shard of a run must run the same image).
 NLI_SHARD_TALLY = pa.schema(
     _RUN_KEYS
     + [
