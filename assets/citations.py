@@ -38,8 +38,9 @@ def chunk_diff(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) 
     store = citekeeper.corpus_store()
     version = context.partition_key
     parent = store.manifest(version).parent
-    if parent is None:
-        return dg.MaterializeResult(metadata={"parent": "", "note": "first corpus version: nothing to diff",
+    if parent is None or not store.has_version(parent):
+        note = "first corpus version" if parent is None else f"parent {parent} was pruned by gc"
+        return dg.MaterializeResult(metadata={"parent": parent or "", "note": f"{note}: nothing to diff",
                                               "duration_s": _seconds_since(started)})
     diff = diff_versions(store, parent, version)
     changed = diff.changed_docs().select("change", "old_source_path", "new_source_path")

@@ -333,3 +333,7 @@ def test_weekly_gc_schedule_is_off_by_default_and_the_job_runs_gc(store: CorpusS
     (output,) = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"]
     assert output.event_specific_data.metadata["pruned"].value == ["v1", "v4"]
     assert output.event_specific_data.metadata["bytes_freed"].value > 0
+    from assets.citations import chunk_diff  # v5's parent v4 is gone: its diff has nothing to compare with
+
+    diffed = dg.materialize([chunk_diff], partition_key="v5", resources={"citekeeper": config}, instance=instance)
+    assert diffed.asset_materializations_for_node("chunk_diff")[0].metadata["note"].value == "parent v4 was pruned by gc: nothing to diff"
