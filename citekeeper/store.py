@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import operator
 import os
@@ -356,14 +357,15 @@ class CorpusStore:
         manifest: VersionManifest,
         *,
         replaced_doc_ids: Iterable[str],
-        chunks: pa.Table,
-        documents: pa.Table,
+        chunks: pa.Table | pa.RecordBatchReader,
+        documents: pa.Table | pa.RecordBatchReader,
         errors: pa.Table,
     ) -> VersionManifest:
         """Write a new version on top of its parent and publish it; call under `lock()`.
 
         replaced_doc_ids: parent documents whose rows go (changed or removed); chunks/documents: the rows
-        to add (STORED_SCHEMAS); errors: INGEST_ERRORS rows. Every step before the manifest is redone
+        to add (STORED_SCHEMAS), a table or a reader that LanceDB consumes a batch at a time (a commit then
+        holds one batch of them, not all); errors: INGEST_ERRORS rows. Every step before the manifest is redone
         from the parent's table version by a re-run, so a crash anywhere leaves no trace in any version.
         """
         name = validate_version_name(manifest.name)
@@ -377,8 +379,7 @@ class CorpusStore:
         for table, rows in (("chunks", chunks), ("documents", documents)):
             lance_table = self._open_at_parent(db, table, parent)
             _delete_docs(lance_table, replaced)
-            if rows.num_rows:
-                lance_table.add(to_arrow(rows, STORED_SCHEMAS[table]))
+            _add_rows(lance_table, rows, STORED_SCHEMAS[table])
             _index_doc_ids(lance_table)
             if name in lance_table.tags.list():  # left by a run that died before its manifest
                 lance_table.tags.delete(name)
@@ -447,6 +448,21 @@ def _add_missing_columns(lance_table, stored: pa.Schema) -> None:
     missing = [field for field in stored if field.name not in lance_table.schema.names]
     if missing:
         lance_table.add_columns(pa.schema(missing))
+
+
+def _add_rows(lance_table, rows: pa.Table | pa.RecordBatchReader, schema: pa.Schema) -> None:
+    """Append `rows` (cast to `schema`) batch by batch; nothing at all when there are none (no empty fragment)."""
+    batches = (batch for table in _tables(rows) for batch in to_arrow(table, schema).to_batches() if batch.num_rows)
+    first = next(batches, None)
+    if first is not None:
+        lance_table.add(pa.RecordBatchReader.from_batches(schema, itertools.chain([first], batches)))
+
+
+def _tables(rows: pa.Table | pa.RecordBatchReader) -> Iterator[pa.Table]:
+    if isinstance(rows, pa.Table):
+        yield rows
+    else:
+        yield from (pa.Table.from_batches([batch]) for batch in rows)
 
 
 def _delete_docs(lance_table, doc_ids: list[str]) -> None:

@@ -259,8 +259,8 @@ def commit(
         committed = store.commit_version(
             manifest,
             replaced_doc_ids=set(parent_ids) - set(reused_ids),
-            chunks=_whole(staged_rows(staged, "chunks", batch_size)),
-            documents=_whole(staged_rows(staged, "documents", batch_size)),
+            chunks=staged_rows(staged, "chunks", batch_size),
+            documents=staged_rows(staged, "documents", batch_size),
             errors=staged["errors"],
         )
         shutil.rmtree(store.layout.staging_dir / version, ignore_errors=True)
@@ -446,13 +446,6 @@ def staged_rows(staged: dict, table: str, batch_size: int = STAGE_BATCH_DOCS) ->
                 yield from rows.to_batches()
 
     return pa.RecordBatchReader.from_batches(target, batches())
-
-
-def _whole(rows: pa.RecordBatchReader) -> pa.Table:
-    """The rows as one table, which is what CorpusStore.commit_version takes today. LanceDB's Table.add takes
-    the reader itself; once commit_version passes a reader through, a commit holds one batch, not the
-    version's new rows."""
-    return rows.read_all()
 
 
 def _without_cross_shard_duplicates(staged: dict, version: str) -> dict:
