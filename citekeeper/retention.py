@@ -65,10 +65,9 @@ from citekeeper.store import (
     StoreLocked,
     _delete_docs,
     _index_doc_ids,
+    sorted_batches,
 )
 from citekeeper.tables import to_arrow
-
-SORT_BATCH = 100_000  # rows taken at a time when gc writes the latest version back in read order
 
 STAGING_MAX_AGE = timedelta(days=1)  # an uncommitted staging folder untouched this long is a leftover
 EMBEDDING_INDEX_PREFIX = "chunks__"  # citekeeper.embeddings: chunks__<version>__<tokenizer>__<model>
@@ -365,17 +364,10 @@ def _rewrite(lance_table, kept: Sequence[str], old: dict[str, int], on_step=None
 
 
 def _write_sorted(lance_table, source, keys: list[str]) -> None:
-    """Overwrite the head with the rows of `source` (a table version) in `keys` order, SORT_BATCH rows at a time,
-    so a read of it finds them already sorted. Rows are taken by offset in sorted order: memory holds the keys and
-    one batch, not the version."""
-    order = pl.from_arrow(source.to_table(columns=keys)).with_row_index("offset").sort(keys)["offset"].to_numpy()
-    schema = source.schema
-
-    def batches():
-        for start in range(0, len(order), SORT_BATCH):
-            yield from to_arrow(source.take(order[start : start + SORT_BATCH]), schema).to_batches()
-
-    lance_table.add(pa.RecordBatchReader.from_batches(schema, batches()), mode="overwrite")
+    """Overwrite the head with the rows of `source` (a table version) in `keys` order, so a read of it finds them
+    already sorted; a batch at a time (store.sorted_batches)."""
+    batches = (batch for rows in sorted_batches(source, keys) for batch in rows.to_batches())
+    lance_table.add(pa.RecordBatchReader.from_batches(source.schema, batches), mode="overwrite")
 
 
 def _cleanup(lance_table) -> int:

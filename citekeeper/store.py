@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 from citekeeper import schema
 from citekeeper.layout import StoreLayout
 from citekeeper.locations import is_remote, locations_from_env, parquet_filesystem
-from citekeeper.tables import to_arrow, write_parquet
+from citekeeper.tables import ParquetStream, to_arrow
 from citekeeper.identity import text_hash
 
 if TYPE_CHECKING:
@@ -156,14 +156,21 @@ class CorpusStore:
         location = f"{self.parquet_uri}/{relative}"
         return location if is_remote(location) else Path(location.removeprefix("file://"))
 
-    def write_export(self, table: str, version: str, rows: pl.DataFrame | pa.Table) -> Path | str:
-        """The one writer of Parquet exports (READ_SCHEMAS); a local file is replaced atomically, an
-        object-store PUT is atomic by itself."""
+    def write_export(self, table: str, version: str, rows: pl.DataFrame | pa.Table | Iterable[pa.Table]) -> Path | str:
+        """The one writer of Parquet exports (READ_SCHEMAS): a frame, or an iterable of tables written one at a
+        time. A local file is replaced atomically; an object-store upload is visible only once complete."""
+        schema = READ_SCHEMAS[table]
+        parts = [rows] if isinstance(rows, (pl.DataFrame, pa.Table)) else rows
         location = self.parquet_path(table, version)
         if isinstance(location, Path):
-            return write_parquet(rows, READ_SCHEMAS[table], location)
+            with ParquetStream(location, schema) as out:
+                for part in parts:
+                    out.write(part)
+            return location
         filesystem, path = parquet_filesystem(location, self.storage_options)
-        pq.write_table(to_arrow(rows, READ_SCHEMAS[table]), path, filesystem=filesystem)
+        with pq.ParquetWriter(path, schema, filesystem=filesystem) as out:
+            for part in parts:
+                out.write_table(to_arrow(part, schema))
         return location
 
     def read_export(self, table: str, version: str) -> pl.DataFrame:
@@ -190,7 +197,7 @@ class CorpusStore:
         but the latest); for something that needs a file. `gc` removes the ones that are not the latest's."""
         name = self.manifest(version).name
         if table in TABLES and not self.has_export(table, name):
-            self.write_export(table, name, self._read_lance(table, name, None))
+            self.write_export(table, name, self._sorted_batches(table, name))
         return self.parquet_path(table, name)
 
     def remove_export(self, table: str, version: str) -> None:
@@ -315,6 +322,14 @@ class CorpusStore:
         frame = pl.from_arrow(arrow).sort(SORT_KEYS[table])
         return frame.with_columns(corpus_version=pl.lit(version)).select(wanted)
 
+    def _sorted_batches(self, table: str, version: str) -> Iterator[pa.Table]:
+        """Every row of a version (READ_SCHEMAS), in the order _read_lance returns them, a batch at a time."""
+        lance_table = self._lance().open_table(table)
+        lance_table.checkout(version)
+        stored = pa.schema([field for field in STORED_SCHEMAS[table] if field.name in lance_table.schema.names])
+        for rows in sorted_batches(lance_table.to_lance(), SORT_KEYS[table]):
+            yield to_arrow(to_arrow(rows, stored).append_column("corpus_version", pa.array([version] * rows.num_rows)), READ_SCHEMAS[table])
+
     def chunk_offsets(self, version: str) -> pl.DataFrame:
         """chunk_id, offset: where each chunk of `version` is in its table. Reading chunks in offset order reads
         each page of the table once."""
@@ -427,7 +442,7 @@ class CorpusStore:
         """The new version's exports: chunks and documents (what the latest version offers as files) and its
         ingest errors (kept for every version: no other copy exists)."""
         for table in TABLES:
-            self.write_export(table, version, self._read_lance(table, version, None))
+            self.write_export(table, version, self._sorted_batches(table, version))
         self.write_export("errors", version, pl.from_arrow(errors).sort(SORT_KEYS["errors"]))
 
     def _write_manifest(self, manifest: VersionManifest) -> None:
@@ -448,6 +463,17 @@ def _add_missing_columns(lance_table, stored: pa.Schema) -> None:
     missing = [field for field in stored if field.name not in lance_table.schema.names]
     if missing:
         lance_table.add_columns(pa.schema(missing))
+
+
+SORTED_BATCH = 100_000  # rows taken at a time by sorted_batches
+
+
+def sorted_batches(dataset, keys: list[str]) -> Iterator[pa.Table]:
+    """The rows of a Lance dataset (a table version) in `keys` order, SORTED_BATCH rows at a time: memory holds
+    the keys and one batch, not the version. Rows are taken by offset in sorted order."""
+    order = pl.from_arrow(dataset.to_table(columns=keys)).with_row_index("offset").sort(keys)["offset"].to_numpy()
+    for start in range(0, len(order), SORTED_BATCH):
+        yield dataset.take(order[start : start + SORTED_BATCH])
 
 
 def _add_rows(lance_table, rows: pa.Table | pa.RecordBatchReader, schema: pa.Schema) -> None:
