@@ -120,13 +120,19 @@ def compare_with_partition(source: Path, files: list[Path], rounds: int) -> None
 
 
 class TreeMemory:
-    """Peak total PSS of this process and its descendants, and peak RSS of this process, sampled every
-    `interval` seconds (ru_maxrss would not do: a child started from a big process inherits its peak)."""
+    """Per phase (`phase`, set by the caller): peak total PSS and peak sum of RSS of this process and its
+    descendants, and peak RSS of this process, sampled every `interval` seconds (ru_maxrss would not do: a child
+    started from a big process inherits its peak)."""
 
-    def __init__(self, interval: float = 0.5):
-        self.interval, self.peak_bytes, self.peak_own_rss = interval, 0, 0
+    def __init__(self, interval: float = 0.25):
+        self.interval, self.phase = interval, "start"
+        self.peaks: dict[str, dict[str, int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def peak(self, key: str, phase: str | None = None) -> float:
+        """MB: the peak of `key` (pss, rss_tree, rss_own) in `phase`, or over all phases."""
+        return max((p[key] for name, p in self.peaks.items() if phase in (None, name)), default=0) / 2**20
 
     def __enter__(self) -> TreeMemory:
         self._thread.start()
@@ -139,14 +145,16 @@ class TreeMemory:
     def _sample(self) -> None:
         me = psutil.Process()
         while not self._stop.is_set():
-            total = 0
+            phase, pss, rss = self.phase, 0, 0
             for process in [me, *me.children(recursive=True)]:
                 try:
-                    total += process.memory_full_info().pss
+                    info = process.memory_full_info()
                 except psutil.Error:  # a worker that just ended
                     continue
-            self.peak_bytes = max(self.peak_bytes, total)
-            self.peak_own_rss = max(self.peak_own_rss, me.memory_info().rss)
+                pss, rss = pss + info.pss, rss + info.rss
+            peaks = self.peaks.setdefault(phase, {"pss": 0, "rss_tree": 0, "rss_own": 0})
+            for key, value in (("pss", pss), ("rss_tree", rss), ("rss_own", me.memory_info().rss)):
+                peaks[key] = max(peaks[key], value)
             self._stop.wait(self.interval)
 
 
@@ -158,11 +166,11 @@ def measure(mode: str, source: Path) -> dict:
         one_file.mkdir()
         shutil.copy(sorted(source.rglob("*.md"))[0], one_file)
         startup = time_ingest(one_file, Path(scratch), config)
-        with TreeMemory() as memory:
+        with TreeMemory(interval=0.5) as memory:
             timed = time_ingest(source, Path(scratch), config)
         n_documents = CorpusStore(Path(scratch) / "store").latest().n_documents
     return {"mode": mode, "startup_s": startup.wall, "wall_s": timed.wall, "n_documents": n_documents,
-            "peak_pss_mb": memory.peak_bytes / 2**20, "peak_rss_main_mb": memory.peak_own_rss / 2**20}
+            "peak_pss_mb": memory.peak("pss"), "peak_rss_main_mb": memory.peak("rss_own")}
 
 
 def measure_in_child(mode: str, source: Path) -> dict:

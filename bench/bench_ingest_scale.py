@@ -29,7 +29,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -39,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil  # noqa: E402
 
+from bench.bench_ingest import TreeMemory  # noqa: E402
 from citekeeper.store import CorpusStore  # noqa: E402
 from parsers.ingest import STAGE_BATCH_DOCS, commit, stage  # noqa: E402
 from parsers.model import ParseConfig  # noqa: E402
@@ -75,45 +75,6 @@ def generate(root: Path, n_docs: int) -> int:
         (folder / f"note-{i:06d}.md").write_text(text)
         total += len(text.encode())
     return total
-
-
-class TreeMemory:
-    """Per phase (`phase`, set by the caller): peak total PSS and peak sum of RSS of this process and its
-    descendants, and peak RSS of this process, sampled every `interval` seconds (as bench_ingest.TreeMemory,
-    plus the RSS sum and the phases)."""
-
-    def __init__(self, interval: float = 0.25):
-        self.interval, self.phase = interval, "start"
-        self.peaks: dict[str, dict[str, int]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def peak(self, key: str, phase: str | None = None) -> float:
-        """MB: the peak of `key` (pss, rss_tree, rss_own) in `phase`, or over all phases."""
-        return max((p[key] for name, p in self.peaks.items() if phase in (None, name)), default=0) / 2**20
-
-    def __enter__(self) -> TreeMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _sample(self) -> None:
-        me = psutil.Process()
-        while not self._stop.is_set():
-            phase, pss, rss = self.phase, 0, 0
-            for process in [me, *me.children(recursive=True)]:
-                try:
-                    info = process.memory_full_info()
-                except psutil.Error:  # a worker that just ended
-                    continue
-                pss, rss = pss + info.pss, rss + info.rss
-            peaks = self.peaks.setdefault(phase, {"pss": 0, "rss_tree": 0, "rss_own": 0})
-            for key, value in (("pss", pss), ("rss_tree", rss), ("rss_own", me.memory_info().rss)):
-                peaks[key] = max(peaks[key], value)
-            self._stop.wait(self.interval)
 
 
 def maxrss_mb() -> float:
