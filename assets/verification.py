@@ -16,7 +16,7 @@ import polars as pl
 from assets.partitions import corpus_versions
 from citekeeper.language import LANGUAGE_ENV, validate_language
 from assets.resources import CitekeeperConfig
-from citekeeper.layout import StoreLayout, latest_run_dir, run_table_files
+from citekeeper.layout import StoreLayout, latest_run_dir, run_dir, run_table_files
 from verifiers.engine import VerifySettings
 
 VERIFICATION = dg.AssetKey("verification")
@@ -80,7 +80,7 @@ def configured_scorer(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, s
 
 def run_metadata(run_row: pl.DataFrame, directory: Path, citekeeper: CitekeeperConfig, choice) -> dict:
     """The materialization metadata of a verification run (its run row, unsharded or merged)."""
-    from citekeeper.schema import CLAIM_STATUSES
+    from verifiers.claim_metrics import status_counts
 
     run = run_row.row(0, named=True)
     return {
@@ -92,7 +92,7 @@ def run_metadata(run_row: pl.DataFrame, directory: Path, citekeeper: CitekeeperC
         "language_setting": citekeeper.language,
         "language": (choice.language if choice else None) or "n/a",
         "thresholds": run["thresholds"],
-        "status_counts": dg.MetadataValue.json({status: run[f"n_{status}"] for status in CLAIM_STATUSES}),
+        "status_counts": dg.MetadataValue.json(status_counts(run)),
         "n_claims": run["n_claims"],
         "supported_rate": run["supported_rate"] if run["supported_rate"] is not None else "n/a",
         "traceability_rate": run["traceability_rate"] if run["traceability_rate"] is not None else "n/a",
@@ -178,7 +178,7 @@ def merge_verification_shards(context: dg.OpExecutionContext, citekeeper: Citeke
 
     runs_dir, run_id = StoreLayout(citekeeper.store_path).runs_dir, sharded_run_id(context)
     run = merge_shards(runs_dir, context.partition_key, run_id)
-    directory = latest_run_dir(runs_dir, context.partition_key)
+    directory = run_dir(runs_dir, context.partition_key, run_id)
     context.log_event(dg.AssetMaterialization(VERIFICATION, partition=context.partition_key,
                                               metadata=run_metadata(run, directory, citekeeper, None)))
 

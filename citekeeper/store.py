@@ -478,17 +478,11 @@ def sorted_batches(dataset, keys: list[str]) -> Iterator[pa.Table]:
 
 def _add_rows(lance_table, rows: pa.Table | pa.RecordBatchReader, schema: pa.Schema) -> None:
     """Append `rows` (cast to `schema`) batch by batch; nothing at all when there are none (no empty fragment)."""
-    batches = (batch for table in _tables(rows) for batch in to_arrow(table, schema).to_batches() if batch.num_rows)
+    reader = rows.to_reader() if isinstance(rows, pa.Table) else rows
+    batches = (cast for batch in reader for cast in to_arrow(pa.Table.from_batches([batch]), schema).to_batches() if cast.num_rows)
     first = next(batches, None)
     if first is not None:
         lance_table.add(pa.RecordBatchReader.from_batches(schema, itertools.chain([first], batches)))
-
-
-def _tables(rows: pa.Table | pa.RecordBatchReader) -> Iterator[pa.Table]:
-    if isinstance(rows, pa.Table):
-        yield rows
-    else:
-        yield from (pa.Table.from_batches([batch]) for batch in rows)
 
 
 def _delete_docs(lance_table, doc_ids: list[str]) -> None:

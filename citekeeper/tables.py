@@ -43,15 +43,13 @@ class ParquetStream:
     under its name only when the stream closes without an error; an error leaves no file behind."""
 
     def __init__(self, path: Path, schema: pa.Schema):
-        self.path, self.schema, self.n_rows = Path(path), schema, 0
+        self.path, self.schema = Path(path), schema
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         self._writer = pq.ParquetWriter(self._tmp, schema)
 
     def write(self, frame: pl.DataFrame | pa.Table) -> None:
-        table = to_arrow(frame, self.schema)
-        self._writer.write_table(table)
-        self.n_rows += table.num_rows
+        self._writer.write_table(to_arrow(frame, self.schema))
 
     def __enter__(self) -> ParquetStream:
         return self

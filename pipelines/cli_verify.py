@@ -6,7 +6,6 @@ from pathlib import Path
 import click
 
 from citekeeper.language import ENGLISH, MULTILINGUAL, ModelChoice
-from citekeeper.schema import CLAIM_STATUSES
 from pipelines.cli_common import language_option, store_option
 
 
@@ -93,12 +92,12 @@ def verify_command(
             raise click.ClickException(f"{exc}{hint}") from exc
         click.echo(f"device: {scorer.placement.device}, {scorer.precision} ({scorer.placement.reason})")
     try:
-        result, paths = verify_store(store, out_dir, version=version, answers_file=answers_file, scorer=scorer,
+        result, _ = verify_store(store, out_dir, version=version, answers_file=answers_file, scorer=scorer,
                                      run_id=run_id, shard=shard)  # fmt: skip
     except (StoreError, AnswersFileError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     run = result.run.row(0, named=True)
-    click.echo(_summary(run, result.status_counts(), paths, choice))
+    click.echo(_summary(run, result.directory, choice))
     if shard is not None:
         click.echo(f"shard {shard.index}/{shard.count} of run {run['run_id']}: merge with `citekeeper verify-merge "
                    f"--out {out_dir} --version {version} --run-id {run['run_id']}` once every shard has run")
@@ -113,7 +112,9 @@ def _fail_under(run: dict, fail_under: float | None) -> None:
         raise SystemExit(1)
 
 
-def _summary(run: dict, counts: dict[str, int], paths: dict[str, Path], choice: ModelChoice | None = None) -> str:
+def _summary(run: dict, output_dir: Path, choice: ModelChoice | None = None) -> str:
+    from verifiers.claim_metrics import status_counts
+
     def pct(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.1%}"
 
@@ -122,13 +123,13 @@ def _summary(run: dict, counts: dict[str, int], paths: dict[str, Path], choice: 
         f"verified {run['n_claims']} claim(s) of {run['n_answers']} answer(s) against corpus version {run['corpus_version']}",
         f"model: {model}",
         *([f"  chosen: {choice.reason}"] if choice is not None else []),
-        "statuses: " + ", ".join(f"{status} {n}" for status, n in counts.items()),
+        "statuses: " + ", ".join(f"{status} {n}" for status, n in status_counts(run).items()),
         f"supported rate {pct(run['supported_rate'])} | evidence coverage {pct(run['evidence_coverage'])} | "
         f"citation precision {pct(run['citation_precision'])} | locatability {pct(run['locatability'])} | "
         f"traceability {pct(run['traceability_rate'])}",
         f"pairs {run['n_pairs']} ({run['n_unique_pairs']} distinct): lexical {run['lexical_decisions']}, "
         f"cache hits {run['cache_hits']}, model calls {run['model_calls']}",
-        f"output: {paths['claims'].parent}",
+        f"output: {output_dir}",
     ]
     return "\n".join(lines)
 
@@ -148,8 +149,7 @@ def verify_merge_command(out_dir: Path, version: str, run_id: str, fail_under: f
         run = merge_shards(out_dir, version, run_id).row(0, named=True)
     except ShardsMissing as exc:
         raise click.ClickException(str(exc)) from exc
-    counts = {status: run[f"n_{status}"] for status in CLAIM_STATUSES}
-    click.echo(_summary(run, counts, {"claims": run_dir(out_dir, version, run_id) / "claims.parquet"}))
+    click.echo(_summary(run, run_dir(out_dir, version, run_id)))
     _fail_under(run, fail_under)
 
 

@@ -172,6 +172,11 @@ def answer_metrics(claims: pl.DataFrame) -> pl.DataFrame:
     return per_answer.with_columns(**METRICS).sort("answer_id")
 
 
+def status_counts(run: dict) -> dict[str, int]:
+    """Claims per status, from a run row (NLI_RUNS, as a dict)."""
+    return {status: run[f"n_{status}"] for status in CLAIM_STATUSES}
+
+
 def run_totals_columns() -> list[str]:
     return [*_COUNTS, *(f"n_{s}" for s in CLAIM_STATUSES), "n_answers", "n_traceable"]
 

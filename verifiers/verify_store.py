@@ -14,10 +14,11 @@ import polars as pl
 
 from citekeeper.answer_store import ANSWER_BATCH, AnswerStore
 from citekeeper.store import CorpusStore
-from citekeeper.schema import CITATIONS, CLAIM_STATUSES, CLAIMS
+from citekeeper.schema import CITATIONS, CLAIMS
 from citekeeper.tables import empty, read_parquet
 from citekeeper.layout import run_table_files
 from citekeeper.sharding import Shard
+from verifiers.claim_metrics import status_counts
 from verifiers.engine import TABLES, VerifySettings, model_values, new_run_id, run_stats, run_table, verify_tables
 from verifiers.evidence import EVIDENCE_CHUNK_COLUMNS, answers_from_file, citation_evidence, read_citation_status
 from verifiers.nli import Scorer
@@ -38,7 +39,7 @@ class StoredRun:
         return run_stats(self.run)
 
     def status_counts(self) -> dict[str, int]:
-        return {status: self.run[f"n_{status}"].item() for status in CLAIM_STATUSES}
+        return status_counts(self.run.row(0, named=True))
 
     def read(self, table: str) -> pl.DataFrame:
         return pl.concat([read_parquet(path, TABLES[table]) for path in run_table_files(self.directory, table)])
