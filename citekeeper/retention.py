@@ -63,11 +63,11 @@ from citekeeper.store import (
     CorpusStore,
     StoreError,
     StoreLocked,
+    _add_rows,
     _delete_docs,
     _index_doc_ids,
     sorted_batches,
 )
-from citekeeper.tables import to_arrow
 
 STAGING_MAX_AGE = timedelta(days=1)  # an uncommitted staging folder untouched this long is a leftover
 EMBEDDING_INDEX_PREFIX = "chunks__"  # citekeeper.embeddings: chunks__<version>__<tokenizer>__<model>
@@ -322,11 +322,16 @@ def _compact(lance_table) -> None:
     _merge_index(lance_table)
 
 
-def _changed_doc_ids(before, after) -> list[str]:
-    """Documents whose rows differ between two table versions: those with a row in one and not the other. A row
-    address (fragment, offset) names one immutable row for the table's whole history (fragment ids are never
-    reused, not even after a restore), so equal addresses are equal rows."""
-    a, b = (pl.from_arrow(d.to_table(columns=["doc_id"], with_row_address=True)) for d in (before, after))
+def _row_addresses(dataset) -> pl.DataFrame:
+    """doc_id and row address of every row of a table version. A row address (fragment, offset) names one
+    immutable row for the table's whole history (fragment ids are never reused, not even after a restore), so
+    equal addresses are equal rows."""
+    return pl.from_arrow(dataset.to_table(columns=["doc_id"], with_row_address=True))
+
+
+def _changed_doc_ids(a: pl.DataFrame, b: pl.DataFrame) -> list[str]:
+    """Documents whose rows differ between two table versions (their _row_addresses): those with a row in one and
+    not the other."""
     gone = a.join(b, on="_rowaddr", how="anti")["doc_id"]
     new = b.join(a, on="_rowaddr", how="anti")["doc_id"]
     return sorted(set(gone.to_list()) | set(new.to_list()))
@@ -339,6 +344,7 @@ def _rewrite(lance_table, kept: Sequence[str], old: dict[str, int], on_step=None
     tag moves to its new table version. Returns version -> table version."""
     history = lance_table.to_lance()  # reads the old table versions by number, whatever the tags say meanwhile
     latest = history.checkout_version(old[kept[-1]])
+    latest_rows = _row_addresses(latest)  # read once: every older kept version is compared with it
     lance_table.restore(old[kept[-1]])
     _write_sorted(lance_table, latest, SORT_KEYS[lance_table.name])
     _compact(lance_table)
@@ -349,12 +355,10 @@ def _rewrite(lance_table, kept: Sequence[str], old: dict[str, int], on_step=None
     for name in reversed(kept[:-1]):
         lance_table.restore(new[kept[-1]])
         then = history.checkout_version(old[name])
-        changed = _changed_doc_ids(then, latest)
+        changed = _changed_doc_ids(_row_addresses(then), latest_rows)
         _delete_docs(lance_table, changed)
         if changed:
-            rows = then.to_table(filter=pc.field("doc_id").isin(changed))
-            if rows.num_rows:
-                lance_table.add(to_arrow(rows, lance_table.schema))
+            _add_rows(lance_table, then.to_table(filter=pc.field("doc_id").isin(changed)), lance_table.schema)
         _index_doc_ids(lance_table)
         lance_table.tags.update(name, lance_table.version)
         new[name] = lance_table.version
