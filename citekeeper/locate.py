@@ -2,7 +2,7 @@
 
 Every span citekeeper stores is a (start, end) pair of Python string indices (code points), so
 `text[start:end]` is the quote (exact) or the text it matches after normalisation (NFKC, typographic
-quotes/dashes folded, whitespace collapsed; see citekeeper.text.normalize_text). Anchoring, citation
+quotes/dashes folded, whitespace collapsed, then also next to punctuation; see citekeeper.text.normalize_text). Anchoring, citation
 status and re-anchoring all locate quotes here; polars `str.find` (UTF-8 byte offsets) is never used.
 """
 from __future__ import annotations
@@ -25,18 +25,21 @@ class QuoteMatch:
 
 
 def locate_quote(text: str, quote: str) -> QuoteMatch | None:
-    """The first occurrence of `quote` in `text`: exact, else after normalisation; None when absent."""
+    """The first occurrence of `quote` in `text`: exact, else after normalisation (strict, then loose: spacing
+    next to punctuation ignored too); None when absent."""
     start = text.find(quote)
     if start >= 0:
         return QuoteMatch(start, start + len(quote), MATCH_EXACT)
-    norm_quote = normalize_text(quote)
-    if not norm_quote:
-        return None
-    norm_text, origin = normalize_with_offsets(text)
-    norm_start = norm_text.find(norm_quote)
-    if norm_start < 0:
-        return None
-    return QuoteMatch(origin[norm_start], segment_end(text, origin[norm_start + len(norm_quote) - 1]), MATCH_NORMALIZED)
+    for loose in (False, True):
+        norm_quote = normalize_text(quote, loose)
+        if not norm_quote:
+            return None
+        norm_text, origin = normalize_with_offsets(text, loose)
+        norm_start = norm_text.find(norm_quote)
+        if norm_start >= 0:
+            end = segment_end(text, origin[norm_start + len(norm_quote) - 1])
+            return QuoteMatch(origin[norm_start], end, MATCH_NORMALIZED)
+    return None
 
 
 def char_find(text: pl.Expr, quote: pl.Expr) -> pl.Expr:

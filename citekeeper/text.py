@@ -9,8 +9,9 @@ import re
 import unicodedata
 
 # Bumped whenever a rule here changes chunk boundaries or chunk identity; part of the parse settings, so the
-# next ingest re-chunks every document once (ingest says why). 1: English-only rules; 2: every script.
-TEXT_RULES_VERSION = 2
+# next ingest re-chunks every document once (ingest says why). 1: English-only rules; 2: every script;
+# 3: markers after a final stop, ASCII stops after code, spaces after full-width punctuation.
+TEXT_RULES_VERSION = 3
 
 # Regex class bodies. Han ideographs (basic, extension A, compatibility forms); then with extension B and
 # beyond, kana and hangul syllables; then the scripts written without spaces between words.
@@ -22,27 +23,32 @@ CJK = f"{_KANA}{HAN}\uac00-\ud7af{_HAN_EXTENDED}"
 _UNSPACED = f"{_KANA}{HAN}{_HAN_EXTENDED}\u3000-\u303f\uff01-\uff60"
 _CJK_CHAR = re.compile(f"[{CJK}]")
 
-# A citation marker: [1], [1][2], [1,2], [1-3]-style lists, 【1】, ［1］, ^[1], and alphanumeric ids such as
+# A citation marker: [1], [1][2], [1,2], 【1】, ［1］, ^[1], and alphanumeric ids such as
 # [D1] or [S2] that multi-agent systems emit. A marker id always holds a digit, so [link] text is no marker.
 MARKER_ID = r"[A-Za-z]{0,8}[-_]?\d+"
 _MARKER_IDS = rf"{MARKER_ID}(?:\s*[,，、;；]\s*{MARKER_ID})*"
 MARKER = re.compile(rf"\^?[\[【［]\s*(?P<ids>{_MARKER_IDS})\s*[\]】］]")
 _SPACED_MARKER = re.compile(rf"\s*{MARKER.pattern}")
 _MARKER_ID_SPLIT = re.compile(r"\s*[,，、;；]\s*")
-_MARKERS = rf"(?:\s*\^?[\[【［]\s*{_MARKER_IDS}\s*[\]】］])*"
+_MARKER_RUN = rf"(?:\s*\^?[\[【［]\s*{_MARKER_IDS}\s*[\]】］])+"
+_MARKERS = f"(?:{_MARKER_RUN})?"
 _CLOSERS = "[\"'\u201d\u2019)\\]」』）】》〉]*"
 
 # A sentence ends
 # - at a full-width 。！？； (or an ellipsis after a CJK character), whatever follows;
-# - at . ! ? (or …) before a CJK character, with or without whitespace between;
-# - at . ! ? (or …) before whitespace and a sentence opener: a capital (Latin-1 included), digit, opening
-#   quote/bracket or markdown mark;
+# - at . ! ? (or …) right after a word, a closing quote/bracket or a code/markup mark (never after a space or
+#   an operator such as `=`: `使用 . 作为` and `NODE_ENV=... 的` are code inside a sentence), and then
+#   - with citation markers after it, before whitespace or the end of the text ("… request. [1]");
+#   - else before a CJK character, with or without whitespace between;
+#   - else before whitespace and a sentence opener: a capital (Latin-1 included), digit, opening
+#     quote/bracket or markdown mark;
 # each with the closing quotes/brackets and citation markers that follow it; a paragraph break always ends one.
 # Conservative on purpose: a missed boundary only makes a sentence longer.
+_ASCII_STOP_AFTER = "\\w\"'\u201d\u2019)\\]」』）】》〉%`*"
 _BOUNDARY = re.compile(
     rf"(?P<end>(?:[。！？；]+|(?<=[{CJK}])[…⋯]+){_CLOSERS}{_MARKERS})"
-    rf"|(?P<end_ascii>[.!?\u2026]+{_CLOSERS}(?P<markers>{_MARKERS}))"
-    rf"(?=\s*[「『“（【《{CJK}]|\s+[\"'\u201c\u2018(\[【［^]?[A-Z\u00c0-\u00d6\u00d8-\u00de0-9`*#>-])"
+    rf"|(?P<end_ascii>(?<=[{_ASCII_STOP_AFTER}])[.!?\u2026]+{_CLOSERS}(?P<markers>{_MARKER_RUN})?)"
+    rf"(?(markers)(?=\s|\Z)|(?=\s*[「『“（【《{CJK}]|\s+[\"'\u201c\u2018(\[【［^]?[A-Z\u00c0-\u00d6\u00d8-\u00de0-9`*#>-]))"
     r"|\n[^\S\n]*\n\s*"
 )
 # Words whose trailing period does not end a sentence (single letters count too: initials, "Plan B.").
@@ -60,6 +66,10 @@ _TYPOGRAPHIC = str.maketrans(
 # "Vue是" are the same text): normalisation drops it; other whitespace runs become one space.
 _UNSPACED_CHAR = re.compile(f"[{_UNSPACED}]")
 _WRAPPED = re.compile(f"(?<=[{_UNSPACED}]) | (?=[{_UNSPACED}])")
+# The looser form quotes are also matched in drops whitespace next to ASCII punctuation too: NFKC turns a
+# document's "中，Vite" into "中,Vite", and a quote typed "中, Vite" keeps its space. (Identity keeps the strict
+# form, so English chunk ids do not change.)
+_LOOSE_GAP = re.compile(f"(?<=[{_UNSPACED}!-/:-@\\[-`{{-~]) | (?=[{_UNSPACED}!-/:-@\\[-`{{-~])")
 _GAP_BETWEEN_UNSPACED = re.compile(f"(?<=[{_UNSPACED}])\\s+(?=[{_UNSPACED}])")
 
 
@@ -154,15 +164,15 @@ def _append_trimmed(spans: list[tuple[int, int]], text: str, start: int, end: in
         spans.append((start, end))
 
 
-def normalize_text(text: str) -> str:
+def normalize_text(text: str, loose: bool = False) -> str:
     """NFKC + typographic quotes/dashes folded + whitespace runs collapsed to one space (none next to a
-    CJK character), trimmed."""
-    return _WRAPPED.sub("", " ".join(unicodedata.normalize("NFKC", text).translate(_TYPOGRAPHIC).split()))
+    CJK character; with `loose`, none next to ASCII punctuation either), trimmed."""
+    return _gaps(loose).sub("", " ".join(unicodedata.normalize("NFKC", text).translate(_TYPOGRAPHIC).split()))
 
 
-def normalize_with_offsets(text: str) -> tuple[str, list[int]]:
-    """normalize_text(text) plus, for each of its characters, the index of the original character it came
-    from, so a match in the normalised text maps back to exact offsets in `text`.
+def normalize_with_offsets(text: str, loose: bool = False) -> tuple[str, list[int]]:
+    """normalize_text(text, loose) plus, for each of its characters, the index of the original character it
+    came from, so a match in the normalised text maps back to exact offsets in `text`.
 
     NFKC runs per segment (a character plus what composes with it), mapped to the segment's first index.
     """
@@ -175,13 +185,20 @@ def normalize_with_offsets(text: str) -> tuple[str, list[int]]:
                 if chars and space_at is None:
                     space_at = index
                 continue
-            if space_at is not None and not (_UNSPACED_CHAR.match(chars[-1]) or _UNSPACED_CHAR.match(out)):
+            if space_at is not None:
                 chars.append(" ")
                 origin.append(space_at)
             space_at = None
             chars.append(out)
             origin.append(index)
-    return "".join(chars), origin
+    # The spaces normalize_text drops, found by the same rule over the collapsed text.
+    dropped = {match.start() for match in _gaps(loose).finditer("".join(chars))}
+    kept = [i for i in range(len(chars)) if i not in dropped]
+    return "".join(chars[i] for i in kept), [origin[i] for i in kept]
+
+
+def _gaps(loose: bool) -> re.Pattern:
+    return _LOOSE_GAP if loose else _WRAPPED
 
 
 def segment_end(text: str, start: int) -> int:

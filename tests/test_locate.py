@@ -46,7 +46,7 @@ def test_every_located_span_reproduces_the_quote_or_its_normalised_match(text, d
             assert text[found.start : found.end] == quote
         else:
             assert found.kind == MATCH_NORMALIZED
-            assert normalize_text(text[found.start : found.end]) == normalize_text(quote), (text, quote, found)
+            assert normalize_text(text[found.start : found.end], loose=True) == normalize_text(quote, loose=True), (text, quote, found)
 
 
 @settings(max_examples=100, deadline=None)
@@ -88,3 +88,12 @@ def test_full_width_curly_and_wrapped_quotes_are_found_normalised():
     assert found is not None and found.kind == MATCH_NORMALIZED
     assert chunk[found.start : found.end] == "框架（Vue）是一款\n用于构建用户界面的框架，它“渐进式”"
     assert locate_quote(chunk, "框架是一款用于构建后端的框架") is None
+
+
+def test_a_half_width_comma_and_space_finds_the_full_width_comma():
+    """A quote typed with ", " against a document's "，" (NFKC gives "," but the typed space stayed): found
+    after normalisation, never called invented (issue #20)."""
+    text = "在开发过程中，Vite 将会启动一个开发服务器。"
+    found = locate_quote(text, "在开发过程中, Vite")
+    assert found is not None and found.kind == MATCH_NORMALIZED
+    assert text[found.start : found.end] == "在开发过程中，Vite"

@@ -78,9 +78,9 @@ class Suggestion:
 
 
 def _normalized(text: str) -> str:
-    """normalize_text(text), without its regular expressions for ASCII text (NFKC, the typographic folds and
-    the unspaced scripts' rules leave ASCII alone: only whitespace runs collapse)."""
-    return " ".join(text.split()) if text.isascii() else normalize_text(text)
+    """normalize_text(text, loose=True): the form the quote locator's last tier matches in, so a place this
+    prefilter passes over holds no match of any tier."""
+    return normalize_text(text, loose=True)
 
 
 def _preferences(doc_ids: Iterable[str | None]) -> list[str]:
@@ -260,7 +260,7 @@ class Reanchorer:
         """The first place whose normalised text holds the normalised evidence: a preferred document (all of
         it), else the stretch of a candidate document around its candidate chunks. locate_quote (a
         per-character offset map) runs only where the normalised evidence is."""
-        needle = normalize_text(evidence)
+        needle = _normalized(evidence)
         if not needle:
             return None
         for doc_id in prefer:
