@@ -137,6 +137,8 @@ CITATION_STATUSES = ("valid", "relocated", "drifted", "stale", "removed", "inval
 # Citations whose evidence is still verbatim at a locator of the target version; the rest do not hold.
 HOLDING_STATUSES = ("valid", "relocated", "drifted")
 NOT_HOLDING_STATUSES = ("stale", "removed", "invalid")
+# Citations whose evidence is gone from where it was: re-anchoring searches the target version for it.
+LOST_STATUSES = ("stale", "removed")
 
 # One row per citation, judged against a target version. All *_start_char/*_end_char are offsets into
 # the document's canonical text of that version: the quote's span when there is a quote, else the chunk's.
@@ -172,6 +174,9 @@ CITATION_STATUS = pa.schema(
         pa.field("suggested_end_char", pa.int64()),
         pa.field("suggested_score", pa.float64()),
         pa.field("suggested_method", pa.string()),  # exact | normalized | fuzzy | hybrid | fts (verifiers.reanchor)
+        # Did re-anchoring search for a lost (stale/removed) citation's evidence: false after `stale --no-reanchor`
+        # (readers that need suggestions re-anchor those rows); null for the statuses never re-anchored.
+        pa.field("reanchored", pa.bool_()),
         # Evidence text, so a report (or an NLI verifier) can be built from this Parquet alone.
         pa.field("source_path", pa.string()),  # cited document, at the cited version
         pa.field("new_source_path", pa.string()),

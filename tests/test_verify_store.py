@@ -21,6 +21,7 @@ from parsers.model import ParseConfig
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
 from verifiers.citation_status import check_citations
+from verifiers.repair import repair_citations
 from verifiers.nli import load_scorer
 from tests.random_models import save_random_nli_model
 from citekeeper.layout import latest_run_dir
@@ -89,24 +90,36 @@ def evidence_texts(store: CorpusStore, version: str, pairs: pl.DataFrame) -> set
 
 
 def test_reverification_scores_only_pairs_whose_evidence_changed(world, tmp_path):
-    store = world["store"]
+    """After the edit no evidence text changed: holding citations cite the same words, lost ones none at all
+    (a re-anchoring suggestion is no evidence). Once repair --apply re-points them, only those pairs are scored."""
+    store = CorpusStore(shutil.copytree(world["store"].root, tmp_path / "store"))  # the repair writes revisions
     shutil.rmtree(store.root / "verify" / "cache", ignore_errors=True)
     scorer = load_scorer(str(world["model"]), batch_size=8)
     first, _ = verify_store(store.root, tmp_path / "out", version="v1", scorer=scorer)
     calls_first = first.stats["model_calls"]
     assert calls_first == len(evidence_texts(store, "v1", first.pairs)) > 10
     second, _ = verify_store(store.root, tmp_path / "out", version="v2", scorer=scorer)
-    changed = evidence_texts(store, "v2", second.pairs) - evidence_texts(store, "v1", first.pairs)
-    assert 0 < len(changed) < calls_first / 4
-    assert second.stats["model_calls"] == len(changed)  # one window each: short chunks
-    assert second.stats["cache_hits"] == second.stats["n_unique_pairs"] - second.stats["lexical_decisions"] - len(changed)
-    rescored = second.pairs.filter((pl.col("tier") == "nli") & ~pl.col("from_cache"))
-    assert set(rescored["doc_id"]) == {EDITED_DOC}
+    assert evidence_texts(store, "v2", second.pairs) <= evidence_texts(store, "v1", first.pairs)
+    assert second.stats["model_calls"] == 0
+    lost = second.pairs.filter(pl.col("citation_status").is_in(["stale", "removed"]))
+    assert lost.height and lost["evidence_chunk_id"].null_count() == lost.height and set(lost["label"]) == {"no_evidence"}
     statuses = set(second.pairs["citation_status"].drop_nulls())
-    assert "valid" in statuses and statuses & {"drifted", "stale", "relocated"}
-    # a third run with nothing changed costs nothing
+    assert "valid" in statuses and "stale" in statuses
+    lost_claims = second.claims.join(lost.select("answer_id", "claim_id").unique(), on=["answer_id", "claim_id"])
+    assert set(lost_claims["status"]) == {"unsupported"} and all("stale" in r for r in lost_claims["reason"])
+
+    repair = repair_citations(store, "v2", min_score=0.5, apply=True)
+    assert repair.counts().get("repointed_suggestion", 0) > 0
+    check_citations(store, "v2")
     third, _ = verify_store(store.root, tmp_path / "out", version="v2", scorer=scorer)
-    assert third.stats["model_calls"] == 0 and third.stats["cache_hits"] == second.stats["cache_hits"] + len(changed)
+    changed = evidence_texts(store, "v2", third.pairs) - evidence_texts(store, "v1", first.pairs)
+    assert 0 < len(changed) < calls_first / 4
+    assert third.stats["model_calls"] == len(changed)  # one window each: short chunks
+    rescored = third.pairs.filter((pl.col("tier") == "nli") & ~pl.col("from_cache"))
+    assert set(rescored["doc_id"]) == {EDITED_DOC}
+    # a run with nothing changed costs nothing
+    fourth, _ = verify_store(store.root, tmp_path / "out", version="v2", scorer=scorer)
+    assert fourth.stats["model_calls"] == 0 and fourth.stats["cache_hits"] == third.stats["cache_hits"] + len(changed)
 
 
 def test_parquet_outputs_are_partitioned_and_typed(world, tmp_path):

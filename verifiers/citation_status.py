@@ -24,12 +24,13 @@ import polars as pl
 from citekeeper.answer_store import AnswerStore
 from citekeeper.locate import locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
-from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF
+from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF, LOST_STATUSES
 from citekeeper.tables import ParquetStream, conform, empty, read_parquet, write_parquet
 from verifiers.diff import VersionDiff, diff_versions
 from verifiers.reanchor import Reanchorer, reanchor
 
 CITATION_BATCH = 50_000  # citations judged at a time by check_citations
+EVIDENCE = pl.coalesce("quote", "old_text")  # what a citation says: its quote, else its whole chunk
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char", "source_path", "access_scope", *LOCATOR_COLUMNS]
 
 
@@ -52,7 +53,7 @@ def judge(
     old = cited_chunks.select(CHUNK_COLUMNS)
     frame = citations.join(
         old.rename({c: f"old_{c}" for c in CHUNK_COLUMNS if c != "chunk_id"}), on="chunk_id", how="left"
-    ).with_columns(evidence=pl.coalesce("quote", "old_text"))
+    ).with_columns(evidence=EVIDENCE)
     changes = (
         diff.chunks.select(pl.col("old_chunk_id").alias("chunk_id"), "change", "new_chunk_id", "similarity")
         if diff is not None
@@ -194,7 +195,7 @@ def blast_radius(status: pl.DataFrame, doc_diffs: list[pl.DataFrame], target_ver
 
 
 # The CITATION_STATUS columns a check keeps in memory (no texts): counts, summaries, blast radius.
-OUTLINE_COLUMNS = ["answer_id", "claim_id", "citation_id", "doc_id", "status", "suggested_chunk_id", "suggested_method"]
+OUTLINE_COLUMNS = ["answer_id", "claim_id", "citation_id", "doc_id", "status", "suggested_chunk_id", "suggested_method", "reanchored"]
 
 
 @dataclass(frozen=True)
@@ -223,12 +224,15 @@ class Suggester:
         self._reanchorer: Reanchorer | None = None
 
     def __call__(self, status: pl.DataFrame) -> pl.DataFrame:
-        lost = status.filter(pl.col("status").is_in(["stale", "removed"]))
+        """`status` with suggestions for its lost citations that were not re-anchored yet."""
+        pending = pl.col("status").is_in(LOST_STATUSES) & ~pl.col("reanchored").fill_null(False)
+        lost = status.filter(pending).with_columns(evidence=EVIDENCE)
         if lost.is_empty():
             return status
         suggestions = reanchor(lost, self._reanchorer or self._open())
-        return status.drop([c for c in suggestions.columns if c != "citation_id" and c in status.columns]).join(
-            suggestions, on="citation_id", how="left"
+        missing = [pl.lit(None, dtype).alias(c) for c, dtype in suggestions.schema.items() if c not in status.columns]
+        return status.with_columns(missing).update(suggestions, on="citation_id").with_columns(
+            reanchored=pl.when(pending).then(True).otherwise("reanchored")
         )
 
     def _embeddings(self):
@@ -277,6 +281,7 @@ def judge_citations(
             cited_chunks = changed.cited_chunks(cited_ids, in_target)
         parts.append(judge(group, cited_chunks, changed.diff if changed else None, target_chunks, target_version))
     status = pl.concat(parts, how="diagonal_relaxed") if parts else empty(CITATION_STATUS)
+    status = status.with_columns(reanchored=pl.when(pl.col("status").is_in(LOST_STATUSES)).then(False))
     if suggester is not None and status.height:
         status = suggester(status)
     return conform(status, CITATION_STATUS).sort("answer_id", "claim_id", "citation_id"), doc_diffs

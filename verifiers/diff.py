@@ -1,18 +1,20 @@
 """Diff two corpus versions at document and chunk level, in polars.
 
-Documents are compared first by content hash; only chunks of documents that changed are read and
+Documents are compared first by content hash and path; only chunks of documents that changed are read and
 compared (a CorpusStore reads them through its doc_id index), so the cost follows the size of the
 change, not of the corpus. Within those documents, chunks are matched by hash joins (same chunk_id,
-then same text in the same document, then same text anywhere); text similarity (rapidfuzz) is computed
-only for chunks still unmatched within one document.
+then same text in the same document, then same text anywhere); text that repeats within a document is
+paired by position first (the copies' sequence aligned, so a surviving copy keeps its citations); text
+similarity (rapidfuzz) is computed only for chunks still unmatched within one document.
 
-Chunk changes: unchanged (same id, hash and locator), moved (same text, new offsets or section in its
-document), relocated (same text, another document), modified (best successor by similarity above a
-threshold, with its score), removed, added.
+Chunk changes: unchanged (same id, hash and locator: offsets, section, page/slide/sheet/rows/e-mail part and
+path), moved (same text at a new locator in its document), relocated (same text, another document), modified
+(best successor by similarity above a threshold, with its score), removed, added.
 Document changes: unchanged, added, removed, renamed (same content, new path), modified.
 """
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +25,7 @@ import numpy as np
 import polars as pl
 from rapidfuzz import fuzz, process
 
+from citekeeper.native_locator import LOCATOR_COLUMNS
 from citekeeper.schema import CHUNK_DIFF, DOC_DIFF
 from citekeeper.tables import conform, read_parquet, write_parquet
 
@@ -80,10 +83,14 @@ def diff_documents(old_docs: Frame, new_docs: Frame) -> pl.DataFrame:
     old = old_docs.lazy().select(DOC_COLUMNS).collect()
     new = new_docs.lazy().select(DOC_COLUMNS).collect()
     same_id = old.join(new, on="doc_id", how="inner", suffix="_new", coalesce=False)
+    same_content = pl.col("doc_content_hash") == pl.col("doc_content_hash_new")
     both = _doc_rows(
         same_id,
-        pl.when(pl.col("doc_content_hash") == pl.col("doc_content_hash_new")).then(pl.lit("unchanged")).otherwise(pl.lit("modified")),
-    )
+        # An explicit doc_id keeps its id at a new path: a rename, whose chunks are compared for their new locator.
+        pl.when(same_content & (pl.col("source_path") == pl.col("source_path_new"))).then(pl.lit("unchanged"))
+        .when(same_content).then(pl.lit("renamed"))
+        .otherwise(pl.lit("modified")),
+    )  # fmt: skip
     # Documents on one side only: equal content under another doc_id is a rename.
     gone = _with_occurrence(old.join(new, on="doc_id", how="anti"), "doc_content_hash", "doc_id")
     came = _with_occurrence(new.join(old, on="doc_id", how="anti"), "doc_content_hash", "doc_id")
@@ -102,7 +109,9 @@ def diff_documents(old_docs: Frame, new_docs: Frame) -> pl.DataFrame:
 # ---------------------------------------------------------------- chunks
 
 MATCH_COLUMNS = ["chunk_id", "doc_id", "text_hash", "start_char", "end_char"]
-CHUNK_COLUMNS = [*MATCH_COLUMNS, "section_path", "text"]
+# Where a chunk is: the same text anywhere else in these is a move, never `unchanged`.
+LOCATOR = ["start_char", "end_char", "section_path", "source_path", *LOCATOR_COLUMNS]
+CHUNK_COLUMNS = list(dict.fromkeys([*MATCH_COLUMNS, *LOCATOR, "text"]))
 LINK_SCHEMA = {"old_row": pl.UInt32, "new_row": pl.UInt32, "change": pl.String, "similarity": pl.Float64}
 # doc_ids -> the CHUNK_COLUMNS of a version's chunks in those documents; a store reads them through its
 # doc_id index, so what a diff reads follows the change.
@@ -159,23 +168,53 @@ def _score_docs(docs: list[tuple[list[str], list[str]]]) -> np.ndarray:
     return np.concatenate([process.cdist(a, b, scorer=fuzz.ratio, workers=1, dtype=np.float64).ravel() for a, b in docs])
 
 
+def _same_locator(suffix: str = "_new") -> pl.Expr:
+    return pl.all_horizontal(pl.col(c).eq_missing(pl.col(c + suffix)) for c in LOCATOR)
+
+
 def _same_id_links(old: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
     """Same chunk_id on both sides: modified (other text, with its text ratio), unchanged (same locator) or moved."""
     same = old.join(new, on="chunk_id", suffix="_new")
     same_text = pl.col("text_hash") == pl.col("text_hash_new")
-    same_locator = (
-        (pl.col("start_char") == pl.col("start_char_new"))
-        & (pl.col("end_char") == pl.col("end_char_new"))
-        & (pl.col("section_path") == pl.col("section_path_new"))
-    )
     edited = same.with_row_index("_i").filter(~same_text)
     ratios = process.cpdist(edited["text"].to_list(), edited["text_new"].to_list(), scorer=fuzz.ratio, dtype=np.float64)
     similarity = pl.Series(np.ones(same.height)).scatter(edited["_i"], ratios / 100.0)
     return same.select(
         old_row="_row",
         new_row="_row_new",
-        change=pl.when(~same_text).then(pl.lit("modified")).when(same_locator).then(pl.lit("unchanged")).otherwise(pl.lit("moved")),
+        change=pl.when(~same_text).then(pl.lit("modified")).when(_same_locator()).then(pl.lit("unchanged")).otherwise(pl.lit("moved")),
         similarity=similarity,
+    )
+
+
+def _repeated(old: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
+    """(doc_id, text_hash) of the text that occurs more than once in a document on either side."""
+    counts = [side.group_by("doc_id", "text_hash").len().filter(pl.col("len") > 1) for side in (old, new)]
+    return pl.concat(counts).select("doc_id", "text_hash").unique()
+
+
+def _positional_links(old: pl.DataFrame, new: pl.DataFrame, repeated: pl.DataFrame) -> pl.DataFrame:
+    """Copies of repeated text paired by position: each such document's chunk sequence (by text_hash, in text
+    order) aligned old to new (difflib), and the aligned copies paired, unchanged or moved. Chunk ids number
+    the copies, so when an earlier copy goes the survivor takes the deleted one's id: ids cannot pair them."""
+    docs = repeated["doc_id"].unique().implode()
+    old_seq, new_seq = (
+        side.filter(pl.col("doc_id").is_in(docs)).sort("doc_id", "start_char").group_by("doc_id", maintain_order=True).agg("text_hash", "_row")
+        for side in (old, new)
+    )
+    pairs = []
+    for _, hashes, rows, new_hashes, new_rows in old_seq.join(new_seq, on="doc_id").iter_rows():
+        for i, j, size in difflib.SequenceMatcher(None, hashes, new_hashes, autojunk=False).get_matching_blocks():
+            pairs.extend((rows[i + k], new_rows[j + k]) for k in range(size))
+    aligned = pl.DataFrame(pairs, schema={"old_row": pl.UInt32, "new_row": pl.UInt32}, orient="row")
+    paired = (
+        aligned.join(old, left_on="old_row", right_on="_row")
+        .join(new, left_on="new_row", right_on="_row", suffix="_new")
+        .join(repeated, on=["doc_id", "text_hash"], how="semi")  # unique text pairs by chunk_id
+    )
+    unchanged = (pl.col("chunk_id") == pl.col("chunk_id_new")) & _same_locator()
+    return paired.select(
+        "old_row", "new_row", change=pl.when(unchanged).then(pl.lit("unchanged")).otherwise(pl.lit("moved")), similarity=pl.lit(1.0)
     )
 
 
@@ -186,9 +225,13 @@ def _unmatched(frame: pl.DataFrame, links: pl.DataFrame, side: str) -> pl.DataFr
 def diff_chunks(old_chunks: pl.DataFrame, new_chunks: pl.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> pl.DataFrame:
     """Chunk-level changes between two sets of chunks (CHUNK_COLUMNS; in practice the changed documents')."""
     old, new = old_chunks.with_row_index("_row"), new_chunks.with_row_index("_row")
-    same_id = _same_id_links(old, new)
-    links = [same_id]
-    old_left, new_left = _unmatched(old, same_id, "old_row"), _unmatched(new, same_id, "new_row")
+    repeated = _repeated(old, new)
+    by_position = _positional_links(old, new, repeated)
+    old_left, new_left = _unmatched(old, by_position, "old_row"), _unmatched(new, by_position, "new_row")
+    unique_text = [side.join(repeated, on=["doc_id", "text_hash"], how="anti") for side in (old_left, new_left)]
+    same_id = _same_id_links(*unique_text)
+    links = [by_position, same_id]
+    old_left, new_left = _unmatched(old_left, same_id, "old_row"), _unmatched(new_left, same_id, "new_row")
     # Each later stage sees only what the earlier ones left unmatched.
     for by, change in ((["doc_id", "text_hash"], "moved"), (["text_hash"], "relocated")):
         pairs = _same_text_links(old_left, new_left, by)

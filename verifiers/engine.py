@@ -197,7 +197,7 @@ def resolve_spans(citations: pl.DataFrame) -> pl.DataFrame:
     """Anchor each citation's quote and fix the evidence span it is judged on (offsets into the document).
 
     The span is the anchored quote; the whole chunk when there is no quote; the stored span (e.g. a
-    re-anchoring suggestion for a stale citation) when the quote is not in the chunk; else no evidence.
+    successor span of a relocated or drifted citation) when the quote is not in the chunk; else no evidence.
     `locatable`: the stored offsets (or, without any, the anchored ones) reproduce the quote exactly.
     `anchored` / `locatable` are false for a citation whose status says it no longer holds.
     """
@@ -227,7 +227,7 @@ def resolve_spans(citations: pl.DataFrame) -> pl.DataFrame:
         pl.when(no_quote).then(chunk_len).otherwise(pl.coalesce(stored_end, pl.when(exact).then(pl.col("quote_end"))))
         .cast(pl.Int64).alias("_loc_end"),
     )  # fmt: skip
-    # A stale / removed / invalid citation does not hold, even when a re-anchoring suggestion gives evidence.
+    # A stale / removed / invalid citation does not hold (nor has it evidence: verifiers.evidence).
     holding = pl.col("citation_status").is_null() | pl.col("citation_status").is_in(HOLDING_STATUSES)
     reproduced = pl.col("chunk_text").str.slice(pl.col("_loc_start"), pl.col("_loc_end") - pl.col("_loc_start"))
     evidence = pl.col("chunk_text").str.slice(pl.col("_span_start"), pl.col("_span_end") - pl.col("_span_start"))

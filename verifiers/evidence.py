@@ -1,9 +1,10 @@
 """Resolve each citation to the evidence it has in a target corpus version.
 
 With a citation-status table for the target version (verifiers.citation_status), a citation's evidence is:
-valid -> its chunk; relocated / drifted -> the successor chunk and the quote's new span; stale / removed ->
-the re-anchoring suggestion if there is one, else none; invalid -> none. Without that table (e.g. verifying
-answers against the version they cite) a citation resolves to the chunk with its chunk_id, if present.
+valid -> its chunk; relocated / drifted -> the successor chunk and the quote's new span; stale / removed /
+invalid -> none (a re-anchoring suggestion is a proposal for `repair`, not evidence, until it is applied).
+Without that table (e.g. verifying answers against the version they cite) a citation resolves to the chunk
+with its chunk_id, if present.
 """
 from __future__ import annotations
 
@@ -26,10 +27,7 @@ class AnswersFileError(ValueError):
 
 
 # The citation-status columns that say where a citation's evidence is (no texts: a million rows stay small).
-STATUS_COLUMNS = [
-    *CITATION_KEY, "status", "new_chunk_id", "new_start_char", "new_end_char",
-    "suggested_chunk_id", "suggested_start_char", "suggested_end_char",
-]  # fmt: skip
+STATUS_COLUMNS = [*CITATION_KEY, "status", "new_chunk_id", "new_start_char", "new_end_char"]
 EVIDENCE_CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "start_char"]
 
 
@@ -81,22 +79,15 @@ def citation_evidence(
 def _from_status(citations: pl.DataFrame, citation_status: pl.DataFrame) -> pl.DataFrame:
     status = citation_status.select(STATUS_COLUMNS).rename({"status": "citation_status"})
     successor = pl.col("citation_status").is_in(HOLDING_STATUSES)
-    reanchored = pl.col("citation_status").is_in(["stale", "removed"])
     unjudged = pl.col("citation_status").is_null()  # registered after the status table was written
     return (
         citations.join(status, on=CITATION_KEY, how="left")
         .with_columns(
             pl.when(successor).then(pl.coalesce("new_chunk_id", "chunk_id"))
-            .when(reanchored).then(pl.col("suggested_chunk_id"))
             .when(unjudged).then(pl.col("chunk_id"))
             .alias("evidence_chunk_id"),
-            pl.when(successor).then(pl.col("new_start_char"))
-            .when(reanchored).then(pl.col("suggested_start_char"))
-            .alias("stored_start_char"),
-            pl.when(successor).then(pl.col("new_end_char"))
-            .when(reanchored).then(pl.col("suggested_end_char"))
-            .alias("stored_end_char"),
+            pl.when(successor).then(pl.col("new_start_char")).alias("stored_start_char"),
+            pl.when(successor).then(pl.col("new_end_char")).alias("stored_end_char"),
         )  # fmt: skip
-        .drop("new_chunk_id", "new_start_char", "new_end_char", "suggested_chunk_id", "suggested_start_char",
-              "suggested_end_char")  # fmt: skip
+        .drop("new_chunk_id", "new_start_char", "new_end_char")
     )

@@ -28,9 +28,9 @@ import polars as pl
 from citekeeper.answer_store import AddResult, AnswerSnapshot, AnswerStore
 from citekeeper.answers import citation_entries, record_from_rows
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
-from citekeeper.schema import CITATION_STATUS, REPAIR_KINDS, REPAIRS
+from citekeeper.schema import CITATION_STATUS, LOST_STATUSES, REPAIR_KINDS, REPAIRS
 from citekeeper.tables import conform, read_parquet, write_parquet
-from verifiers.citation_status import check_citations
+from verifiers.citation_status import Suggester, check_citations
 
 DEFAULT_MIN_SCORE = 0.9
 REPOINTED = [kind for kind in REPAIR_KINDS if kind.startswith("repointed_")]
@@ -70,7 +70,7 @@ def decide(status: pl.DataFrame, citations: pl.DataFrame, target_chunks: pl.Data
     least the chunks the citations could be re-pointed at.
     """
     suggested = pl.col("suggested_method").is_not_null()
-    lost = pl.col("status").is_in(["stale", "removed"])
+    lost = pl.col("status").is_in(LOST_STATUSES)
     chosen_chunk = (
         pl.when(pl.col("status") == "valid").then("chunk_id")
         .when(pl.col("status").is_in(["relocated", "drifted"])).then("new_chunk_id")
@@ -95,7 +95,7 @@ def decide(status: pl.DataFrame, citations: pl.DataFrame, target_chunks: pl.Data
 
 
 def _repair_kind(min_score: float) -> pl.Expr:
-    lost = pl.col("status").is_in(["stale", "removed"])
+    lost = pl.col("status").is_in(LOST_STATUSES)
     fits = pl.col("in_one_chunk").fill_null(False)
     method = pl.col("suggested_method")
     return (
@@ -277,11 +277,11 @@ def _target_chunks(store, target_version: str, status: pl.DataFrame) -> pl.DataF
 
 def current_status(store, target_version: str, citations: pl.DataFrame) -> pl.DataFrame:
     """The stored citation status of `target_version` when it judged exactly the current citations (a `stale`
-    run just before), else a fresh check."""
+    run just before; its lost citations re-anchored here if that run did not), else a fresh check."""
     stored = read_parquet(store.layout.citation_status_file(target_version), CITATION_STATUS)
     keys = ["answer_id", "revision", "citation_id"]
     same = stored.height == citations.height and stored.select(keys).join(citations.select(keys), on=keys, how="anti").is_empty()
-    return stored if same else check_citations(store, target_version).read_status()
+    return Suggester(store, target_version)(stored) if same else check_citations(store, target_version).read_status()
 
 
 def card_repairs(store, target_version: str, status: pl.DataFrame) -> pl.DataFrame:

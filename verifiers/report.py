@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.answer_store import AnswerStore
-from citekeeper.schema import CITATION_STATUSES, NOT_HOLDING_STATUSES
+from citekeeper.schema import CITATION_STATUSES, LOST_STATUSES, NOT_HOLDING_STATUSES
 from verifiers.history import answer_history, history_section
 from verifiers.plots import STATUS_COLORS, report_plots
 from verifiers.repair import card_repairs
@@ -106,7 +106,9 @@ def _card(row: dict) -> str:
             "</span></p>"
             f'<div class="text">{_text(row["suggested_text"], row["suggested_access_scope"])}</div>'
         )
-    elif status in ("stale", "removed"):
+    elif row.get("reanchored") is False:
+        parts.append("<p>not re-anchored (stale --no-reanchor); citekeeper repair re-anchors it</p>")
+    elif status in LOST_STATUSES:
         parts.append("<p>no re-anchoring suggestion found</p>")
     if row.get("repair") not in (None, "kept"):
         parts.append(_repair_line(row))
@@ -130,11 +132,11 @@ def _summary(status: pl.DataFrame) -> str:
     counts = dict(status.group_by("status").len().iter_rows())
     cells = "".join(f'<td><span class="badge {s}">{s}</span> {counts.get(s, 0)}</td>' for s in CITATION_STATUSES)
     reanchored = status.filter(pl.col("suggested_chunk_id").is_not_null()).height
-    lost = status.filter(pl.col("status").is_in(["stale", "removed"])).height
+    lost = status.filter(pl.col("status").is_in(LOST_STATUSES)).height
     return (
         '<section id="summary"><h2>Summary</h2>'
         f"<p>{status.height} citations in {status['answer_id'].n_unique()} answers; "
-        f"{reanchored} of {lost} stale or removed citations have a re-anchoring suggestion.</p>"
+        f"{reanchored} of {lost} stale or removed citations have a re-anchoring suggestion{_skipped(status)}.</p>"
         f"<table><tr>{cells}</tr></table></section>"
     )
 
@@ -204,15 +206,22 @@ def write_html(path: Path, *args, **kwargs) -> Path:
     return path
 
 
+def _skipped(status: pl.DataFrame) -> str:
+    """How many lost citations a `stale --no-reanchor` left without a search, as a clause ("" when none)."""
+    n = status.filter(pl.col("reanchored").eq(False)).height
+    return f" ({n} not searched: stale --no-reanchor; repair re-anchors them)" if n else ""
+
+
 def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_version: str, top: int = 5) -> str:
     counts = dict(status.group_by("status").len().iter_rows())
     methods = dict(status.filter(pl.col("suggested_method").is_not_null()).group_by("suggested_method").len().iter_rows())
-    lost = sum(counts.get(s, 0) for s in ("stale", "removed"))
+    lost = sum(counts.get(s, 0) for s in LOST_STATUSES)
     lines = [
         f"citations against {target_version}: {status.height} in {status['answer_id'].n_unique()} answers",
         "  " + "  ".join(f"{s} {counts.get(s, 0)}" for s in CITATION_STATUSES),
         f"  re-anchored {sum(methods.values())} of {lost} stale/removed"
-        + (" (" + ", ".join(f"{m} {n}" for m, n in sorted(methods.items())) + ")" if methods else ""),
+        + (" (" + ", ".join(f"{m} {n}" for m, n in sorted(methods.items())) + ")" if methods else "")
+        + _skipped(status),
     ]
     hit = blast_radius.filter(pl.col("n_citations") > 0).sort("rank").head(top)
     if hit.height:
