@@ -15,13 +15,15 @@ problem names its field by the dotted path of pydantic's loc (claims.0.citations
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from datetime import datetime, timezone
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated
 
@@ -299,13 +301,24 @@ def parse_answer(record: object, line: int | None = None) -> ParsedAnswer:
         validated = AnswerRecord.model_validate(record)
     except ValidationError as exc:
         raise AnswerInputError([_issue(error) for error in exc.errors()]) from None
-    return validated.parsed(json.dumps(record, ensure_ascii=False, default=_json_value), line)
+    try:
+        source_record = json.dumps(record, ensure_ascii=False, default=_json_value)
+    except (TypeError, ValueError) as exc:  # an extra key whose value has no JSON form: the record is refused, not the file
+        raise AnswerInputError([Issue("record", f"cannot be kept as JSON: {exc}")]) from None
+    return validated.parsed(source_record, line)
 
 
-def _json_value(value: object) -> str:
-    """Parquet input rows hold datetimes; JSON input never reaches here with anything else."""
-    if isinstance(value, datetime):
+def _json_value(value: object) -> object:
+    """The JSON form of what Parquet rows hold besides JSON's own types: dates and times as ISO-8601, decimals
+    as their exact digits, binary as base64; JSON input never reaches here."""
+    if isinstance(value, (date, time)):  # datetime is a date
         return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 

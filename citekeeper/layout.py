@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import polars as pl
+
 
 @dataclass(frozen=True)
 class StoreLayout:
@@ -143,6 +145,10 @@ def run_table_files(directory: Path, table: str) -> list[Path]:
 
 
 def latest_run_dir(out_dir: Path | str, version: str) -> Path | None:
-    """The newest complete run_dir (it has its run.parquet, written last) under `out_dir` for `version`."""
-    runs = sorted(p.parent for p in (Path(out_dir) / f"corpus_version={version}").glob("run_id=*/run.parquet"))
-    return runs[-1] if runs else None
+    """The complete run_dir (it has its run.parquet, written last) under `out_dir` for `version` that started
+    last: by the run row's started_at, not by name (a run id such as "nightly" sorts after any timestamp)."""
+    rows = sorted((Path(out_dir) / f"corpus_version={version}").glob("run_id=*/run.parquet"))
+    if not rows:
+        return None
+    started = pl.scan_parquet(rows, include_file_paths="path").select("started_at", "path").collect()
+    return Path(started.sort("started_at", "path")["path"][-1]).parent

@@ -1,8 +1,12 @@
 """Answer input parsing (both forms), malformed lines, revisions and the answer store files."""
+import datetime as dt
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from citekeeper.answer_store import AnswerStore
@@ -209,3 +213,14 @@ def test_parquet_rows_of_both_forms_read_like_jsonl(tmp_path):
     answers, errors = read_answer_records(path)
     assert not errors
     assert [a.content_hash for a in answers] == [parse_answer(STRUCTURED).content_hash, parse_answer(MARKER).content_hash]
+
+
+def test_parquet_extra_columns_of_any_type_are_kept_and_never_sink_the_add(tmp_path):
+    """A date, a Decimal and bytes in extra columns (#20: `date is not JSON serializable` sank the whole add)."""
+    rows = [dict(MARKER, answer_id=f"m{i}", asked_on=dt.date(2026, 1, i + 1), cost=Decimal("0.10"), blob=b"\x00\xff") for i in range(2)]
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    result = AnswerStore(tmp_path / "store").add(path)
+    assert result.added == ["m0", "m1"] and not result.errors
+    kept = json.loads(AnswerStore(tmp_path / "store").answers().filter(pl.col("answer_id") == "m1")["source_record"].item())
+    assert (kept["asked_on"], kept["cost"], kept["blob"]) == ("2026-01-02", "0.10", "AP8=")

@@ -271,3 +271,11 @@ def test_dagster_sharded_verification_job(world):
     )
     assert metadata["n_claims"].value == AnswerStore(world["store"].root).claims().height
     assert latest_run_dir(world["store"].layout.runs_dir, "v2") == run_dir  # what the asset check reads
+
+
+def test_the_latest_run_is_the_one_that_started_last_not_the_name_that_sorts_last(world, tmp_path):
+    out = tmp_path / "out"
+    verify_store(world["store"].root, out, version="v2", scorer=None, run_id="nightly")
+    later, paths = verify_store(world["store"].root, out, version="v2", scorer=None)  # a timestamped id, < "nightly"
+    assert paths["run"].parent.name < "run_id=nightly"
+    assert latest_run_dir(out, "v2") == paths["run"].parent
