@@ -119,7 +119,7 @@ def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]
         pl.when(pl.col("change") == "unchanged")
         .then(pl.lit("chunk unchanged"))
         .when(pl.col("change") == "moved")
-        .then(pl.format("same text moved within {}", "new_source_path"))
+        .then(pl.format("same text at a new locator in {}", "new_source_path"))
         .when(pl.col("change") == "relocated")
         .then(pl.format("same text now in {}", "new_source_path"))
         .when((pl.col("change") == "modified") & pl.col("evidence_in_new"))
