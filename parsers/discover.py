@@ -26,7 +26,7 @@ from citekeeper.identity import sha256_hex
 from parsers.formats import BY_EXTENSION
 from parsers.formats.text import UndecodableText, decode_text
 from parsers.metadata import SIDECAR_SUFFIX, MetadataError, read_sidecar, split_front_matter
-from parsers.model import IngestError, ParseConfig, SourceFile
+from parsers.model import ACCESS_SCOPES, IngestError, ParseConfig, SourceFile
 
 # One wildcard of a path segment: a run of stars, a `?`, or a character class (`]` first is a member).
 _WILDCARD = re.compile(r"\*+|\?|\[!?\]?[^\]]*\]")
@@ -162,6 +162,10 @@ def _walk_dir(walk: _Walk, directory: Path, prefix: str, ancestors: frozenset[Pa
     for entry in entries:
         if entry.name.startswith("."):
             continue
+        if not _is_utf8(entry.name):  # no source_path can name it: every table stores UTF-8
+            shown = os.fsencode(prefix + entry.name).decode("utf-8", "backslashreplace")
+            walk.quarantine(shown, "discover", "InvalidFileName", f"file name is not valid UTF-8: {shown}")
+            continue
         source_path = unicodedata.normalize("NFC", prefix + entry.name)
         if not (_is_directory(entry) or walk.owns(source_path)):
             continue  # another shard's file: not even looked at
@@ -171,6 +175,14 @@ def _walk_dir(walk: _Walk, directory: Path, prefix: str, ancestors: frozenset[Pa
             walk.reject(source_path, q.stage, q.error_type, q.reason)
         except OSError as exc:  # vanished or unreadable between listing and reading
             walk.reject(source_path, "read", "ReadError", f"cannot access file: {exc.strerror or exc}")
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # os.scandir decodes undecodable bytes to lone surrogates
+        return False
+    return True
 
 
 def _is_directory(entry: os.DirEntry) -> bool:
@@ -229,7 +241,9 @@ def _read_source(walk: _Walk, path: Path, source_path: str) -> SourceFile:
         raise Quarantined("discover", "UnsupportedFileType", f"unsupported file type {path.suffix or '(no extension)'!r}; supported: {supported}")
     raw = _read_bytes(path, config.max_file_bytes)
     filetype = file_format.filetype
-    explicit = _explicit_metadata(path, filetype, raw)
+    places = _places(walk, path, source_path)
+    front_matter, sidecars = _explicit_metadata(walk.root, places, filetype, raw)
+    explicit = front_matter | sidecars[-1] | sidecars[0]  # the sidecar where the walk found it wins
     return SourceFile(
         path=path.absolute(),
         source_path=source_path,
@@ -237,9 +251,21 @@ def _read_source(walk: _Walk, path: Path, source_path: str) -> SourceFile:
         filetype=filetype,
         content_hash=sha256_hex(raw),
         size_bytes=len(raw),
-        access_scope=explicit.get("access_scope") or _configured_scope(config, source_path),
+        access_scope=_strictest(
+            (front_matter | sidecar).get("access_scope") or _configured_scope(config, place)
+            for sidecar, (_, place) in zip(sidecars, places)
+        ),
         title=explicit.get("title"),
     )
+
+
+def _places(walk: _Walk, path: Path, source_path: str) -> list[tuple[Path, str]]:
+    """Where a file is reachable: as the walk found it (a link's name, or a path through a linked directory)
+    and, when that differs, where it really is. Its scope is the strictest of these places' scopes, so a link
+    never makes an internal_only file visible."""
+    real = path.resolve()
+    real_path = unicodedata.normalize("NFC", real.relative_to(walk.root).as_posix())
+    return [(path, source_path)] + ([(real, real_path)] if real_path != source_path or real != path else [])
 
 
 def _read_bytes(path: Path, max_bytes: int) -> bytes:
@@ -260,19 +286,26 @@ def _read_bytes(path: Path, max_bytes: int) -> bytes:
     return raw
 
 
-def _explicit_metadata(path: Path, filetype: str, raw: bytes) -> dict[str, str]:
-    """Sidecar keys override front matter keys. An invalid sidecar quarantines the document: guessing its
-    access_scope could expose an internal document. Markdown is decoded as parsing decodes it (decode_text),
-    so a Latin-1 or UTF-16 file's front matter is read, and one that cannot be decoded is quarantined here."""
+def _explicit_metadata(
+    root: Path, places: list[tuple[Path, str]], filetype: str, raw: bytes
+) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """(front matter, the sidecar at each of _places), whose keys override the front matter's. An invalid
+    sidecar quarantines the document: guessing its access_scope could expose an internal document. Markdown is
+    decoded as parsing decodes it (decode_text), so a Latin-1 or UTF-16 file's front matter is read, and one
+    that cannot be decoded is quarantined here."""
     try:
         front_matter = {}
         if filetype == "md":
             front_matter, _ = split_front_matter(decode_text(raw)[0])
-        return front_matter | read_sidecar(path.with_name(path.name + SIDECAR_SUFFIX))
+        return front_matter, [read_sidecar(place.with_name(place.name + SIDECAR_SUFFIX), root) for place, _ in places]
     except MetadataError as exc:
         raise Quarantined("discover", "InvalidMetadata", str(exc)) from exc
     except UndecodableText as exc:
         raise Quarantined("read", "EncodingError", str(exc)) from exc
+
+
+def _strictest(scopes: Iterable[str]) -> str:
+    return max(scopes, key=ACCESS_SCOPES.index)  # ordered from the most visible to the least
 
 
 def _configured_scope(config: ParseConfig, source_path: str) -> str:

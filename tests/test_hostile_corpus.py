@@ -1,0 +1,109 @@
+"""A hostile source tree (issue #21): each case is made here, at test time, beside good documents. One ingest
+must finish without a traceback, quarantine each hostile input with its reason, register every good file,
+and never let a link or a sidecar make an internal_only text visible."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from citekeeper.store import CorpusStore
+from parsers.ingest import ingest
+from parsers.model import ParseConfig
+from pipelines.cli import main
+
+GOOD = "Backups run every night and are kept for thirty days."
+INTERNAL = "internal/plan.md"
+
+
+def alias_bomb(levels: int = 9) -> str:
+    """YAML billion laughs: each level lists the previous one nine times (9**9 strings when expanded)."""
+    lines = ['a0: &a0 "lol"']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines)
+
+
+def hostile_tree(root: Path, outside: Path) -> dict[str, str]:
+    """Writes the tree; returns each hostile path (as quarantined) -> the error type it must get."""
+    (root / "good").mkdir(parents=True)
+    (root / "good" / "ok.md").write_text(GOOD)
+    (root / "internal").mkdir()
+    (root / INTERNAL).write_text("The plan is to acquire the competitor in March.")
+    (root / f"{INTERNAL}.citekeeper.json").write_text('{"access_scope": "internal_only"}')
+    outside.mkdir()
+    (outside / "secret.json").write_text('{"title": "OUTSIDE-TITLE", "access_scope": "user_visible"}')
+    cases = {}
+
+    def doc(name: str, text: str = GOOD, sidecar: str | None = None, error: str = "InvalidMetadata") -> Path:
+        path = root / "hostile" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if sidecar is not None:
+            (path.parent / f"{name}.citekeeper.json").write_text(sidecar)
+        cases[f"hostile/{name}"] = error
+        return path
+
+    doc("surrogate-title.md", sidecar='{"title": "\\ud800 plan"}')
+    doc("surrogate-doc-id.md", sidecar='{"doc_id": "\\udfff"}')
+    doc("deep.md", sidecar="[" * 100_000 + "]" * 100_000)
+    doc("duplicate-key.md", sidecar='{"access_scope": "internal_only", "access_scope": "user_visible"}')
+    doc("deep-front-matter.md", "---\ntitle: " + "[" * 100_000 + "]" * 100_000 + "\n---\n" + GOOD)
+    doc("alias-bomb.md", "---\n" + alias_bomb() + "\ntitle: x\n---\n" + GOOD)
+    doc("merge-key.md", "---\nbase: &base {access_scope: internal_only}\n<<: *base\ntitle: t\n---\n" + GOOD)
+    zero = doc("dev-zero.md")
+    os.symlink("/dev/zero", zero.parent / "dev-zero.md.citekeeper.json")
+    cases["hostile/dev-zero.md.citekeeper.json"] = "SymlinkOutsideRoot"
+    fifo = doc("fifo.md")
+    os.mkfifo(fifo.parent / "fifo.md.citekeeper.json")
+    linked = doc("outside-sidecar.md")
+    os.symlink(outside / "secret.json", linked.parent / "outside-sidecar.md.citekeeper.json")
+    cases["hostile/outside-sidecar.md.citekeeper.json"] = "SymlinkOutsideRoot"
+    bad_name = os.fsencode(root / "hostile") + b"/caf\xe9.md"
+    Path(os.fsdecode(bad_name)).write_text(GOOD)
+    cases["hostile/caf\\xe9.md"] = "InvalidFileName"
+    return cases
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    base = tmp_path_factory.mktemp("hostile")
+    root = base / "src"
+    cases = hostile_tree(root, base / "outside")
+    # Links into internal_only text: a file link and a directory link from a public folder.
+    (root / "public").mkdir()
+    os.symlink("../internal/plan.md", root / "public" / "plan.md")
+    os.symlink("../internal", root / "public" / "mirror")
+    store = CorpusStore(base / "store")
+    result = ingest(root, store, version="v1", config=ParseConfig(workers=1))
+    return {"root": root, "store": store, "result": result, "cases": cases, "base": base}
+
+
+def test_every_hostile_input_is_quarantined_with_its_reason(hostile):
+    found = {e.source_path: e for e in hostile["result"].errors}
+    for source_path, error_type in hostile["cases"].items():
+        assert source_path in found, (source_path, sorted(found))
+        assert found[source_path].error_type == error_type and found[source_path].reason, found[source_path]
+    assert "OUTSIDE-TITLE" not in json.dumps([e.reason for e in found.values()])  # nothing of the outside file
+
+
+def test_the_good_files_are_registered(hostile):
+    docs = hostile["store"].read_documents("v1", columns=["source_path", "access_scope", "title"])
+    assert {"good/ok.md", INTERNAL, "public/plan.md", "public/mirror/plan.md"} <= set(docs["source_path"])
+    assert "OUTSIDE-TITLE" not in set(docs["title"].drop_nulls())
+    assert not set(docs["source_path"]) & set(hostile["cases"])
+
+
+def test_a_link_to_internal_text_is_internal_whatever_its_own_place_says(hostile):
+    docs = hostile["store"].read_documents("v1", columns=["source_path", "access_scope"])
+    scope = dict(docs.iter_rows())
+    assert scope["public/plan.md"] == scope["public/mirror/plan.md"] == scope[INTERNAL] == "internal_only"
+    assert scope["good/ok.md"] == "user_visible"
+
+
+def test_the_cli_ingest_finishes_without_a_traceback(hostile, tmp_path):
+    result = CliRunner().invoke(main, ["ingest", str(hostile["root"]), "--store", str(tmp_path / "store"), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output and "quarantined" in result.output
