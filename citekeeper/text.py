@@ -228,3 +228,13 @@ def _composes(segment: str, char: str) -> bool:
     return unicodedata.normalize("NFKC", segment + char) != unicodedata.normalize("NFKC", segment) + unicodedata.normalize(
         "NFKC", char
     )
+
+
+# Characters that would act on a terminal rather than show: C0/C1 controls (ESC starts an ANSI sequence, a
+# newline could forge a line), line/paragraph separators and bidirectional overrides.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` safe to print on one terminal line: each control character shown as its escape (\\x1b, \\n)."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)

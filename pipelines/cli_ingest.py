@@ -10,6 +10,7 @@ from tqdm import tqdm
 
 from citekeeper.store import DEFAULT_LOCK_TIMEOUT, READ_SCHEMAS, CorpusStore, StoreError
 from citekeeper.tables import write_parquet
+from citekeeper.text import printable
 from pipelines.cli_common import store_option
 
 
@@ -44,7 +45,7 @@ def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chun
 
         def progress(source_path: str, done: int, total: int) -> None:
             bar.total = total
-            bar.set_postfix_str(source_path[-40:], refresh=False)
+            bar.set_postfix_str(printable(source_path[-40:]), refresh=False)
             bar.update(done - bar.n)
 
         try:
@@ -63,7 +64,7 @@ def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chun
     click.echo(f"parsed {result.n_parsed}, reused {result.n_reused}, removed {result.n_removed}, "
                f"quarantined {result.n_quarantined}, skipped {result.n_skipped}")
     for error in result.errors:
-        click.echo(f"  quarantined {error.source_path}: {error.stage}: {error.error_type}: {error.reason}")
+        click.echo(f"  quarantined {printable(error.source_path)}: {error.stage}: {error.error_type}: {printable(error.reason)}")
 
 
 @click.command("versions")

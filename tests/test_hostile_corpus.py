@@ -107,3 +107,17 @@ def test_the_cli_ingest_finishes_without_a_traceback(hostile, tmp_path):
     result = CliRunner().invoke(main, ["ingest", str(hostile["root"]), "--store", str(tmp_path / "store"), "--workers", "1"])
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output and "quarantined" in result.output
+
+
+def test_a_file_name_cannot_forge_a_terminal_line(tmp_path):
+    """A name with a newline and an ANSI escape is printed escaped: one line per quarantined file."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "ok.md").write_text(GOOD)
+    (src / "x.exe\n  quarantined good.md: forged\x1b[2K").write_text("binary")
+    result = CliRunner().invoke(main, ["ingest", str(src), "--store", str(tmp_path / "store"), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "quarantined " in line and ":" in line]
+    assert lines == ["  quarantined x.exe\\n  quarantined good.md: forged\\x1b[2K: discover: UnsupportedFileType: "
+                     + lines[0].split("UnsupportedFileType: ", 1)[1]]  # fmt: skip
+    assert "\x1b" not in result.output

@@ -20,6 +20,7 @@ import polars as pl
 
 from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import CITATION_STATUSES, LOST_STATUSES, NOT_HOLDING_STATUSES
+from citekeeper.text import printable
 from verifiers.history import answer_history, history_section
 from verifiers.plots import STATUS_COLORS, report_plots
 from verifiers.repair import card_repairs
@@ -227,7 +228,7 @@ def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_ve
     if hit.height:
         lines.append("  most affected documents:")
         lines += [
-            f"    {r['rank']}. {r['source_path'] or r['doc_id']} ({r['change']}): {r['n_citations']} citations, "
+            f"    {r['rank']}. {printable(r['source_path'] or r['doc_id'])} ({r['change']}): {r['n_citations']} citations, "
             f"{r['n_answers']} answers"
             for r in hit.iter_rows(named=True)
         ]
