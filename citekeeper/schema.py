@@ -295,6 +295,8 @@ REPAIRS = pa.schema(
         pa.field("new_source_path", pa.string()),
         pa.field("new_quote", pa.string()),
         pa.field("new_text_hash", pa.string()),
+        # The cited or the new chunk is internal_only: shared copies (repair --out) withhold the quotes.
+        pa.field("internal_text", pa.bool_(), nullable=False),
         pa.field("applied", pa.bool_(), nullable=False),
     ]
 )

@@ -26,7 +26,8 @@ from citekeeper.identity import sha256_hex
 from parsers.formats import BY_EXTENSION
 from parsers.formats.text import UndecodableText, decode_text
 from parsers.metadata import SIDECAR_SUFFIX, MetadataError, read_sidecar, split_front_matter
-from parsers.model import ACCESS_SCOPES, IngestError, ParseConfig, SourceFile
+from citekeeper.scope import strictest
+from parsers.model import IngestError, ParseConfig, SourceFile
 
 # One wildcard of a path segment: a run of stars, a `?`, or a character class (`]` first is a member).
 _WILDCARD = re.compile(r"\*+|\?|\[!?\]?[^\]]*\]")
@@ -251,7 +252,7 @@ def _read_source(walk: _Walk, path: Path, source_path: str) -> SourceFile:
         filetype=filetype,
         content_hash=sha256_hex(raw),
         size_bytes=len(raw),
-        access_scope=_strictest(
+        access_scope=strictest(
             (front_matter | sidecar).get("access_scope") or _configured_scope(config, place)
             for sidecar, (_, place) in zip(sidecars, places)
         ),
@@ -302,10 +303,6 @@ def _explicit_metadata(
         raise Quarantined("discover", "InvalidMetadata", str(exc)) from exc
     except UndecodableText as exc:
         raise Quarantined("read", "EncodingError", str(exc)) from exc
-
-
-def _strictest(scopes: Iterable[str]) -> str:
-    return max(scopes, key=ACCESS_SCOPES.index)  # ordered from the most visible to the least
 
 
 def _configured_scope(config: ParseConfig, source_path: str) -> str:

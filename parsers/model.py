@@ -4,9 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from citekeeper.scope import ACCESS_SCOPES  # noqa: F401  (re-exported: parsers validate scopes with it)
 from citekeeper.text import TEXT_RULES_VERSION
-
-ACCESS_SCOPES = ("user_visible", "internal_only")
 
 
 @dataclass(frozen=True)

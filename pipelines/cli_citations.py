@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import click
 
 from citekeeper.schema import CITATION_STATUSES
+from citekeeper.scope import write_shared_status
 from citekeeper.store import CorpusStore, StoreError
-from pipelines.cli_common import store_option
+from pipelines.cli_common import include_internal_text_option, store_option
 from verifiers.repair import DEFAULT_MIN_SCORE
 
 
@@ -97,8 +97,10 @@ def _statuses(value: str | None) -> list[str]:
     help="Comma-separated statuses (e.g. stale,removed,invalid) that make the command exit 1 (CI gate).",
 )
 @click.option("--no-reanchor", is_flag=True, help="Skip re-anchoring suggestions for stale/removed citations.")
+@include_internal_text_option
 @store_option
-def stale_command(target: str, out: Path | None, report: Path | None, fail_on: list[str], no_reanchor: bool, store_dir: Path) -> None:
+def stale_command(target: str, out: Path | None, report: Path | None, fail_on: list[str], no_reanchor: bool,
+                  include_internal_text: bool, store_dir: Path) -> None:  # fmt: skip
     """Judge every registered citation against corpus version --against.
 
     Exits 0 unless a status listed in --fail-on occurs (then 1).
@@ -114,8 +116,7 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
     click.echo(terminal_summary(check.outline, check.blast_radius, target))
     click.echo(f"statuses stored at {check.status_path}")
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        click.echo(f"statuses written to {shutil.copyfile(check.status_path, out)}")
+        click.echo(f"statuses written to {write_shared_status(check.read_status(), out, include_internal_text)}")
     if report is not None:
         write_store_report(report, store, target, check.read_status(), check.blast_radius)
         click.echo(f"report written to {report}")
@@ -137,8 +138,10 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the repaired answers (JSONL) here.")
 @click.option("--apply", is_flag=True, help="Register the repaired answers as new revisions in the answer store.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@include_internal_text_option
 @store_option
-def repair_command(target: str, min_score: float, out: Path | None, apply: bool, as_json: bool, store_dir: Path) -> None:
+def repair_command(target: str, min_score: float, out: Path | None, apply: bool, as_json: bool, include_internal_text: bool,
+                   store_dir: Path) -> None:  # fmt: skip
     """Repair the registered citations against corpus version --against.
 
     Each answer with a citation that can be re-pointed is written as a new revision, in the form it was
@@ -150,7 +153,8 @@ def repair_command(target: str, min_score: float, out: Path | None, apply: bool,
     from verifiers.repair import repair_citations
 
     try:
-        result = repair_citations(CorpusStore.from_env(store_dir), target, min_score=min_score, out=out, apply=apply)
+        result = repair_citations(CorpusStore.from_env(store_dir), target, min_score=min_score, out=out, apply=apply,
+                                  include_internal_text=include_internal_text)  # fmt: skip
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
     summary = result.summary()

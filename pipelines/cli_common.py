@@ -31,6 +31,14 @@ store_option = store_option_defaulting_to(
 )
 
 
+include_internal_text_option = click.option(
+    "--include-internal-text",
+    is_flag=True,
+    help="Write the text of internal_only chunks into the shared copy (withheld by default); the copy's "
+    "metadata records that it holds raw internal text.",
+)
+
+
 def language_option(help: str):
     """`--language auto|en|zh|multi`, else $CITEKEEPER_LANGUAGE, else auto: the command gets the checked setting."""
     return click.option("--language", type=click.Choice(LANGUAGES, case_sensitive=False), default=None,

@@ -25,6 +25,7 @@ from citekeeper.answer_store import AnswerStore
 from citekeeper.locate import locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF, LOST_STATUSES
+from citekeeper.scope import USER_VISIBLE, visible_from
 from citekeeper.tables import ParquetStream, conform, empty, read_parquet, write_parquet
 from verifiers.diff import VersionDiff, diff_versions
 from verifiers.reanchor import Reanchorer, reanchor
@@ -216,12 +217,14 @@ class CitationCheck:
 
 
 class Suggester:
-    """Re-anchoring suggestions for the stale and removed citations of one target version. The target's chunks,
+    """Re-anchoring suggestions for the stale and removed citations of one target version, each searched only in
+    the scopes its cited document may be re-pointed into (citekeeper.scope.visible_from). The target's chunks,
     documents and indexes are read on the first lost citation, once for all the batches of a check."""
 
     def __init__(self, store, target_version: str, embedding_store=None):
         self.store, self.target_version, self._embedding_store = store, target_version, embedding_store
-        self._reanchorer: Reanchorer | None = None
+        self._target: tuple[pl.DataFrame, pl.DataFrame] | None = None
+        self._reanchorers: dict[tuple[str, ...], Reanchorer] = {}
 
     def __call__(self, status: pl.DataFrame) -> pl.DataFrame:
         """`status` with suggestions for its lost citations that were not re-anchored yet."""
@@ -229,7 +232,12 @@ class Suggester:
         lost = status.filter(pending).with_columns(evidence=EVIDENCE)
         if lost.is_empty():
             return status
-        suggestions = reanchor(lost, self._reanchorer or self._open())
+        suggestions = pl.concat(
+            reanchor(group, self._reanchorer(visible_from(scope)))
+            for (scope,), group in lost.with_columns(pl.col("access_scope").fill_null(USER_VISIBLE))
+            .partition_by("access_scope", as_dict=True, maintain_order=True)
+            .items()
+        )
         missing = [pl.lit(None, dtype).alias(c) for c, dtype in suggestions.schema.items() if c not in status.columns]
         return status.with_columns(missing).update(suggestions, on="citation_id").with_columns(
             reanchored=pl.when(pending).then(True).otherwise("reanchored")
@@ -242,18 +250,25 @@ class Suggester:
             self._embedding_store = EmbeddingStore(self.store.root)
         return self._embedding_store
 
-    def _open(self) -> Reanchorer:
+    def _reanchorer(self, visible: tuple[str, ...]) -> Reanchorer:
         # Candidates come from the version's full-text index (built once per version, no vectors); the vector
         # index is built only if a citation reaches the hybrid tier.
-        version = self.target_version
-        target_chunks = self.store.read_chunks(version, columns=CHUNK_COLUMNS)
-        self._reanchorer = Reanchorer(
-            self.store.read_documents(version, columns=["doc_id", "text"]),
-            target_chunks,
-            index_factory=lambda: self._embeddings().chunk_index(version, target_chunks),
-            text_index_factory=lambda: self._embeddings().text_index(version, target_chunks),
-        )
-        return self._reanchorer
+        if visible not in self._reanchorers:
+            version = self.target_version
+            if self._target is None:
+                self._target = (
+                    self.store.read_documents(version, columns=["doc_id", "text"]),
+                    self.store.read_chunks(version, columns=CHUNK_COLUMNS),
+                )
+            docs, chunks = self._target
+            self._reanchorers[visible] = Reanchorer(
+                docs,
+                chunks,
+                index_factory=lambda: self._embeddings().chunk_index(version, chunks),
+                text_index_factory=lambda: self._embeddings().text_index(version, chunks),
+                visible=visible,
+            )
+        return self._reanchorers[visible]
 
 
 def judge_citations(

@@ -33,6 +33,7 @@ import polars as pl
 from rapidfuzz import fuzz, process
 
 from citekeeper.locate import locate_quote
+from citekeeper.scope import ACCESS_SCOPES
 from citekeeper.text import HAN, normalize_text, snap_to_words
 
 FUZZY_MIN_SCORE = 0.85
@@ -146,12 +147,23 @@ class Reanchorer:
     `text_index_factory` returns the version's full-text index (a citekeeper.embeddings.ChunkIndex, e.g.
     EmbeddingStore.text_index); without one, an index of `target_chunks` is built in memory on first need.
     `index_factory` (a ChunkIndex with vectors, or full text only) is optional and called only when the
-    verbatim and fuzzy tiers both miss. Both are called at most once.
+    verbatim and fuzzy tiers both miss. Both are called at most once. `visible`: the access scopes it may
+    suggest from (the indexes cover the whole version; what they find elsewhere is passed over).
     """
 
-    def __init__(self, target_docs: pl.DataFrame, target_chunks: pl.DataFrame, index_factory=None, text_index_factory=None):
-        self.docs = target_docs.select("doc_id", "text").rechunk()
-        self.chunks = target_chunks.select("chunk_id", "doc_id", "text", "start_char", "end_char", "access_scope", "source_path").rechunk()
+    def __init__(
+        self,
+        target_docs: pl.DataFrame,
+        target_chunks: pl.DataFrame,
+        index_factory=None,
+        text_index_factory=None,
+        visible: tuple[str, ...] = ACCESS_SCOPES,
+    ):
+        chunks = target_chunks.select("chunk_id", "doc_id", "text", "start_char", "end_char", "access_scope", "source_path")
+        self.chunks = chunks.filter(pl.col("access_scope").is_in(visible)).rechunk()
+        self._visible_docs = set(self.chunks["doc_id"].to_list())
+        self.docs = target_docs.select("doc_id", "text").filter(pl.col("doc_id").is_in(self._visible_docs)).rechunk()
+        self._visible_chunks = set(self.chunks["chunk_id"].to_list())
         self._index_factory = index_factory
         self._index = None
         self._text_index_factory = text_index_factory
@@ -213,7 +225,8 @@ class Reanchorer:
                 from citekeeper.embeddings import memory_text_index
 
                 self._text_index = memory_text_index(self.chunks)
-        return self._text_index.match_any(queries, CANDIDATE_LIMIT)
+        found = self._text_index.match_any(queries, CANDIDATE_LIMIT)
+        return [[row for row in rows if row["doc_id"] in self._visible_docs] for rows in found]
 
     # ------------------------------------------------------------ tiers
 
@@ -225,7 +238,7 @@ class Reanchorer:
         citation whose preferred documents do not hold the evidence) run as one batch, and so do the last
         tier's searches."""
         evidence = [e for e, _ in items]
-        prefer = [_preferences(p) for _, p in items]
+        prefer = [[d for d in _preferences(p) if d in self._visible_docs] for _, p in items]
         out: list[Suggestion | None] = [self._exact(e, p) if e is not None else None for e, p in zip(evidence, prefer)]
 
         # Candidates from the full-text index, one query per citation, then the verbatim and fuzzy tiers.
@@ -332,7 +345,7 @@ class Reanchorer:
             self._index = self._index_factory()
         out = []
         for found in self._index.search_many(evidence, limit=5):
-            hits = [h for h in found if h.score >= HYBRID_MIN_SCORE]
+            hits = [h for h in found if h.score >= HYBRID_MIN_SCORE and h.chunk_id in self._visible_chunks]
             best = max(hits, key=lambda h: h.score) if hits else None
             out.append(best and Suggestion(best.chunk_id, best.start_char, best.end_char, best.score, best.method, best.text))
         return out

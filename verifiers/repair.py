@@ -29,12 +29,13 @@ from citekeeper.answer_store import AddResult, AnswerSnapshot, AnswerStore
 from citekeeper.answers import citation_entries, record_from_rows
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import CITATION_STATUS, LOST_STATUSES, REPAIR_KINDS, REPAIRS
+from citekeeper.scope import INTERNAL, REDACTED, crosses_into_internal
 from citekeeper.tables import conform, read_parquet, write_parquet
 from verifiers.citation_status import Suggester, check_citations
 
 DEFAULT_MIN_SCORE = 0.9
 REPOINTED = [kind for kind in REPAIR_KINDS if kind.startswith("repointed_")]
-TARGET_CHUNK_COLUMNS = ["chunk_id", "text", "start_char", "end_char", "text_hash", "source_path", *LOCATOR_COLUMNS]
+TARGET_CHUNK_COLUMNS = ["chunk_id", "text", "start_char", "end_char", "text_hash", "source_path", "access_scope", *LOCATOR_COLUMNS]
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,9 @@ def decide(status: pl.DataFrame, citations: pl.DataFrame, target_chunks: pl.Data
         .with_columns(
             in_one_chunk=(pl.col("span_start") >= pl.col("target_start_char")) & (pl.col("span_end") <= pl.col("target_end_char")),
             whole_chunk=(pl.col("span_start") == pl.col("target_start_char")) & (pl.col("span_end") == pl.col("target_end_char")),
+            # A public citation is never re-pointed into internal_only text (its quote would carry it out).
+            crosses_scope=crosses_into_internal("access_scope", "target_access_scope"),
+            internal_text=pl.any_horizontal(pl.col(c) == INTERNAL for c in ("access_scope", "target_access_scope")).fill_null(False),
         )
     )
     frame = frame.with_columns(_repair_kind(min_score)).with_columns(_repair_reason(min_score), *_new_citation())
@@ -100,8 +104,9 @@ def _repair_kind(min_score: float) -> pl.Expr:
     method = pl.col("suggested_method")
     return (
         pl.when(pl.col("status") == "valid").then(pl.lit("kept"))
-        .when(pl.col("status").is_in(["relocated", "drifted"])).then(pl.lit("repointed_successor"))
         .when(pl.col("status") == "invalid").then(pl.lit("invalid"))
+        .when(pl.col("crosses_scope")).then(pl.lit("unresolved"))
+        .when(pl.col("status").is_in(["relocated", "drifted"])).then(pl.lit("repointed_successor"))
         .when(lost & fits & (method == "exact")).then(pl.lit("repointed_exact"))
         .when(lost & fits & (method == "normalized")).then(pl.lit("repointed_normalised"))
         .when(lost & fits & (pl.col("suggested_score") >= min_score)).then(pl.lit("repointed_suggestion"))
@@ -121,6 +126,7 @@ def _repair_reason(min_score: float) -> pl.Expr:
         .when(kind == "repointed_suggestion")
         .then(pl.format("best suggestion ({}, score {}) at {} meets --min-score {}; needs review", method, score, span, pl.lit(min_score)))
         .when(kind == "invalid").then(pl.format("invalid citations are never repaired: {}", "reason"))
+        .when(pl.col("crosses_scope")).then(pl.format("{}: evidence is now internal_only", "status"))
         .when(method.is_null()).then(pl.format("{}: no re-anchoring suggestion", "status"))
         .when(~pl.col("in_one_chunk").fill_null(False))
         .then(pl.format("{}: the evidence found at {} spans more than one chunk", "status", span))
@@ -167,8 +173,9 @@ def _new_citation() -> list[pl.Expr]:
 # ---------------------------------------------------------------- rewriting the input records
 
 
-def repaired_record(record: dict, input_form: str, rows: list[dict], target_version: str) -> dict:
-    """`record`, edited in place, citing `target_version` with the REPAIRS `rows` of its citations applied."""
+def repaired_record(record: dict, input_form: str, rows: list[dict], target_version: str, withhold: bool = False) -> dict:
+    """`record`, edited in place, citing `target_version` with the REPAIRS `rows` of its citations applied; with
+    `withhold`, the quotes of internal_only evidence replaced by citekeeper.scope.REDACTED (a shared copy)."""
     entries = citation_entries(record, input_form)
     for entry in entries.values():
         entry.pop("repair", None)  # what an earlier repair did no longer applies
@@ -178,6 +185,8 @@ def repaired_record(record: dict, input_form: str, rows: list[dict], target_vers
         if id(entry) not in done:  # marker form: one reference serves every citation of it
             done.add(id(entry))
             _repair_entry(entry, row, target_version)
+            if withhold and row["internal_text"] and "quote" in entry:
+                entry["quote"] = REDACTED
     record["corpus_version"] = target_version
     kinds = [row["repair"] for row in rows]
     record["repair"] = {
@@ -228,8 +237,9 @@ def _locator(row: dict, side: str, version: str) -> dict:
     }
 
 
-def repaired_records(repairs: pl.DataFrame, answers: AnswerSnapshot, target_version: str) -> list[dict]:
-    """The new revision of every answer with at least one re-pointed citation, ordered by answer_id."""
+def repaired_records(repairs: pl.DataFrame, answers: AnswerSnapshot, target_version: str, withhold: bool = False) -> list[dict]:
+    """The new revision of every answer with at least one re-pointed citation, ordered by answer_id (`withhold`:
+    see repaired_record)."""
     affected = repairs.filter(pl.col("answer_id").is_in(repairs.filter(pl.col("repair").is_in(REPOINTED))["answer_id"].implode()))
     if affected.is_empty():
         return []
@@ -242,7 +252,7 @@ def repaired_records(repairs: pl.DataFrame, answers: AnswerSnapshot, target_vers
     records = []
     for answer in current.sort("answer_id").iter_rows(named=True):
         record = json.loads(answer["source_record"]) if answer["source_record"] else legacy[answer["answer_id"]]
-        records.append(repaired_record(record, answer["input_form"], rows_by_answer[answer["answer_id"]], target_version))
+        records.append(repaired_record(record, answer["input_form"], rows_by_answer[answer["answer_id"]], target_version, withhold))
     return records
 
 
@@ -307,10 +317,16 @@ def card_repairs(store, target_version: str, status: pl.DataFrame) -> pl.DataFra
 
 
 def repair_citations(
-    store, target_version: str, min_score: float = DEFAULT_MIN_SCORE, out: Path | None = None, apply: bool = False
+    store,
+    target_version: str,
+    min_score: float = DEFAULT_MIN_SCORE,
+    out: Path | None = None,
+    apply: bool = False,
+    include_internal_text: bool = False,
 ) -> RepairResult:
-    """Repair every current citation against `target_version`; write the repaired revisions (JSONL, to `out` and
-    to the store's repairs dir), the REPAIRS table and a summary. With `apply`, register the revisions."""
+    """Repair every current citation against `target_version`; write the repaired revisions (JSONL, to the
+    store's repairs dir and a shared copy to `out`, internal_only quotes withheld there unless
+    `include_internal_text`), the REPAIRS table and a summary. With `apply`, register the revisions."""
     store.manifest(target_version)  # UnknownVersion, listing the known versions
     answers = AnswerStore(store.root).snapshot()
     citations = _positioned_citations(answers)
@@ -321,7 +337,8 @@ def repair_citations(
     stored_jsonl = _write_jsonl(records, layout.repaired_answers_file(target_version))
     paths = {"jsonl": stored_jsonl}
     if out is not None:
-        paths["out"] = _write_jsonl(records, out)
+        shared = records if include_internal_text else repaired_records(repairs, answers, target_version, withhold=True)
+        paths["out"] = _write_jsonl(shared, out)
     applied = None
     if apply and records:
         revisions = dict(repairs.select("answer_id", "from_revision").unique().iter_rows())

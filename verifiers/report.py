@@ -20,13 +20,12 @@ import polars as pl
 
 from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import CITATION_STATUSES, LOST_STATUSES, NOT_HOLDING_STATUSES
+from citekeeper.scope import REDACTED, redact_status
 from citekeeper.text import printable
 from verifiers.history import answer_history, history_section
 from verifiers.plots import STATUS_COLORS, report_plots
 from verifiers.repair import card_repairs
 
-INTERNAL = "internal_only"
-REDACTED = "[redacted: internal_only chunk; text withheld, locator kept]"
 STATUS_ORDER = {s: i for i, s in enumerate(reversed(CITATION_STATUSES))}  # worst first
 WORD = re.compile(r"\s+|\S+")
 
@@ -43,10 +42,11 @@ del{background:#ffebe9;text-decoration:line-through}ins{background:#dafbe1;text-
 """ + "".join(f".{status}{{background:{color}}}" for status, color in STATUS_COLORS.items())
 
 
-def _text(value: str | None, scope: str | None) -> str:
+def _text(value: str | None) -> str:
+    """Escaped text; what citekeeper.scope withheld is shown as withheld."""
     if value is None:
         return ""
-    if scope == INTERNAL:
+    if value == REDACTED:
         return f'<span class="redacted">{escape(REDACTED)}</span>'
     return escape(value)
 
@@ -75,10 +75,6 @@ def _locator(source_path, chunk_id, start, end, native: str | None = None) -> st
 
 def _card(row: dict) -> str:
     status = row["status"]
-    # Fail closed: text internal_only at either version is withheld on both sides, so a document made
-    # internal since the cited version does not keep showing through its old text or the quote from it.
-    redact = INTERNAL in (row["access_scope"], row["new_access_scope"])
-    old_scope = INTERNAL if redact else row["access_scope"]
     parts = [
         f'<div class="card" id="citation-{escape(row["citation_id"])}">',
         f'<p><span class="badge {escape(status)}">{escape(status)}</span> {escape(row["reason"])}</p>',
@@ -89,23 +85,19 @@ def _card(row: dict) -> str:
         + "</p>",
     ]
     if row["quote"] is not None:
-        parts.append(f'<p>quote: <q>{_text(row["quote"], old_scope)}</q></p>')
+        parts.append(f'<p>quote: <q>{_text(row["quote"])}</q></p>')
     if row["old_text"] is not None:
-        parts.append(f'<div>old text</div><div class="text">{_text(row["old_text"], old_scope)}</div>')
+        parts.append(f'<div>old text</div><div class="text">{_text(row["old_text"])}</div>')
     if row["new_text"] is not None:
         changed = row["old_text"] is not None and row["new_text"] != row["old_text"]
-        body = (
-            word_diff(row["old_text"], row["new_text"])
-            if changed and not redact
-            else _text(row["new_text"], INTERNAL if redact else row["new_access_scope"])
-        )
+        body = word_diff(row["old_text"], row["new_text"]) if changed else _text(row["new_text"])
         parts.append(f'<div>new text{" (word diff)" if changed else ""}</div><div class="text">{body}</div>')
     if row["suggested_chunk_id"] is not None:
         parts.append(
             f'<p>suggested re-anchor ({escape(row["suggested_method"])}, score {row["suggested_score"]:.3f}): '
             f'<span class="loc">{_locator(row["suggested_source_path"], row["suggested_chunk_id"], row["suggested_start_char"], row["suggested_end_char"])}'
             "</span></p>"
-            f'<div class="text">{_text(row["suggested_text"], row["suggested_access_scope"])}</div>'
+            f'<div class="text">{_text(row["suggested_text"])}</div>'
         )
     elif row.get("reanchored") is False:
         parts.append("<p>not re-anchored (stale --no-reanchor); citekeeper repair re-anchors it</p>")
@@ -189,7 +181,8 @@ def render_html(
     plots_html: str = "",
     history_html: str = "",
 ) -> str:
-    """The whole report as one self-contained HTML string (no external assets)."""
+    """The whole report as one self-contained HTML string (no external assets); internal_only text withheld."""
+    status = redact_status(status)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     plots = f'<section id="plots"><h2>Plots</h2>{plots_html}</section>' if plots_html else ""
     return (

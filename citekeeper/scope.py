@@ -1,0 +1,71 @@
+"""Access scopes, and the one place that withholds internal_only text from what leaves the store.
+
+A document is `user_visible` or `internal_only`. Text of an internal_only chunk stays inside the store: every
+output meant to be shared (`stale --out`, `repaired.jsonl`, `history --json`, reports, Dagster previews) goes
+through `redact_status` unless the raw-text flag (`--include-internal-text`) was given, which the output's
+metadata then records. Re-anchoring and repair never move a citation into a scope its document did not have.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import polars as pl
+
+from citekeeper.schema import CITATION_STATUS
+from citekeeper.tables import write_parquet
+
+USER_VISIBLE = "user_visible"
+INTERNAL = "internal_only"
+ACCESS_SCOPES = (USER_VISIBLE, INTERNAL)  # from the most visible to the least
+REDACTED = "[redacted: internal_only chunk; text withheld, locator kept]"
+# The key an output's metadata (Parquet key-value, JSON field) carries when raw internal text was asked for.
+RAW_TEXT_KEY = "citekeeper.internal_text"
+
+
+def strictest(scopes: Iterable[str]) -> str:
+    return max(scopes, key=ACCESS_SCOPES.index)
+
+
+def visible_from(scope: str | None) -> tuple[str, ...]:
+    """The scopes a citation of a document in `scope` may be re-anchored or repaired into (unknown: the public)."""
+    return ACCESS_SCOPES if scope == INTERNAL else (USER_VISIBLE,)
+
+
+def crosses_into_internal(from_scope: str, to_scope: str) -> pl.Expr:
+    """Rows whose `to_scope` column is internal_only while `from_scope` is not (fail closed: null is public)."""
+    return (pl.col(to_scope) == INTERNAL).fill_null(False) & (pl.col(from_scope) != INTERNAL).fill_null(True)
+
+
+# CITATION_STATUS text columns -> the scope columns that withhold them. The quote and both chunk texts are
+# withheld when the cited chunk is internal at either version: a document made internal since the cited version
+# must not keep showing through its old text or the quote from it.
+_STATUS_TEXT = {
+    "quote": ("access_scope", "new_access_scope"),
+    "old_text": ("access_scope", "new_access_scope"),
+    "new_text": ("access_scope", "new_access_scope"),
+    "suggested_text": ("suggested_access_scope",),
+}
+
+
+def redact_status(status: pl.DataFrame) -> pl.DataFrame:
+    """CITATION_STATUS rows with the text of internal_only chunks replaced by REDACTED (locators kept)."""
+    return status.with_columns(
+        pl.when(pl.any_horizontal(pl.col(s) == INTERNAL for s in scopes).fill_null(False) & pl.col(text).is_not_null())
+        .then(pl.lit(REDACTED))
+        .otherwise(pl.col(text))
+        .alias(text)
+        for text, scopes in _STATUS_TEXT.items()
+        if text in status.columns
+    )
+
+
+def write_shared_status(status: pl.DataFrame, path: Path, include_internal_text: bool = False) -> Path:
+    """A shareable copy of CITATION_STATUS rows: internal_only text withheld unless asked for, which the file's
+    metadata records (RAW_TEXT_KEY: included | withheld)."""
+    rows = status if include_internal_text else redact_status(status)
+    return write_parquet(rows, CITATION_STATUS.with_metadata({RAW_TEXT_KEY: _raw_text(include_internal_text)}), path)
+
+
+def _raw_text(include_internal_text: bool) -> str:
+    return "included" if include_internal_text else "withheld"
