@@ -60,12 +60,20 @@ def redact_status(status: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def redact_corpus(rows: pl.DataFrame) -> pl.DataFrame:
+    """CHUNKS or DOCUMENTS rows with the `text` of internal_only ones replaced by REDACTED (other tables as given)."""
+    if "text" not in rows.columns or "access_scope" not in rows.columns:
+        return rows
+    return rows.with_columns(pl.when(pl.col("access_scope") == INTERNAL).then(pl.lit(REDACTED)).otherwise("text").alias("text"))
+
+
 def write_shared_status(status: pl.DataFrame, path: Path, include_internal_text: bool = False) -> Path:
     """A shareable copy of CITATION_STATUS rows: internal_only text withheld unless asked for, which the file's
-    metadata records (RAW_TEXT_KEY: included | withheld)."""
+    metadata records."""
     rows = status if include_internal_text else redact_status(status)
-    return write_parquet(rows, CITATION_STATUS.with_metadata({RAW_TEXT_KEY: _raw_text(include_internal_text)}), path)
+    return write_parquet(rows, CITATION_STATUS.with_metadata(raw_text_metadata(include_internal_text)), path)
 
 
-def _raw_text(include_internal_text: bool) -> str:
-    return "included" if include_internal_text else "withheld"
+def raw_text_metadata(include_internal_text: bool) -> dict[str, str]:
+    """What a shared output's metadata says of internal_only text: RAW_TEXT_KEY -> included | withheld."""
+    return {RAW_TEXT_KEY: "included" if include_internal_text else "withheld"}

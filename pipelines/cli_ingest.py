@@ -9,9 +9,10 @@ import click
 from tqdm import tqdm
 
 from citekeeper.store import DEFAULT_LOCK_TIMEOUT, READ_SCHEMAS, CorpusStore, StoreError
+from citekeeper.scope import raw_text_metadata, redact_corpus
 from citekeeper.tables import write_parquet
 from citekeeper.text import printable
-from pipelines.cli_common import store_option
+from pipelines.cli_common import include_internal_text_option, store_option
 
 
 @click.command("ingest")
@@ -89,17 +90,20 @@ def versions_command(as_json: bool, store_dir: Path) -> None:
 @click.option("--version", "version", required=True, help="Corpus version to export.")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Parquet file to write.")
+@include_internal_text_option
 @store_option
-def export_command(table: str, version: str, out: Path, store_dir: Path) -> None:
+def export_command(table: str, version: str, out: Path, include_internal_text: bool, store_dir: Path) -> None:
     """Write one table of a corpus version to a Parquet file (citekeeper schema). Any committed version: its
-    chunks and documents are read by name from LanceDB (time travel), its ingest errors from the store's export."""
+    chunks and documents are read by name from LanceDB (time travel), its ingest errors from the store's export.
+    The text of internal_only documents is withheld unless --include-internal-text."""
     store = CorpusStore.from_env(store_dir)
     readers = {"chunks": store.read_chunks, "documents": store.read_documents, "errors": store.read_errors}
     try:
         rows = readers[table](version)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
-    write_parquet(rows, READ_SCHEMAS[table], out)
+    shared = rows if include_internal_text else redact_corpus(rows)
+    write_parquet(shared, READ_SCHEMAS[table].with_metadata(raw_text_metadata(include_internal_text)), out)
     click.echo(f"wrote {rows.height} {table} rows of corpus version {version} to {out}")
 
 

@@ -126,7 +126,7 @@ def test_cli_ingest_and_export_against_s3(endpoint, locations, local_reference, 
     assert any(k.startswith("documents.lance/data/") for k in lance_keys)
 
     out = tmp_path / "v1_chunks.parquet"
-    exported = runner.invoke(main, ["export", "chunks", "--version", "v1", "--out", str(out), "--store", str(root)])
+    exported = runner.invoke(main, ["export", "chunks", "--version", "v1", "--out", str(out), "--store", str(root), "--include-internal-text"])
     assert exported.exit_code == 0, exported.output
     assert pl.read_parquet(out).sort("chunk_id").equals(store.read_chunks("v1").sort("chunk_id"))
     listed = runner.invoke(main, ["versions", "--store", str(root)])
