@@ -299,7 +299,8 @@ def card_repairs(store, target_version: str, status: pl.DataFrame) -> pl.DataFra
     shows: the one `repair --apply` made to produce the citation's revision, else the one repair would make now
     (default --min-score). Columns: citation_id, repair, repair_reason, needs_review, repair_locator, repaired_in."""
     citations = _positioned_citations(AnswerStore(store.root).snapshot())
-    planned = decide(status, citations, _target_chunks(store, target_version, status), DEFAULT_MIN_SCORE).join(
+    current = status.join(citations.select("citation_id"), on="citation_id", how="semi")  # a repair since may have revised some
+    planned = decide(current, citations, _target_chunks(store, target_version, current), DEFAULT_MIN_SCORE).join(
         citations.select("citation_id", "answer_id", "claim_id", "citation_index"), on=["answer_id", "claim_id", "citation_index"]
     )
     made = read_parquet(store.layout.repairs_file(target_version), REPAIRS).filter(pl.col("applied")).join(

@@ -1,0 +1,193 @@
+"""The canary (issue #21): a unique string sits only in internal_only text, made so by a sidecar, by front
+matter, by a symlink and by a later scope change. Every CLI command and every Dagster asset runs over the
+store, repair --apply and verification included; the canary must appear in no shared output file and no line
+printed or recorded as metadata, unless --include-internal-text was given (and then the file says so)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from assets import citations as citation_assets
+from assets import corpus as ingest_assets
+from assets import verification as verification_assets
+from assets.partitions import corpus_versions
+from assets.resources import CitekeeperConfig
+from citekeeper.scope import RAW_TEXT_KEY
+from citekeeper.store import CorpusStore
+from pipelines.cli import main
+
+CANARY = "QUOKKA-7F3A-CANARY"
+PUBLIC = "Deploys run on Fridays after a second review of every change."
+MOVED = "Rollbacks are rehearsed each quarter by the platform team on call."
+
+
+def tree(version: int) -> dict[str, str]:
+    """The source files of each version. v2: MOVED leaves the public guide for an internal page (edited, with
+    the canary beside it), and later.md turns internal_only while gaining the canary."""
+    files = {
+        "public/guide.md": f"# Guide\n\n{PUBLIC}\n\n{MOVED}\n" if version == 1 else f"# Guide\n\n{PUBLIC}\n",
+        "internal/plan.md": f"# Plan\n\nThe acquisition is code-named {CANARY} in every memo.\n",
+        "internal/plan.md.citekeeper.json": '{"access_scope": "internal_only"}',
+        "internal/memo.md": f"---\naccess_scope: internal_only\n---\n# Memo\n\nBudget owners sign off on {CANARY} first.\n",
+        "public/later.md": "# Later\n\nQuarterly budget reviews are held in the main office.\n",
+    }
+    if version == 2:
+        files["internal/plan.md"] += f"\n{MOVED.replace('each quarter', 'each quarter for ' + CANARY)}\n"
+        files["public/later.md"] += f"\nThe {CANARY} budget is reviewed apart.\n"
+        files["public/later.md.citekeeper.json"] = '{"access_scope": "internal_only"}'
+    return files
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    link = root / "public" / "plan-link.md"
+    if not link.is_symlink():
+        os.symlink("../internal/plan.md", link)
+    return root
+
+
+class Run:
+    """Runs CLI commands against one store; keeps everything printed."""
+
+    def __init__(self, store: Path):
+        self.store, self.printed = store, []
+
+    def __call__(self, *args: str, code: int = 0, store: bool = True) -> str:
+        result = CliRunner().invoke(main, [*args, *(["--store", str(self.store)] if store else [])])
+        self.printed.append(result.output)
+        assert result.exit_code == code, (args, result.output, result.exception)
+        return result.output
+
+
+def answers(store: CorpusStore) -> list[dict]:
+    chunks = store.read_chunks("v1", columns=["chunk_id", "text", "source_path"])
+
+    def cid(words: str) -> str:  # the real file's chunk, not the link's copy
+        found = chunks.filter(pl.col("text").str.contains(words, literal=True) & (pl.col("source_path") != "public/plan-link.md"))
+        return found["chunk_id"].item()
+
+    return [
+        {"answer_id": "public", "answer": "Deploys wait for review [1]. Rollbacks are rehearsed [2]. Budgets are reviewed [3].",
+         "corpus_version": "v1", "references": [
+             {"ref": 1, "chunk_id": cid("Deploys run"), "quote": PUBLIC},
+             {"ref": 2, "chunk_id": cid("Rollbacks"), "quote": MOVED},
+             {"ref": 3, "chunk_id": cid("Quarterly budget")}]},
+        {"answer_id": "internal", "answer": "...", "corpus_version": "v1", "claims": [
+            {"text": "The plan has a code name.", "citations": [{"chunk_id": cid("acquisition")}]},
+            {"text": "Owners sign off.", "citations": [{"chunk_id": cid("Budget owners"), "quote": "Budget owners sign off on"}]}]},
+    ]  # fmt: skip
+
+
+def shared_files(*roots: Path) -> list[Path]:
+    return [p for root in roots for p in root.rglob("*") if p.is_file()]
+
+
+def leaks(path: Path) -> bool:
+    data = path.read_bytes()
+    if CANARY.encode() in data:
+        return True
+    if path.suffix == ".parquet":  # compressed pages: read the values
+        return CANARY in json.dumps(pl.read_parquet(path).to_dicts(), default=str)
+    return False
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    base = tmp_path_factory.mktemp("canary")
+    store_dir, out = base / "store", base / "out"
+    run = Run(store_dir)
+    run("ingest", str(write(base / "src", tree(1))), "--version", "v1", "--workers", "1")
+    (base / "answers.jsonl").write_text("\n".join(json.dumps(a) for a in answers(CorpusStore(store_dir))) + "\n")
+    run("answers", "add", str(base / "answers.jsonl"))
+    run("ingest", str(write(base / "src", tree(2))), "--version", "v2", "--workers", "1")
+    run("versions")
+    run("versions", "--json")
+    for table in ("chunks", "documents", "errors"):
+        run("export", table, "--version", "v2", "--out", str(out / f"{table}.parquet"))
+    run("diff", "v1", "v2", "--out", str(out / "diff.parquet"))
+    run("diff", "v1", "v2", "--json")
+    run("stale", "--against", "v2", "--out", str(out / "status.parquet"), "--report", str(out / "report.html"))
+    run("repair", "--against", "v2", "--out", str(out / "repaired.jsonl"), "--min-score", "0.5", "--apply")
+    run("repair", "--against", "v2", "--json", "--min-score", "0.5")
+    run("stale", "--against", "v2", "--out", str(out / "status-after.parquet"))
+    for answer_id in ("public", "internal"):
+        run("history", answer_id)
+        (out / f"history-{answer_id}.json").write_text(run("history", answer_id, "--json"))
+    run("verify", "--no-model", "--version", "v2", "--out", str(out / "verify"))
+    run("verify", "--no-model", "--version", "v2", "--out", str(out / "verify"), "--shard", "0/2", "--run-id", "s")
+    run("verify", "--no-model", "--version", "v2", "--out", str(out / "verify"), "--shard", "1/2", "--run-id", "s")
+    run("verify-merge", "--out", str(out / "verify"), "--version", "v2", "--run-id", "s", store=False)
+    run("gc", "--keep-last", "5", "--dry-run")
+    return {"base": base, "store": CorpusStore(store_dir), "out": out, "run": run}
+
+
+def test_no_cli_output_file_or_printed_line_holds_the_canary(world):
+    store = world["store"]
+    docs = store.read_documents("v2", columns=["source_path", "access_scope"])
+    internal = set(docs.filter(pl.col("access_scope") == "internal_only")["source_path"])
+    assert {"internal/plan.md", "internal/memo.md", "public/plan-link.md", "public/later.md"} <= internal
+    report = store.layout.citation_status_file("v2").parent / "report.html"
+    files = [*shared_files(world["out"]), report] if report.exists() else shared_files(world["out"])
+    assert [p for p in files if leaks(p)] == []
+    assert CANARY not in "".join(world["run"].printed)
+
+
+def test_a_public_citation_is_never_re_pointed_into_internal_text(world):
+    repairs = pl.read_parquet(world["store"].layout.repairs_file("v2"))
+    public = {r["old_quote"] or r["old_chunk_id"]: r for r in repairs.filter(pl.col("answer_id") == "public").iter_rows(named=True)}
+    assert public[MOVED]["repair"] == "unresolved" and public[MOVED]["new_chunk_id"] is None
+    status = pl.read_parquet(world["out"] / "status.parquet")
+    moved = status.filter(pl.col("quote") == MOVED).row(0, named=True)
+    assert moved["status"] in ("stale", "removed") and moved["suggested_chunk_id"] is None
+    stored = [json.loads(line) for line in world["store"].layout.repaired_answers_file("v2").read_text().splitlines()]
+    assert CANARY not in json.dumps([r for r in stored if r["answer_id"] == "public"])
+
+
+def test_the_raw_text_flag_includes_it_and_says_so(world, tmp_path):
+    run = world["run"]
+    run("stale", "--against", "v2", "--out", str(tmp_path / "raw.parquet"), "--include-internal-text")
+    run("export", "chunks", "--version", "v2", "--out", str(tmp_path / "chunks.parquet"), "--include-internal-text")
+    for name in ("raw.parquet", "chunks.parquet"):
+        assert leaks(tmp_path / name)
+        assert pq.read_schema(tmp_path / name).metadata[RAW_TEXT_KEY.encode()] == b"included"
+    assert pq.read_schema(world["out"] / "status.parquet").metadata[RAW_TEXT_KEY.encode()] == b"withheld"
+
+
+def test_no_dagster_asset_or_its_metadata_holds_the_canary(tmp_path):
+    base = tmp_path
+    store_dir = base / "store"
+    instance = dg.DagsterInstance.ephemeral()
+    assets = [
+        ingest_assets.ingested_corpus, citation_assets.chunk_diff, citation_assets.citation_status,
+        citation_assets.repaired_answers, citation_assets.stale_report, verification_assets.verification,
+        *dg.load_asset_checks_from_modules([ingest_assets, citation_assets, verification_assets]),
+    ]  # fmt: skip
+    seen = []
+    for version in (1, 2):
+        name = f"v{version}"
+        instance.add_dynamic_partitions(corpus_versions.name, [name])
+        source = write(base / f"src{version}", tree(version))
+        if version == 2:
+            answers_path = base / "answers.jsonl"
+            answers_path.write_text("\n".join(json.dumps(a) for a in answers(CorpusStore(store_dir))) + "\n")
+        config = CitekeeperConfig(store_dir=str(store_dir), source_dir=str(source), parse_workers=1,
+                                  answers_path=str(answers_path) if version == 2 else None)  # fmt: skip
+        result = dg.materialize(assets, instance=instance, partition_key=name, resources={"citekeeper": config},
+                                run_config={"ops": {"repaired_answers": {"config": {"apply": True, "min_score": 0.5}}}})  # fmt: skip
+        assert result.success
+        for event in result.all_events:
+            seen.append(str(event.event_specific_data))
+        seen += [str(e.materialization.metadata) for e in result.get_asset_materialization_events()]
+        seen += [str(e.metadata) for e in result.get_asset_check_evaluations()]
+    assert CANARY not in "\n".join(seen)
+    store = CorpusStore(store_dir)
+    assert not leaks(store.layout.citation_status_file("v2").parent / "report.html")
