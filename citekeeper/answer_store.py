@@ -54,6 +54,8 @@ class AddResult:
     revised: list[tuple[str, int]] = field(default_factory=list)  # (answer_id, new revision)
     unchanged: list[str] = field(default_factory=list)  # identical re-adds, or of content a repair revised: no-op
     errors: list[LineError] = field(default_factory=list)
+    # An answer_id on more than one line of the file: each later line registered after it, in file order.
+    repeated: list[LineError] = field(default_factory=list)
 
     @property
     def n_registered(self) -> int:
@@ -251,12 +253,17 @@ class AnswerStore:
         self._remove_uncommitted(snapshot.parts)
         registered_at = datetime.now(timezone.utc)
         current: dict[str, tuple[int, str | None]] = {}  # answer_id -> (revision, content_hash), as of this add
+        first_line: dict[str, int | None] = {}
         part = _PartWriter(self.parts_dir, sequence=len(snapshot.parts) + 1)
         for answers, errors in batches:
             result.errors.extend(errors)
             repaired = self._known(snapshot, [a.answer_id for a in answers if a.answer_id not in current], current)
             new_rows: dict[str, list[dict]] = {name: [] for name in TABLES}
             for answer in answers:
+                first = first_line.setdefault(answer.answer_id, answer.line)
+                if first != answer.line:
+                    result.repeated.append(LineError(answer.line, "answer_id", f"{answer.answer_id!r:.80} is also on line {first}: "
+                                                     "registered in file order, so this line revises it"))  # fmt: skip
                 revision, content_hash = current.get(answer.answer_id, (0, None))
                 expected = expected_revisions.get(answer.answer_id, revision)
                 if expected != revision:

@@ -27,6 +27,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import (
     AfterValidator, BaseModel, Field, PlainValidator, PrivateAttr, StrictStr, StringConstraints, ValidationError,
@@ -305,6 +306,12 @@ def parse_answer(record: object, line: int | None = None) -> ParsedAnswer:
         source_record = json.dumps(record, ensure_ascii=False, default=_json_value)
     except (TypeError, ValueError) as exc:  # an extra key whose value has no JSON form: the record is refused, not the file
         raise AnswerInputError([Issue("record", f"cannot be kept as JSON: {exc}")]) from None
+    if not source_record.isascii():
+        try:
+            source_record.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a "\ud800" escape: no table can store it
+            bad = exc.object[exc.start]
+            raise AnswerInputError([Issue("record", f"holds a lone surrogate U+{ord(bad):04X}: not valid Unicode text")]) from None
     return validated.parsed(source_record, line)
 
 
@@ -378,19 +385,34 @@ def iter_answer_records(path: Path, batch_size: int = READ_BATCH) -> Iterator[tu
 
 
 def _parquet_rows(path: Path, batch_size: int) -> Iterator[tuple[int, object]]:
-    rows = (row for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_size) for row in batch.to_pylist())
-    return enumerate(rows, start=1)
+    """Rows numbered from 1; a file Arrow cannot read (truncated, not Parquet) is one error, at row 0."""
+    line_no = 0
+    try:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_size):
+            for row in batch.to_pylist():
+                line_no += 1
+                yield line_no, row
+    except (pa.ArrowException, OSError) as exc:
+        yield line_no, LineError(line_no, "file", f"not a readable Parquet file after row {line_no}: {exc}")
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[int, object]]:
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
+    """Each line decoded and parsed on its own: a bad byte or a bad line is an error of that line only."""
+    with path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield line_no, LineError(line_no, "json", f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})")
+                continue
             if not line.strip():
                 continue
             try:
                 yield line_no, json.loads(line)
             except json.JSONDecodeError as exc:
                 yield line_no, LineError(line_no, "json", f"not valid JSON ({exc.msg} at column {exc.colno})")
+            except RecursionError:
+                yield line_no, LineError(line_no, "json", "nested too deeply to be an answer")
 
 
 # ---------------------------------------------------------------- records for the answer store

@@ -8,6 +8,7 @@ import click
 
 from citekeeper.schema import CITATION_STATUSES
 from citekeeper.scope import write_shared_status
+from citekeeper.text import printable
 from citekeeper.store import CorpusStore, StoreError
 from pipelines.cli_common import include_internal_text_option, store_option
 from verifiers.repair import DEFAULT_MIN_SCORE
@@ -36,9 +37,11 @@ def answers_add(file: Path, store_dir: Path) -> None:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{file}: {result.summary()}")
     for answer_id, revision in result.revised:
-        click.echo(f"  {answer_id}: new revision {revision}")
+        click.echo(f"  {printable(answer_id)}: new revision {revision}")
+    for notice in result.repeated:
+        click.echo(f"  {file}: {printable(str(notice))}", err=True)
     for error in result.errors:
-        click.echo(f"  {file}: {error}", err=True)
+        click.echo(f"  {file}: {printable(str(error))}", err=True)
     if result.errors:
         raise SystemExit(1)
 

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
@@ -121,3 +122,31 @@ def test_a_file_name_cannot_forge_a_terminal_line(tmp_path):
     assert lines == ["  quarantined x.exe\\n  quarantined good.md: forged\\x1b[2K: discover: UnsupportedFileType: "
                      + lines[0].split("UnsupportedFileType: ", 1)[1]]  # fmt: skip
     assert "\x1b" not in result.output
+
+
+def test_answers_add_registers_the_good_lines_of_a_hostile_file(tmp_path):
+    """A bad byte, a lone surrogate, a 100,000-deep array and a binary line are errors of their lines only; a
+    repeated answer_id is said; a truncated Parquet file is one error, not a traceback."""
+    good = {"answer_id": "ok", "answer": "Fine [1].", "corpus_version": "v1", "references": [{"ref": 1, "chunk_id": "ck_x"}]}
+    lines = [
+        json.dumps(good).encode(),
+        b'{"answer_id": "caf\xe9"}',
+        json.dumps(dict(good, answer_id="\ud800")).encode("utf-8", "surrogatepass").replace(b"\xed\xa0\x80", b"\\ud800"),
+        b"[" * 100_000 + b"]" * 100_000,
+        bytes(range(256)).replace(b"\n", b""),
+        json.dumps(dict(good, answer="Fine again [1].")).encode(),
+    ]
+    path = tmp_path / "answers.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    result = CliRunner().invoke(main, ["answers", "add", str(path), "--store", str(tmp_path / "store")])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "1 added, 1 revised" in result.output
+    for line in (2, 3, 4, 5):
+        assert f"line {line}: " in result.output
+    assert "line 6: answer_id: 'ok' is also on line 1" in result.output
+
+    parquet = tmp_path / "answers.parquet"
+    pl.DataFrame([good]).write_parquet(parquet)
+    parquet.write_bytes(parquet.read_bytes()[:-40])  # truncated
+    result = CliRunner().invoke(main, ["answers", "add", str(parquet), "--store", str(tmp_path / "store")])
+    assert result.exit_code == 1 and "not a readable Parquet file" in result.output and "Traceback" not in result.output
