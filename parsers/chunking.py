@@ -18,6 +18,10 @@ from citekeeper.identity import chunk_ids, text_hash
 from parsers.model import Chunk, Locator
 
 HEADING_CATEGORY = "Title"
+# A heading is a breadcrumb in every chunk of its section: unstructured takes any line without spaces for a
+# title, so one long line would be copied into thousands of chunks. Titles and paths are bounded.
+MAX_TITLE_CHARS = 200
+MAX_SECTION_DEPTH = 16
 
 _WHITESPACE = re.compile(r"\s+")
 _CLAUSE_MARKS = "，、：,;:"
@@ -108,10 +112,16 @@ def _sections(text: str, blocks: list[Block]) -> Iterator[tuple[tuple[str, ...],
         if block.is_heading:
             while breadcrumb and breadcrumb[-1][0] >= block.heading_depth:
                 breadcrumb.pop()
-            breadcrumb.append((block.heading_depth, " ".join(text[block.start : block.end].split())))
+            breadcrumb.append((block.heading_depth, _title(text[block.start : block.end])))
+            del breadcrumb[:-MAX_SECTION_DEPTH]
         section.append(block)
     if section:
         yield tuple(title for _, title in breadcrumb), section
+
+
+def _title(heading: str) -> str:
+    title = " ".join(heading[: 4 * MAX_TITLE_CHARS].split())
+    return title if len(title) <= MAX_TITLE_CHARS else title[: MAX_TITLE_CHARS - 1] + "…"
 
 
 def _pack(text: str, blocks: list[Block], section_path: tuple[str, ...], max_chars: int) -> list[_Span]:

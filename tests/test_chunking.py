@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from citekeeper.text import normalize_text, sentence_spans
-from parsers.chunking import chunk_document
+from parsers.chunking import Block, chunk_document
 from parsers.discover import discover_sources
 from parsers.document import extract_blocks, parse_document
 from citekeeper.identity import chunk_id, chunk_ids, text_hash
@@ -338,3 +338,13 @@ def test_long_chinese_paragraph_is_cut_at_sentence_ends(tmp_path):
     for chunk in body:
         assert len(chunk.text) <= 120 and chunk.text.endswith("。"), chunk.text
     assert "".join(c.text for c in body).removeprefix("长段落\n\n") == "".join(sentences)
+
+
+def test_a_long_heading_is_a_bounded_breadcrumb():
+    """A 200 KB line taken for a title (issue #21: 94.6 M characters of section path) gives a short breadcrumb."""
+    title = "x" * 200_000
+    text = f"{title}\n\nbody"
+    blocks = [Block(0, len(title), "Title", heading_depth=0), Block(len(title) + 2, len(text), "NarrativeText")]
+    chunks = chunk_document("d", text, blocks, max_chars=1000)
+    assert len(chunks) > 100
+    assert max(len("".join(c.section_path)) for c in chunks) <= 200
