@@ -38,6 +38,13 @@ class CitekeeperConfig(dg.ConfigurableResource):
     # Processes parsing documents at once; None: one per CPU the run may use, 1: serially in the run.
     parse_workers: int | None = None
     ocr_languages: list[str] = list(ParseConfig.ocr_languages)  # Tesseract codes, one language pack each
+    # What one document may cost (parsers.model.ParseConfig): over a limit it is quarantined as LimitExceeded.
+    parse_timeout_s: float | None = ParseConfig.parse_timeout_s
+    max_file_bytes: int = ParseConfig.max_file_bytes
+    max_decompressed_bytes: int = ParseConfig.max_decompressed_bytes
+    max_rows_per_sheet: int = ParseConfig.max_rows_per_sheet
+    max_chunks_per_document: int = ParseConfig.max_chunks_per_document
+    worker_memory_bytes: int | None = ParseConfig.worker_memory_bytes
     # Object-store locations of the LanceDB tables / Parquet exports (None: under store_dir) and their
     # LanceDB storage options; see citekeeper.locations for the keys.
     lance_uri: str | None = None
@@ -74,4 +81,7 @@ class CitekeeperConfig(dg.ConfigurableResource):
     def parse_config(self) -> ParseConfig:
         return ParseConfig(max_chunk_chars=self.max_chunk_chars, include=tuple(self.include),
                            exclude=tuple(self.exclude), workers=self.parse_workers,
-                           ocr_languages=tuple(self.ocr_languages))
+                           ocr_languages=tuple(self.ocr_languages), parse_timeout_s=self.parse_timeout_s,
+                           max_file_bytes=self.max_file_bytes, max_decompressed_bytes=self.max_decompressed_bytes,
+                           max_rows_per_sheet=self.max_rows_per_sheet, max_chunks_per_document=self.max_chunks_per_document,
+                           worker_memory_bytes=self.worker_memory_bytes)  # fmt: skip

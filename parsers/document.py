@@ -12,7 +12,7 @@ from collections.abc import Callable
 from citekeeper.identity import sha256_hex
 from parsers.chunking import HEADING_CATEGORY, Block, chunk_document
 from parsers.formats import BY_FILETYPE, Partitioned, no_locator
-from parsers.model import DocumentError, Locator, ParseConfig, ParsedDocument, SourceFile
+from parsers.model import DocumentError, Locator, ParseConfig, ParsedDocument, SourceFile, over_limit
 from parsers.time_limit import ParseTimeout, time_limit
 
 ELEMENT_SEPARATOR = "\n\n"
@@ -26,6 +26,9 @@ def parse_document(source: SourceFile, config: ParseConfig) -> ParsedDocument:
         chunks = chunk_document(source.doc_id, text, blocks, config.max_chunk_chars)
     except Exception as exc:  # a chunker bug must quarantine one document, not sink the run
         raise DocumentError(source.source_path, "chunk", f"{type(exc).__name__}: {exc}", error_type="ChunkerCrash") from exc
+    if len(chunks) > config.max_chunks_per_document:
+        raise over_limit(source.source_path, "chunk", f"it has {len(chunks):,} chunks", "max_chunks_per_document",
+                         config.max_chunks_per_document)  # fmt: skip
     title = source.title or next((text[b.start : b.end] for b in blocks if b.is_heading), None)
     return ParsedDocument(source=source, text=text, title=title, chunks=chunks, encoding=partitioned.encoding,
                           email=partitioned.email)  # fmt: skip

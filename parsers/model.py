@@ -28,6 +28,12 @@ class ParseConfig:
     exclude: tuple[str, ...] = ()
     # Processes that parse documents at once (None: one per usable CPU; 1: serially in this process).
     workers: int | None = None
+    # What one document may cost; a document over a limit is quarantined as LimitExceeded, naming the setting.
+    max_decompressed_bytes: int = 256 * 1024 * 1024  # the members of a ZIP container (docx, xlsx, pptx, odt, epub)
+    max_rows_per_sheet: int = 200_000  # a spreadsheet's rows per sheet, or a CSV's rows
+    max_chunks_per_document: int = 50_000
+    # Address space a parse worker may add beyond what it has when it starts (RLIMIT_AS); None: no cap.
+    worker_memory_bytes: int | None = 1536 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:
@@ -39,8 +45,9 @@ class ParseConfig:
 # doc_id changes is re-parsed on its own: ingest compares those per document.) Any other setting, a new one
 # included, counts as a parse setting, so an unknown effect re-parses rather than reusing stale output.
 RUN_SETTINGS = frozenset(
-    {"max_file_bytes", "parse_timeout_s", "default_access_scope", "access_scope_overrides", "include", "exclude", "workers"}
-)
+    {"max_file_bytes", "parse_timeout_s", "default_access_scope", "access_scope_overrides", "include", "exclude", "workers",
+     "max_decompressed_bytes", "max_rows_per_sheet", "max_chunks_per_document", "worker_memory_bytes"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,11 @@ class IngestError:
     stage: str  # discover | read | parse | chunk
     error_type: str
     reason: str
+
+
+def over_limit(source_path: str, stage: str, what: str, setting: str, limit: int) -> DocumentError:
+    """The error of a document over one of ParseConfig's cost limits."""
+    return DocumentError(source_path, stage, f"{what}, over the limit of {limit:,} ({setting})", error_type="LimitExceeded")
 
 
 class DocumentError(Exception):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import resource
 import sys
 import time
 from collections import deque
@@ -137,13 +138,24 @@ def _parse_in_pool(runs: list[Group], n_sources: int, config: ParseConfig, size:
 
 def _serve(conn: Connection, config: ParseConfig) -> None:
     """A worker: parse each run the parent sends, sending back an outcome per document as it is done,
-    until the parent hangs up."""
+    until the parent hangs up. Its address space may grow by config.worker_memory_bytes at most: past it an
+    allocation fails (the document is quarantined) or the worker dies (WorkerDied), never the machine."""
+    if config.worker_memory_bytes is not None:
+        _cap_address_space(config.worker_memory_bytes)
     try:
         while True:
             for source in conn.recv():
                 conn.send(parse_one(source, config))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):  # the parent closed our pipe, died or was interrupted
         return
+
+
+def _cap_address_space(extra_bytes: int) -> None:
+    with open("/proc/self/statm") as statm:  # Linux: the first field is the address space, in pages
+        current = int(statm.read().split()[0]) * resource.getpagesize()
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = current + extra_bytes
+    resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
 
 
 @contextmanager

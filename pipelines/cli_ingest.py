@@ -12,6 +12,7 @@ from citekeeper.store import DEFAULT_LOCK_TIMEOUT, READ_SCHEMAS, CorpusStore, St
 from citekeeper.scope import raw_text_metadata, redact_corpus
 from citekeeper.tables import write_parquet
 from citekeeper.text import printable
+from parsers.model import ParseConfig
 from pipelines.cli_common import include_internal_text_option, store_option
 
 
@@ -32,15 +33,27 @@ from pipelines.cli_common import include_internal_text_option, store_option
               help="Processes parsing documents at once (default: one per CPU; 1: parse in this process).")
 @click.option("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT, show_default=True,
               help="Seconds to wait for another ingest on the same store before giving up.")
+@click.option("--parse-timeout", "parse_timeout_s", type=click.FloatRange(min=1), default=None,
+              help=f"Seconds one document may take to parse (default {ParseConfig.parse_timeout_s:g}).")
+@click.option("--max-file-bytes", type=click.IntRange(min=1), default=None,
+              help=f"Largest file read (default {ParseConfig.max_file_bytes:,}).")
+@click.option("--max-decompressed-bytes", type=click.IntRange(min=1), default=None,
+              help=f"Most a ZIP-based document (docx, xlsx, pptx, ...) may unpack to (default {ParseConfig.max_decompressed_bytes:,}).")
+@click.option("--max-rows-per-sheet", type=click.IntRange(min=1), default=None,
+              help=f"Most rows of one sheet or CSV (default {ParseConfig.max_rows_per_sheet:,}).")
+@click.option("--max-chunks-per-document", type=click.IntRange(min=1), default=None,
+              help=f"Most chunks of one document (default {ParseConfig.max_chunks_per_document:,}).")
+@click.option("--worker-memory-bytes", type=click.IntRange(min=64 * 1024 * 1024), default=None,
+              help=f"Address space a parse worker may add (RLIMIT_AS; default {ParseConfig.worker_memory_bytes:,}).")
 @store_option
 def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chunk_chars: int | None,
                    include: tuple[str, ...], exclude: tuple[str, ...], ocr_languages: tuple[str, ...],
-                   workers: int | None, lock_timeout: float, store_dir: Path) -> None:
-    """Ingest SOURCE_DIR as a new immutable corpus version (only changed documents are re-parsed)."""
+                   workers: int | None, lock_timeout: float, store_dir: Path, **limits: float | int | None) -> None:
+    """Ingest SOURCE_DIR as a new immutable corpus version (only changed documents are re-parsed). A document
+    over a limit is quarantined as LimitExceeded, naming the limit."""
     from parsers.ingest import ingest  # imports unstructured: keep `versions`/`export` fast
-    from parsers.model import ParseConfig
 
-    given = {"max_chunk_chars": max_chunk_chars, "ocr_languages": ocr_languages}
+    given = {"max_chunk_chars": max_chunk_chars, "ocr_languages": ocr_languages, **limits}
     config = ParseConfig(**{k: v for k, v in given.items() if v}, include=include, exclude=exclude, workers=workers)
     with tqdm(desc="parsing", unit="doc", file=click.get_text_stream("stderr"), disable=None) as bar:
 

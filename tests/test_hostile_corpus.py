@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import docx
 import polars as pl
 import pytest
 from click.testing import CliRunner
@@ -150,3 +151,34 @@ def test_answers_add_registers_the_good_lines_of_a_hostile_file(tmp_path):
     parquet.write_bytes(parquet.read_bytes()[:-40])  # truncated
     result = CliRunner().invoke(main, ["answers", "add", str(parquet), "--store", str(tmp_path / "store")])
     assert result.exit_code == 1 and "not a readable Parquet file" in result.output and "Traceback" not in result.output
+
+
+def test_a_document_over_a_cost_limit_is_quarantined_naming_the_limit(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "ok.md").write_text(GOOD)
+    (src / "rows.csv").write_text("".join(f"row {i},value {i}\n" for i in range(50)))
+    (src / "long.md").write_text("\n\n".join(f"Paragraph {i} says something about backups." for i in range(30)))
+    document = docx.Document()
+    document.add_paragraph(GOOD * 40)
+    document.save(src / "big.docx")
+    limits = ParseConfig(workers=1, max_chunk_chars=60, max_rows_per_sheet=10, max_chunks_per_document=20,
+                         max_decompressed_bytes=20_000)  # fmt: skip
+    result = ingest(src, CorpusStore(tmp_path / "store"), version="v1", config=limits)
+    found = {e.source_path: e for e in result.errors}
+    assert {path: e.error_type for path, e in found.items()} == dict.fromkeys(["big.docx", "long.md", "rows.csv"], "LimitExceeded")
+    assert "(max_decompressed_bytes)" in found["big.docx"].reason
+    assert "(max_chunks_per_document)" in found["long.md"].reason
+    assert "more than 10 rows" in found["rows.csv"].reason and "(max_rows_per_sheet)" in found["rows.csv"].reason
+    assert result.manifest.n_documents == 1
+
+
+def test_the_limits_are_settings_of_the_cli(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "rows.csv").write_text("".join(f"row {i},value {i}\n" for i in range(50)))
+    (src / "ok.md").write_text(GOOD)
+    result = CliRunner().invoke(main, ["ingest", str(src), "--store", str(tmp_path / "store"), "--workers", "1",
+                                       "--max-rows-per-sheet", "10", "--parse-timeout", "60", "--max-file-bytes", "100000"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "quarantined rows.csv: parse: LimitExceeded: the file has more than 10 rows" in result.output

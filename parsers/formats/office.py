@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 
 from parsers.formats.base import OLE2_SIGNATURE, Format, Partitioned
 from parsers.formats.text import read_text
-from parsers.model import DocumentError, Locator, ParseConfig, SourceFile
+from parsers.model import DocumentError, Locator, ParseConfig, SourceFile, over_limit
 from parsers.system_tools import LIBREOFFICE, require
 
 CELL_SEPARATOR = " | "
@@ -52,10 +52,15 @@ def _corrupt(source: SourceFile, reason: str) -> DocumentError:
     return DocumentError(source.source_path, "parse", reason, error_type=f"Corrupt{source.filetype.capitalize()}")
 
 
-def _check_zip(source: SourceFile, raw: bytes, member: str) -> None:
-    """OOXML, ODF and EPUB are ZIP archives; a missing key member means the file is something else."""
+def _check_zip(source: SourceFile, raw: bytes, member: str, config: ParseConfig) -> None:
+    """OOXML, ODF and EPUB are ZIP archives; a missing key member means the file is something else. Their
+    members may not unpack past max_decompressed_bytes (zipfile stops a member at its declared size)."""
     buffer = io.BytesIO(raw)
-    if zipfile.is_zipfile(buffer) and member in zipfile.ZipFile(buffer).namelist():
+    if zipfile.is_zipfile(buffer) and member in (archive := zipfile.ZipFile(buffer)).namelist():
+        unpacked = sum(info.file_size for info in archive.infolist())
+        if unpacked > config.max_decompressed_bytes:
+            raise over_limit(source.source_path, "parse", f"its ZIP members unpack to {unpacked:,} bytes",
+                             "max_decompressed_bytes", config.max_decompressed_bytes)  # fmt: skip
         return
     hint = ""
     if raw.startswith(OLE2_SIGNATURE):  # an encrypted OOXML file is an OLE2 container, not a ZIP
@@ -88,7 +93,7 @@ def _slide_locator(element) -> Locator:
 
 
 def _partition_docx(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
-    _check_zip(source, raw, "word/document.xml")
+    _check_zip(source, raw, "word/document.xml", config)
     from unstructured.partition.docx import partition_docx
 
     return Partitioned(partition_docx(file=io.BytesIO(raw)))
@@ -103,7 +108,7 @@ def _partition_doc(source: SourceFile, raw: bytes, config: ParseConfig) -> Parti
 
 
 def _partition_odt(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
-    _check_zip(source, raw, "content.xml")
+    _check_zip(source, raw, "content.xml", config)
     from unstructured.partition.odt import partition_odt
 
     return Partitioned(partition_odt(file=io.BytesIO(raw)))
@@ -117,7 +122,7 @@ def _partition_rtf(source: SourceFile, raw: bytes, config: ParseConfig) -> Parti
 
 
 def _partition_epub(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
-    _check_zip(source, raw, "META-INF/container.xml")
+    _check_zip(source, raw, "META-INF/container.xml", config)
     from unstructured.partition.epub import partition_epub
 
     return Partitioned(partition_epub(file=io.BytesIO(raw)))
@@ -127,7 +132,7 @@ def _partition_epub(source: SourceFile, raw: bytes, config: ParseConfig) -> Part
 
 
 def _partition_pptx(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
-    _check_zip(source, raw, "ppt/presentation.xml")
+    _check_zip(source, raw, "ppt/presentation.xml", config)
     from unstructured.partition.pptx import partition_pptx
 
     return Partitioned(partition_pptx(file=io.BytesIO(raw), include_page_breaks=False), _slide_locator)
@@ -179,12 +184,16 @@ def _sheet_elements(sheet: str | None, rows: list[tuple[int, Iterable]]) -> list
     return elements
 
 
-def _row_elements(rows: Iterable[SheetRow]) -> list:
-    return [
-        element
-        for sheet, sheet_rows in itertools.groupby(rows, key=lambda row: row[0])
-        for element in _sheet_elements(sheet, [(row_number, values) for _, row_number, values in sheet_rows])
-    ]
+def _row_elements(source: SourceFile, rows: Iterable[SheetRow], config: ParseConfig) -> list:
+    elements = []
+    for sheet, sheet_rows in itertools.groupby(rows, key=lambda row: row[0]):
+        kept = list(itertools.islice(((n, values) for _, n, values in sheet_rows), config.max_rows_per_sheet + 1))
+        if len(kept) > config.max_rows_per_sheet:  # stop reading: 5.7 M rows took minutes and gigabytes
+            where = f"sheet {sheet!r}" if sheet is not None else "the file"
+            raise over_limit(source.source_path, "parse", f"{where} has more than {config.max_rows_per_sheet:,} rows",
+                             "max_rows_per_sheet", config.max_rows_per_sheet)  # fmt: skip
+        elements += _sheet_elements(sheet, kept)
+    return elements
 
 
 def _row_locator(element) -> Locator:
@@ -253,27 +262,27 @@ def _delimited_rows(text: str, delimiter: str) -> Iterator[SheetRow]:
 
 
 def _partition_xlsx(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
-    _check_zip(source, raw, "xl/workbook.xml")
-    return Partitioned(_row_elements(_xlsx_rows(raw)), _row_locator)
+    _check_zip(source, raw, "xl/workbook.xml", config)
+    return Partitioned(_row_elements(source, _xlsx_rows(raw), config), _row_locator)
 
 
 def _partition_xls(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
     _check_ole2(source, raw)
-    return Partitioned(_row_elements(_xls_rows(raw)), _row_locator)
+    return Partitioned(_row_elements(source, _xls_rows(raw), config), _row_locator)
 
 
-def _partition_delimited(source: SourceFile, raw: bytes, delimiter: str | None) -> Partitioned:
+def _partition_delimited(source: SourceFile, raw: bytes, delimiter: str | None, config: ParseConfig) -> Partitioned:
     text, encoding = read_text(source, raw)
     rows = _delimited_rows(text, delimiter or _csv_delimiter(text))
-    return Partitioned(_row_elements(rows), _row_locator, encoding=encoding)
+    return Partitioned(_row_elements(source, rows, config), _row_locator, encoding=encoding)
 
 
 def _partition_csv(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
-    return _partition_delimited(source, raw, delimiter=None)  # sniffed: ";" and tabs are common in ".csv" files
+    return _partition_delimited(source, raw, None, config)  # sniffed: ";" and tabs are common in ".csv" files
 
 
 def _partition_tsv(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
-    return _partition_delimited(source, raw, delimiter="\t")
+    return _partition_delimited(source, raw, "\t", config)
 
 
 FORMATS = (
