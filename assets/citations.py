@@ -69,7 +69,7 @@ def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
     store = citekeeper.corpus_store()
     registered = {}
     if citekeeper.answers_path:
-        added = AnswerStore(store.root).add(citekeeper.answers_path)
+        added = AnswerStore(store.root, max_claims_per_answer=citekeeper.max_claims_per_answer).add(citekeeper.answers_path)
         for error in added.errors:
             context.log.warning(f"event=answer_input_error file={citekeeper.answers_path!r} error={str(error)!r}")
         registered = {"answers_registered": added.n_registered, "answer_input_errors": len(added.errors)}

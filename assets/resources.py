@@ -6,6 +6,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import field_validator
 
+from citekeeper.answers import MAX_CLAIMS_PER_ANSWER
 from citekeeper.language import validate_language
 from citekeeper.store import CorpusStore
 from parsers.model import ParseConfig
@@ -45,6 +46,7 @@ class CitekeeperConfig(dg.ConfigurableResource):
     max_rows_per_sheet: int = ParseConfig.max_rows_per_sheet
     max_chunks_per_document: int = ParseConfig.max_chunks_per_document
     worker_memory_bytes: int | None = ParseConfig.worker_memory_bytes
+    max_claims_per_answer: int = MAX_CLAIMS_PER_ANSWER  # a registered answer of more claims is refused
     # Object-store locations of the LanceDB tables / Parquet exports (None: under store_dir) and their
     # LanceDB storage options; see citekeeper.locations for the keys.
     lance_uri: str | None = None

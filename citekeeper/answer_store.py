@@ -35,7 +35,7 @@ from citekeeper.layout import StoreLayout
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from citekeeper.sharding import Shard
 from citekeeper.tables import empty
-from citekeeper.answers import READ_BATCH, LineError, ParsedAnswer, answer_rows, iter_answer_records
+from citekeeper.answers import MAX_CLAIMS_PER_ANSWER, READ_BATCH, LineError, ParsedAnswer, answer_rows, iter_answer_records
 
 TABLES = {"answers": ANSWERS, "claims": CLAIMS, "citations": CITATIONS}
 LEGACY_PART = "."  # the pre-manifest layout: the three tables directly in answers/
@@ -185,8 +185,9 @@ class _PartWriter:
 
 
 class AnswerStore:
-    def __init__(self, store_root: Path | str, lock_timeout: float = 60.0):
+    def __init__(self, store_root: Path | str, lock_timeout: float = 60.0, max_claims_per_answer: int = MAX_CLAIMS_PER_ANSWER):
         self.root = StoreLayout(store_root).answers_dir
+        self.max_claims_per_answer = max_claims_per_answer
         self.lock_timeout = lock_timeout
 
     @property
@@ -235,7 +236,8 @@ class AnswerStore:
         self.root.mkdir(parents=True, exist_ok=True)
         try:
             with FileLock(self.root / ".lock", timeout=self.lock_timeout), _cycle_collector_paused():
-                self._register(iter_answer_records(path, batch_size), str(path), result, expected_revisions or {})
+                records = iter_answer_records(path, batch_size, self.max_claims_per_answer)
+                self._register(records, str(path), result, expected_revisions or {})
         except Timeout as exc:
             raise AnswerStoreLocked(
                 f"answer store {self.root} is locked by another writer (waited {self.lock_timeout:.0f}s)"

@@ -31,12 +31,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import (
     AfterValidator, BaseModel, Field, PlainValidator, PrivateAttr, StrictStr, StringConstraints, ValidationError,
-    model_validator,
+    ValidationInfo, model_validator,
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from citekeeper.text import MARKER_ID, marker_ids, split_sentences, strip_markers
 from citekeeper.identity import text_hash
+
+
+# An answer of more claims is refused (a 50 MB marker-form answer made 1.87 M claims and a 10 GB verify).
+MAX_CLAIMS_PER_ANSWER = 10_000
 
 
 @dataclass(frozen=True)
@@ -222,14 +226,17 @@ class AnswerRecord(BaseModel):
     _parsed_claims: tuple[ParsedClaim, ...] = PrivateAttr()
 
     @model_validator(mode="after")
-    def _resolve_claims(self) -> AnswerRecord:
-        """Exactly one form; in marker form every marker must name a reference."""
+    def _resolve_claims(self, info: ValidationInfo) -> AnswerRecord:
+        """Exactly one form, of at most `max_claims` claims (the validation context's); in marker form every
+        marker must name a reference."""
+        limit = (info.context or {}).get("max_claims", MAX_CLAIMS_PER_ANSWER)
         if self.claims is not None and self.references is not None:
             raise _record_error("claims", "give either claims (structured) or references (marker form), not both")
         if self.claims is not None:
+            _check_claims(len(self.claims), limit)
             self._parsed_claims = tuple(claim.parsed() for claim in self.claims)
         elif self.references is not None:
-            self._parsed_claims = _marker_claims(self.answer, _reference_map(self.references))
+            self._parsed_claims = _marker_claims(self.answer, _reference_map(self.references), limit)
         else:
             raise _record_error("claims", "missing: give claims (structured) or references (marker form)")
         return self
@@ -258,9 +265,16 @@ def _reference_map(references: list[ReferenceRecord]) -> dict[str, ParsedCitatio
     return by_key
 
 
-def _marker_claims(answer: str, references: dict[str, ParsedCitation]) -> tuple[ParsedClaim, ...]:
+def _check_claims(n: int, limit: int) -> None:
+    if n > limit:
+        raise _record_error("claims", f"the answer has {n:,} claims, over the limit of {limit:,} (max_claims_per_answer)")
+
+
+def _marker_claims(answer: str, references: dict[str, ParsedCitation], limit: int) -> tuple[ParsedClaim, ...]:
     claims = []
-    for sentence in split_sentences(answer):
+    sentences = split_sentences(answer)
+    _check_claims(len(sentences), limit)
+    for sentence in sentences:
         keys = _sentence_keys(sentence)
         unknown = [key for key in keys if key not in references]
         if unknown:
@@ -295,11 +309,11 @@ def citation_entries(record: dict, input_form: str) -> dict[tuple[int, int], dic
     }
 
 
-def parse_answer(record: object, line: int | None = None) -> ParsedAnswer:
+def parse_answer(record: object, line: int | None = None, max_claims: int = MAX_CLAIMS_PER_ANSWER) -> ParsedAnswer:
     """Validate one input record (either form), read from `line` of its file. Raises AnswerInputError naming
     every bad field."""
     try:
-        validated = AnswerRecord.model_validate(record)
+        validated = AnswerRecord.model_validate(record, context={"max_claims": max_claims})
     except ValidationError as exc:
         raise AnswerInputError([_issue(error) for error in exc.errors()]) from None
     try:
@@ -354,16 +368,18 @@ class LineError:
 READ_BATCH = 20_000  # records parsed and registered at a time: memory follows this, not the file
 
 
-def read_answer_records(path: Path) -> tuple[list[ParsedAnswer], list[LineError]]:
+def read_answer_records(path: Path, max_claims: int = MAX_CLAIMS_PER_ANSWER) -> tuple[list[ParsedAnswer], list[LineError]]:
     """The answers of a JSONL or Parquet file, and an error for each problem of a bad non-blank line / row."""
     answers, errors = [], []
-    for batch_answers, batch_errors in iter_answer_records(path):
+    for batch_answers, batch_errors in iter_answer_records(path, max_claims=max_claims):
         answers.extend(batch_answers)
         errors.extend(batch_errors)
     return answers, errors
 
 
-def iter_answer_records(path: Path, batch_size: int = READ_BATCH) -> Iterator[tuple[list[ParsedAnswer], list[LineError]]]:
+def iter_answer_records(
+    path: Path, batch_size: int = READ_BATCH, max_claims: int = MAX_CLAIMS_PER_ANSWER
+) -> Iterator[tuple[list[ParsedAnswer], list[LineError]]]:
     """read_answer_records in batches of at most `batch_size` lines / rows, read as they are needed."""
     path = Path(path)
     rows = _parquet_rows(path, batch_size) if path.suffix.lower() == ".parquet" else _jsonl_rows(path)
@@ -374,7 +390,7 @@ def iter_answer_records(path: Path, batch_size: int = READ_BATCH) -> Iterator[tu
             errors.append(row)
         else:
             try:
-                answers.append(parse_answer(row, line_no))
+                answers.append(parse_answer(row, line_no, max_claims))
             except AnswerInputError as exc:
                 errors.extend(LineError(line_no, issue.field, issue.message) for issue in exc.issues)
         if n % batch_size == 0:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from citekeeper.answers import MAX_CLAIMS_PER_ANSWER
 from citekeeper.schema import CITATION_STATUSES
 from citekeeper.scope import write_shared_status
 from citekeeper.text import printable
@@ -21,8 +22,10 @@ def answers_group() -> None:
 
 @answers_group.command("add")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--max-claims-per-answer", type=click.IntRange(min=1), default=MAX_CLAIMS_PER_ANSWER, show_default=True,
+              help="An answer of more claims (sentences, in marker form) is refused as a bad line.")
 @store_option
-def answers_add(file: Path, store_dir: Path) -> None:
+def answers_add(file: Path, max_claims_per_answer: int, store_dir: Path) -> None:
     """Register the answers of FILE (JSONL or Parquet, structured or marker form).
 
     Good lines register even when others are malformed; each bad line is reported with its line number
@@ -32,7 +35,7 @@ def answers_add(file: Path, store_dir: Path) -> None:
     from citekeeper.answer_store import AnswerStore, AnswerStoreLocked
 
     try:
-        result = AnswerStore(store_dir).add(file)
+        result = AnswerStore(store_dir, max_claims_per_answer=max_claims_per_answer).add(file)
     except AnswerStoreLocked as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{file}: {result.summary()}")

@@ -182,3 +182,13 @@ def test_the_limits_are_settings_of_the_cli(tmp_path):
                                        "--max-rows-per-sheet", "10", "--parse-timeout", "60", "--max-file-bytes", "100000"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "quarantined rows.csv: parse: LimitExceeded: the file has more than 10 rows" in result.output
+
+
+def test_an_answer_of_too_many_claims_is_refused_as_its_line(tmp_path):
+    record = {"answer_id": "big", "answer": " ".join(f"Claim {i} holds." for i in range(30)), "corpus_version": "v1",
+              "references": []}  # fmt: skip
+    path = tmp_path / "answers.jsonl"
+    path.write_text(json.dumps(record) + "\n" + json.dumps(dict(record, answer_id="small", answer="One claim.")) + "\n")
+    result = CliRunner().invoke(main, ["answers", "add", str(path), "--store", str(tmp_path / "store"), "--max-claims-per-answer", "10"])
+    assert result.exit_code == 1 and "1 added" in result.output
+    assert "line 1: claims: the answer has 30 claims, over the limit of 10 (max_claims_per_answer)" in result.output
