@@ -18,10 +18,25 @@
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+
+# Every name that becomes a path component (corpus versions, run ids): never "..", a "/" or a hidden name.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+class UnsafeName(ValueError):
+    """A version name or run id that cannot be a path component; the message names it and the rule."""
+
+
+def safe_name(value: str, what: str) -> str:
+    if not isinstance(value, str) or not SAFE_NAME.fullmatch(value):
+        raise UnsafeName(f"invalid {what} {value!r:.80}: use letters, digits, '.', '-' or '_' "
+                         "(starting with a letter or digit, at most 128 characters)")  # fmt: skip
+    return value
 
 
 @dataclass(frozen=True)
@@ -40,7 +55,7 @@ class StoreLayout:
         return self.root / "versions"
 
     def manifest(self, version: str) -> Path:
-        return self.versions_dir / f"{version}.json"
+        return self.versions_dir / f"{safe_name(version, 'corpus version name')}.json"
 
     @property
     def parquet_dir(self) -> Path:
@@ -71,7 +86,7 @@ class StoreLayout:
         return self.root / "diffs"
 
     def diff_dir(self, old_version: str, new_version: str) -> Path:
-        return self.diffs_dir / f"{old_version}__{new_version}"
+        return self.diffs_dir / f"{safe_name(old_version, 'corpus version name')}__{safe_name(new_version, 'corpus version name')}"
 
     def chunk_diff_file(self, old_version: str, new_version: str) -> Path:
         return self.diff_dir(old_version, new_version) / "chunk_diff.parquet"
@@ -84,7 +99,7 @@ class StoreLayout:
         return self.root / "citations"
 
     def citation_status_dir(self, target_version: str) -> Path:
-        return self.citations_dir / f"target_version={target_version}"
+        return self.citations_dir / f"target_version={safe_name(target_version, 'corpus version name')}"
 
     def citation_status_file(self, target_version: str) -> Path:
         return self.citation_status_dir(target_version) / "citation_status.parquet"
@@ -100,7 +115,7 @@ class StoreLayout:
         return self.root / "repairs"
 
     def repairs_dir(self, target_version: str) -> Path:
-        return self.repairs_root / f"target_version={target_version}"
+        return self.repairs_root / f"target_version={safe_name(target_version, 'corpus version name')}"
 
     def repairs_file(self, target_version: str) -> Path:
         return self.repairs_dir(target_version) / "repairs.parquet"
@@ -130,7 +145,7 @@ class StoreLayout:
 
 def run_dir(out_dir: Path | str, version: str, run_id: str) -> Path:
     """Where one verification run's tables go under any output dir (the store's runs_dir, or --out)."""
-    return Path(out_dir) / f"corpus_version={version}" / f"run_id={run_id}"
+    return Path(out_dir) / f"corpus_version={safe_name(version, 'corpus version name')}" / f"run_id={safe_name(run_id, 'run id')}"
 
 
 def shard_run_dir(out_dir: Path | str, version: str, run_id: str, index: int, count: int) -> Path:

@@ -41,7 +41,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from citekeeper import schema
-from citekeeper.layout import StoreLayout
+from citekeeper.layout import SAFE_NAME, StoreLayout, UnsafeName, safe_name
 from citekeeper.locations import is_remote, locations_from_env, parquet_filesystem
 from citekeeper.tables import ParquetStream, to_arrow
 from citekeeper.identity import text_hash
@@ -58,7 +58,6 @@ STORED_SCHEMAS = {
 }
 SORT_KEYS = {"chunks": ["doc_id", "ordinal"], "documents": ["doc_id"], "errors": ["source_path", "stage"]}
 # LanceDB tag rules (alphanumerics, '.', '-', '_'), which also keep the name safe as a path component.
-VERSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 GENERATED_NAME = re.compile(r"^v(\d{4,})$")
 DEFAULT_LOCK_TIMEOUT = 30.0
 DOC_ID_INDEX = "doc_id_idx"
@@ -117,12 +116,10 @@ def corpus_hash(documents: Iterable[tuple[str | None, ...]]) -> str:
 
 
 def validate_version_name(name: str) -> str:
-    if not VERSION_NAME.match(name):
-        raise StoreError(
-            f"invalid corpus version name {name!r}: use letters, digits, '.', '-' or '_' "
-            "(starting with a letter or digit, at most 128 characters)"
-        )
-    return name
+    try:
+        return safe_name(name, "corpus version name")
+    except UnsafeName as exc:
+        raise StoreError(str(exc)) from None
 
 
 class CorpusStore:
@@ -237,14 +234,13 @@ class CorpusStore:
         return sorted(manifests, key=lambda m: (m.created_at, m.name))
 
     def manifest(self, name: str) -> VersionManifest:
-        path = self.layout.manifest(name)
-        if not VERSION_NAME.match(name) or not path.is_file():
+        if not self.has_version(name):
             known = ", ".join(m.name for m in self.versions()) or "none yet"
-            raise UnknownVersion(f"unknown corpus version {name!r} in store {self.root} (known: {known})")
-        return VersionManifest.from_file(path)
+            raise UnknownVersion(f"unknown corpus version {name!r:.80} in store {self.root} (known: {known})")
+        return VersionManifest.from_file(self.layout.manifest(name))
 
     def has_version(self, name: str) -> bool:
-        return bool(VERSION_NAME.match(name)) and (self.layout.manifest(name)).is_file()
+        return isinstance(name, str) and bool(SAFE_NAME.fullmatch(name)) and self.layout.manifest(name).is_file()
 
     def latest(self) -> VersionManifest | None:
         versions = self.versions()

@@ -192,3 +192,18 @@ def test_an_answer_of_too_many_claims_is_refused_as_its_line(tmp_path):
     result = CliRunner().invoke(main, ["answers", "add", str(path), "--store", str(tmp_path / "store"), "--max-claims-per-answer", "10"])
     assert result.exit_code == 1 and "1 added" in result.output
     assert "line 1: claims: the answer has 30 claims, over the limit of 10 (max_claims_per_answer)" in result.output
+
+
+def test_a_run_id_or_version_that_is_not_a_plain_name_is_refused(tmp_path):
+    """`verify --run-id ../../../../x` wrote outside --out (#21)."""
+    store = tmp_path / "store"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "ok.md").write_text(GOOD)
+    assert CliRunner().invoke(main, ["ingest", str(src), "--store", str(store), "--workers", "1", "--version", "v1"]).exit_code == 0
+    for args in (["verify", "--no-model", "--out", str(tmp_path / "out"), "--run-id", "../../../../x"],
+                 ["stale", "--against", "../v1"], ["verify", "--no-model", "--out", str(tmp_path / "out"), "--version", "..\n"]):  # fmt: skip
+        result = CliRunner().invoke(main, [*args, "--store", str(store)])
+        assert result.exit_code != 0 and "Traceback" not in result.output, (args, result.output)
+        assert "invalid run id" in result.output or "unknown corpus version" in result.output, result.output
+    assert not (tmp_path / "x").exists() and not any(tmp_path.parent.glob("x"))
