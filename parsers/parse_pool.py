@@ -22,7 +22,10 @@ import math
 import multiprocessing
 import os
 import resource
+import shutil
+import signal
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -30,8 +33,10 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 
 from parsers.document import parse_document
+from parsers.formats.paged import ocr_temp_prefix
 from parsers.model import DocumentError, IngestError, ParseConfig, ParsedDocument, SourceFile
 
 Outcome = ParsedDocument | IngestError
@@ -140,6 +145,7 @@ def _serve(conn: Connection, config: ParseConfig) -> None:
     """A worker: parse each run the parent sends, sending back an outcome per document as it is done,
     until the parent hangs up. Its address space may grow by config.worker_memory_bytes at most: past it an
     allocation fails (the document is quarantined) or the worker dies (WorkerDied), never the machine."""
+    os.setpgrp()  # its own process group: killing it kills the Poppler/Tesseract processes it started too
     if config.worker_memory_bytes is not None:
         _cap_address_space(config.worker_memory_bytes)
     try:
@@ -148,6 +154,24 @@ def _serve(conn: Connection, config: ParseConfig) -> None:
                 conn.send(parse_one(source, config))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):  # the parent closed our pipe, died or was interrupted
         return
+
+
+def _kill_group(process: BaseProcess) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # gone already, or not yet its own group
+        process.kill()
+
+
+def _remove_temp_dirs(pid: int) -> None:
+    """What a killed worker rendered pages into. A child it started may still be finishing a write: try again."""
+    for _ in range(20):
+        leftovers = list(Path(tempfile.gettempdir()).glob(f"{ocr_temp_prefix(pid)}*"))
+        for leftover in leftovers:
+            shutil.rmtree(leftover, ignore_errors=True)
+        if not any(path.exists() for path in leftovers):
+            return
+        time.sleep(0.05)
 
 
 def _cap_address_space(extra_bytes: int) -> None:
@@ -281,10 +305,12 @@ class _Pool:
         return results
 
     def _retire(self, worker: _Worker, error: IngestError) -> list[tuple[tuple[int, SourceFile], Outcome]]:
-        """Kill the worker (if it still runs) and free its place: submit() starts a new one when needed."""
-        worker.process.kill()
+        """Kill the worker (if it still runs), remove what it left in the temp dir and free its place: submit()
+        starts a new one when needed."""
+        _kill_group(worker.process)
         worker.process.join()
         worker.conn.close()
+        _remove_temp_dirs(worker.process.pid)
         self._busy.remove(worker)
         task = worker.tasks.popleft()
         if worker.tasks:

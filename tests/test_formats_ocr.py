@@ -10,6 +10,7 @@ import io
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -231,3 +232,14 @@ def test_a_missing_language_pack_is_named(tmp_path, ocr_tools):
 def test_ocr_that_finds_nothing_says_so(tmp_path, ocr_tools, name):
     error = quarantined(ingest_one(tmp_path, name, blank(name)), name)
     assert error.error_type == "NoText" and "OCR (Tesseract eng+chi_sim) found no text" in error.reason
+
+
+def test_a_worker_killed_while_it_ocrs_leaves_no_temp_files(tmp_path, ocr_tools):
+    """The rendered pages and the PDF copy of a worker killed past parse_timeout_s are removed (#21)."""
+    before = set(Path(tempfile.gettempdir()).glob("citekeeper-ocr-*"))
+    scan = drawn(ENGLISH * 8, ImageFont.load_default(size=40))
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "scan.pdf").write_bytes(pdf([scan] * 30))
+    result = ingest(tmp_path / "src", CorpusStore(tmp_path / "store"), config=ParseConfig(workers=2, parse_timeout_s=3.0))
+    assert [e.error_type for e in result.errors] == ["ParseTimeout"]
+    assert set(Path(tempfile.gettempdir()).glob("citekeeper-ocr-*")) == before
