@@ -14,7 +14,7 @@ Document changes: unchanged, added, removed, renamed (same content, new path), m
 """
 from __future__ import annotations
 
-import difflib
+import bisect
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -195,8 +195,9 @@ def _repeated(old: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
 
 def _positional_links(old: pl.DataFrame, new: pl.DataFrame, repeated: pl.DataFrame) -> pl.DataFrame:
     """Copies of repeated text paired by position: each such document's chunk sequence (by text_hash, in text
-    order) aligned old to new (difflib), and the aligned copies paired, unchanged or moved. Chunk ids number
-    the copies, so when an earlier copy goes the survivor takes the deleted one's id: ids cannot pair them."""
+    order) aligned old to new by a longest common subsequence, and the aligned copies paired, unchanged or
+    moved. Chunk ids number the copies, so when an earlier copy goes the survivor takes the deleted one's id:
+    ids cannot pair them."""
     docs = repeated["doc_id"].unique().implode()
     old_seq, new_seq = (
         side.filter(pl.col("doc_id").is_in(docs)).sort("doc_id", "start_char").group_by("doc_id", maintain_order=True).agg("text_hash", "_row")
@@ -204,8 +205,7 @@ def _positional_links(old: pl.DataFrame, new: pl.DataFrame, repeated: pl.DataFra
     )
     pairs = []
     for _, hashes, rows, new_hashes, new_rows in old_seq.join(new_seq, on="doc_id").iter_rows():
-        for i, j, size in difflib.SequenceMatcher(None, hashes, new_hashes, autojunk=False).get_matching_blocks():
-            pairs.extend((rows[i + k], new_rows[j + k]) for k in range(size))
+        pairs.extend((rows[i], new_rows[j]) for i, j in _common_subsequence(hashes, new_hashes))
     aligned = pl.DataFrame(pairs, schema={"old_row": pl.UInt32, "new_row": pl.UInt32}, orient="row")
     paired = (
         aligned.join(old, left_on="old_row", right_on="_row")
@@ -216,6 +216,31 @@ def _positional_links(old: pl.DataFrame, new: pl.DataFrame, repeated: pl.DataFra
     return paired.select(
         "old_row", "new_row", change=pl.when(unchanged).then(pl.lit("unchanged")).otherwise(pl.lit("moved")), similarity=pl.lit(1.0)
     )
+
+
+def _common_subsequence(old: list[str], new: list[str]) -> list[tuple[int, int]]:
+    """The (i, j) pairs of a longest common subsequence of two sequences (Hunt-Szymanski: a longest increasing
+    run of the equal pairs, O(pairs log n)). difflib's longest-block-first matching is not one: with
+    P A P -> A X P it pairs the deleted first P with the survivor."""
+    where: dict[str, list[int]] = {}
+    for j, key in enumerate(new):
+        where.setdefault(key, []).append(j)
+    tails: list[int] = []  # tails[k]: the smallest j ending a common run of length k + 1
+    ends: list[tuple] = []  # the (i, j, previous) node at each tails[k]
+    for i, key in enumerate(old):
+        for j in reversed(where.get(key, ())):  # descending: one j per i in any increasing run
+            k = bisect.bisect_left(tails, j)
+            node = (i, j, ends[k - 1] if k else None)
+            if k == len(tails):
+                tails.append(j)
+                ends.append(node)
+            else:
+                tails[k], ends[k] = j, node
+    pairs, node = [], ends[-1] if ends else None
+    while node is not None:
+        pairs.append((node[0], node[1]))
+        node = node[2]
+    return pairs[::-1]
 
 
 def _unmatched(frame: pl.DataFrame, links: pl.DataFrame, side: str) -> pl.DataFrame:
