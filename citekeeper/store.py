@@ -115,6 +115,20 @@ def corpus_hash(documents: Iterable[tuple[str | None, ...]]) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+@contextmanager
+def _lance_errors(table: str, version: str) -> Iterator[None]:
+    """A version's files gone under a read (a `gc` pruning it meanwhile, or a damaged store) is a StoreError that
+    says so, not a raw lance traceback."""
+    try:
+        yield
+    except (OSError, ValueError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StoreError(
+            f"cannot read the {table} of corpus version {version!r}: {first[:300]} (if `citekeeper gc` is pruning "
+            "it, run again once gc is done; it never prunes the latest version)"
+        ) from exc
+
+
 def validate_version_name(name: str) -> str:
     try:
         return safe_name(name, "corpus version name")
@@ -302,21 +316,26 @@ class CorpusStore:
         if [] in id_lists.values():  # no ids asked for: nothing to open
             arrow = STORED_SCHEMAS[table].empty_table().select(read)
         else:
-            lance_table = self._lance().open_table(table)
-            lance_table.checkout(version)
-            dataset = lance_table.to_lance()
-            had = set(lance_table.schema.names)  # a version committed before a column existed lacks it
-            if list(id_lists) == ["chunk_id"]:
-                offsets = self._chunk_offsets(version, dataset).join(pl.DataFrame({"chunk_id": id_lists["chunk_id"]}), on="chunk_id", how="semi")
-                arrow = dataset.take(offsets["offset"].sort().to_numpy(), columns=[c for c in read if c in had])
-            else:
-                # Pyarrow expressions, not SQL: ids go in as values, nothing to quote; lance uses the doc_id index.
-                in_ids = [pc.field(column).isin(ids) for column, ids in id_lists.items()]
-                where = functools.reduce(operator.and_, in_ids) if in_ids else None
-                arrow = dataset.to_table(columns=[c for c in read if c in had], filter=where)
-            arrow = to_arrow(arrow, pa.schema([STORED_SCHEMAS[table].field(c) for c in read]))
+            with _lance_errors(table, version):
+                arrow = self._read_tagged(table, version, read, id_lists)
         frame = pl.from_arrow(arrow).sort(SORT_KEYS[table])
         return frame.with_columns(corpus_version=pl.lit(version)).select(wanted)
+
+    def _read_tagged(self, table: str, version: str, read: list[str], id_lists: dict[str, list[str]]) -> pa.Table:
+        """The `read` columns of a version's rows (those of `id_lists` when given), from the table at its tag."""
+        lance_table = self._lance().open_table(table)
+        lance_table.checkout(version)
+        dataset = lance_table.to_lance()
+        had = set(lance_table.schema.names)  # a version committed before a column existed lacks it
+        if list(id_lists) == ["chunk_id"]:
+            offsets = self._chunk_offsets(version, dataset).join(pl.DataFrame({"chunk_id": id_lists["chunk_id"]}), on="chunk_id", how="semi")
+            arrow = dataset.take(offsets["offset"].sort().to_numpy(), columns=[c for c in read if c in had])
+        else:
+            # Pyarrow expressions, not SQL: ids go in as values, nothing to quote; lance uses the doc_id index.
+            in_ids = [pc.field(column).isin(ids) for column, ids in id_lists.items()]
+            where = functools.reduce(operator.and_, in_ids) if in_ids else None
+            arrow = dataset.to_table(columns=[c for c in read if c in had], filter=where)
+        return to_arrow(arrow, pa.schema([STORED_SCHEMAS[table].field(c) for c in read]))
 
     def _sorted_batches(self, table: str, version: str) -> Iterator[pa.Table]:
         """Every row of a version (READ_SCHEMAS), in the order _read_lance returns them, a batch at a time."""
@@ -330,9 +349,10 @@ class CorpusStore:
         """chunk_id, offset: where each chunk of `version` is in its table. Reading chunks in offset order reads
         each page of the table once."""
         name = self.manifest(version).name
-        lance_table = self._lance().open_table("chunks")
-        lance_table.checkout(name)
-        return self._chunk_offsets(name, lance_table.to_lance())
+        with _lance_errors("chunks", name):
+            lance_table = self._lance().open_table("chunks")
+            lance_table.checkout(name)
+            return self._chunk_offsets(name, lance_table.to_lance())
 
     def _chunk_offsets(self, version: str, dataset) -> pl.DataFrame:
         """chunk_id -> row offset in the chunks of `version`: taking rows by offset costs about half an IN filter

@@ -207,3 +207,16 @@ def test_a_run_id_or_version_that_is_not_a_plain_name_is_refused(tmp_path):
         assert result.exit_code != 0 and "Traceback" not in result.output, (args, result.output)
         assert "invalid run id" in result.output or "unknown corpus version" in result.output, result.output
     assert not (tmp_path / "x").exists() and not any(tmp_path.parent.glob("x"))
+
+
+def test_a_version_whose_files_went_under_a_read_is_one_clear_error(tmp_path):
+    """What a concurrent gc pruning the version leaves a reader with: a message, not a raw lance traceback."""
+    store, src = tmp_path / "store", tmp_path / "src"
+    src.mkdir()
+    (src / "ok.md").write_text(GOOD)
+    assert CliRunner().invoke(main, ["ingest", str(src), "--store", str(store), "--workers", "1", "--version", "v1"]).exit_code == 0
+    for data in (store / "lance" / "chunks.lance" / "data").iterdir():
+        data.unlink()
+    result = CliRunner().invoke(main, ["export", "chunks", "--version", "v1", "--out", str(tmp_path / "c.parquet"), "--store", str(store)])
+    assert result.exit_code == 1 and "cannot read the chunks of corpus version 'v1'" in result.output, result.output
+    assert "Traceback" not in result.output
