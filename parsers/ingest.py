@@ -157,9 +157,13 @@ def ingest(
     with store.lock(lock_timeout):
         name = version or store.next_version_name()
         started = time.perf_counter()
-        stage(source_dir, store, name, config=config, progress=progress, batch_size=batch_size)
-        staged_s = time.perf_counter() - started
-        result = commit(store, name, strict=strict, lock_timeout=lock_timeout, batch_size=batch_size)
+        try:
+            stage(source_dir, store, name, config=config, progress=progress, batch_size=batch_size)
+            staged_s = time.perf_counter() - started
+            result = commit(store, name, strict=strict, lock_timeout=lock_timeout, batch_size=batch_size)
+        except BaseException:  # a full disk, an interrupt: what this ingest staged is of no use to the next one
+            shutil.rmtree(store.layout.staging_dir / name, ignore_errors=True)
+            raise
     result.durations_s = {"stage": staged_s, **result.durations_s}
     return result
 

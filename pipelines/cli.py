@@ -1,12 +1,29 @@
 """The `citekeeper` command line. Each group of subcommands lives in a module of its own."""
 from __future__ import annotations
 
+import errno
+
 import click
 
 from pipelines import cli_citations, cli_demo, cli_history, cli_ingest, cli_maintenance, cli_models, cli_verify
 
 
-@click.group()
+class _Commands(click.Group):
+    def invoke(self, ctx: click.Context):
+        """A full disk is one line, not a traceback: the store's writes are atomic, so nothing half-written
+        stays, and the same command runs again once there is room."""
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) and "No space left on device" not in str(exc):
+                raise
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            raise click.ClickException(
+                f"no space left on device{where}: nothing was committed; free some space and run the command again"
+            ) from None
+
+
+@click.group(cls=_Commands)
 def main() -> None:
     """Keep the citations of a RAG / knowledge system honest while its corpus changes."""
 

@@ -3,6 +3,7 @@ must finish without a traceback, quarantine each hostile input with its reason, 
 and never let a link or a sidecar make an internal_only text visible."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -220,3 +221,22 @@ def test_a_version_whose_files_went_under_a_read_is_one_clear_error(tmp_path):
     result = CliRunner().invoke(main, ["export", "chunks", "--version", "v1", "--out", str(tmp_path / "c.parquet"), "--store", str(store)])
     assert result.exit_code == 1 and "cannot read the chunks of corpus version 'v1'" in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_staging(tmp_path, monkeypatch):
+    """ENOSPC during the commit (injected where the corpus store writes): the store keeps its last version,
+    staging is cleaned, the command prints one clear line, and the rerun works."""
+    store, src = tmp_path / "store", tmp_path / "src"
+    src.mkdir()
+    (src / "ok.md").write_text(GOOD)
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(store / "lance"))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(CorpusStore, "commit_version", full_disk)
+        result = CliRunner().invoke(main, ["ingest", str(src), "--store", str(store), "--workers", "1"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "no space left on device" in result.output and "run the command again" in result.output
+    assert not any((store / "staging").glob("*")) and CorpusStore(store).versions() == []
+    assert CliRunner().invoke(main, ["ingest", str(src), "--store", str(store), "--workers", "1"]).exit_code == 0
