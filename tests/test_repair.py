@@ -11,6 +11,7 @@ from citekeeper.answers import answer_rows, parse_answer, record_from_rows
 from citekeeper.schema import REPAIRS
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
+from verifiers.repair import repair_citations
 from tests.chunk_frames import write_tree
 from tests.store_helpers import chunk_with
 
@@ -209,3 +210,29 @@ def test_a_record_rebuilt_from_the_tables_parses_to_the_same_content(record):
     rows = answer_rows(parsed, 1, None, datetime.now(timezone.utc))
     rebuilt = record_from_rows(rows["answers"][0], rows["claims"], rows["citations"])
     assert parse_answer(rebuilt).content_hash == parsed.content_hash
+
+
+class Killed(BaseException):
+    """What kill -9 does to `repair --apply` right after the answer store committed its revisions."""
+
+
+def test_a_repair_killed_after_registering_keeps_its_record_on_the_rerun(store, monkeypatch):
+    """#21: killed between the registration and its record, a rerun recorded the repaired answers as `kept`."""
+    planned = {(r["answer_id"], r["claim_index"], r["citation_index"]): r["repair"]
+               for r in repair_citations(store, "v2").repairs.iter_rows(named=True)}  # fmt: skip
+    real_add = AnswerStore.add
+
+    def add_then_die(self, *args, **kwargs):
+        real_add(self, *args, **kwargs)
+        raise Killed
+
+    with monkeypatch.context() as patch:
+        patch.setattr(AnswerStore, "add", add_then_die)
+        with pytest.raises(Killed):
+            repair_citations(store, "v2", apply=True)
+    assert dict(AnswerStore(store.root).answers().select("answer_id", "revision").iter_rows()) == {
+        "marker": 2, "structured": 2, "untouched": 2}  # fmt: skip
+    rerun = repair_citations(store, "v2", apply=True).repairs
+    assert rerun["applied"].all() and set(rerun["to_revision"]) == {2}
+    assert {(r["answer_id"], r["claim_index"], r["citation_index"]): r["repair"] for r in rerun.iter_rows(named=True)} == planned
+    assert AnswerStore(store.root).answers()["revision"].to_list() == [2, 2, 2]  # nothing registered twice

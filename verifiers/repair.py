@@ -329,12 +329,14 @@ def repair_citations(
     store's repairs dir and a shared copy to `out`, internal_only quotes withheld there unless
     `include_internal_text`), the REPAIRS table and a summary. With `apply`, register the revisions."""
     store.manifest(target_version)  # UnknownVersion, listing the known versions
+    layout = store.layout
     answers = AnswerStore(store.root).snapshot()
     citations = _positioned_citations(answers)
     status = current_status(store, target_version, citations)
-    repairs = decide(status, citations, _target_chunks(store, target_version, status), min_score)
+    carried = _registered_before(read_parquet(layout.repairs_file(target_version), REPAIRS), answers)
+    decided = decide(status, citations, _target_chunks(store, target_version, status), min_score)
+    repairs = decided.join(carried.select("answer_id").unique(), on="answer_id", how="anti")
     records = repaired_records(repairs, answers, target_version)
-    layout = store.layout
     stored_jsonl = _write_jsonl(records, layout.repaired_answers_file(target_version))
     paths = {"jsonl": stored_jsonl}
     if out is not None:
@@ -342,18 +344,33 @@ def repair_citations(
         paths["out"] = _write_jsonl(shared, out)
     applied = None
     if apply and records:
+        # Recorded before it is registered: a run killed in between finds its revisions by what they were made
+        # from (_registered_before), so what was repaired into which revision is never lost.
+        write_parquet(pl.concat([carried, repairs]), REPAIRS, layout.repairs_file(target_version))
         revisions = dict(repairs.select("answer_id", "from_revision").unique().iter_rows())
         applied = AnswerStore(store.root).add(stored_jsonl, expected_revisions=revisions)
         to_revision = pl.DataFrame(applied.revised, schema={"answer_id": pl.String, "to_revision": pl.Int32}, orient="row")
         repairs = repairs.drop("to_revision").join(to_revision, on="answer_id", how="left").with_columns(
             applied=pl.col("to_revision").is_not_null()
         )
-    repairs = conform(repairs, REPAIRS).sort("answer_id", "claim_index", "citation_index")
+    repairs = conform(pl.concat([carried, conform(repairs, REPAIRS)]), REPAIRS).sort("answer_id", "claim_index", "citation_index")
     paths["repairs"] = write_parquet(repairs, REPAIRS, layout.repairs_file(target_version))
     result = RepairResult(target_version, repairs, records, applied, paths)
     paths["summary"] = layout.repair_summary_file(target_version)
     paths["summary"].write_text(json.dumps(result.summary(), indent=1) + "\n", encoding="utf-8")
     return result
+
+
+def _registered_before(previous: pl.DataFrame, answers: AnswerSnapshot) -> pl.DataFrame:
+    """The rows of the last repair against this version whose answer's current revision is that repair's result
+    (made from the revision it repaired, and the one it recorded, if it got to record it): applied, to that
+    revision. They stand for those answers in this run, which would otherwise find them all `kept`."""
+    current = answers.answers().select("answer_id", pl.col("revision").alias("current"), "repaired_from")
+    made = previous.join(current, on="answer_id").filter(
+        (pl.col("repaired_from") == pl.col("from_revision"))
+        & (pl.col("to_revision").is_null() | (pl.col("to_revision") == pl.col("current")))
+    )
+    return conform(made.with_columns(to_revision="current", applied=pl.lit(True)), REPAIRS)
 
 
 def _write_jsonl(records: list[dict], path: Path) -> Path:
