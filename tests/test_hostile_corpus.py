@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import zipfile
 from pathlib import Path
 
 import docx
@@ -64,6 +65,12 @@ def hostile_tree(root: Path, outside: Path) -> dict[str, str]:
     linked = doc("outside-sidecar.md")
     os.symlink(outside / "secret.json", linked.parent / "outside-sidecar.md.citekeeper.json")
     cases["hostile/outside-sidecar.md.citekeeper.json"] = "SymlinkOutsideRoot"
+    with zipfile.ZipFile(root / "hostile" / "zip-bomb.docx", "w", zipfile.ZIP_DEFLATED) as bomb:
+        bomb.writestr("word/document.xml", "<w:document/>")
+        with bomb.open("word/media/zeros.bin", "w", force_zip64=True) as member:
+            for _ in range(20):
+                member.write(b"\0" * 2**24)  # 320 MiB unpacked, 320 KB packed
+    cases["hostile/zip-bomb.docx"] = "LimitExceeded"
     bad_name = os.fsencode(root / "hostile") + b"/caf\xe9.md"
     Path(os.fsdecode(bad_name)).write_text(GOOD)
     cases["hostile/caf\\xe9.md"] = "InvalidFileName"
@@ -146,6 +153,13 @@ def test_answers_add_registers_the_good_lines_of_a_hostile_file(tmp_path):
     for line in (2, 3, 4, 5):
         assert f"line {line}: " in result.output
     assert "line 6: answer_id: 'ok' is also on line 1" in result.output
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "ok.md").write_text(GOOD)
+    CliRunner().invoke(main, ["ingest", str(tmp_path / "src"), "--store", str(tmp_path / "store"), "--workers", "1"])
+    verified = CliRunner().invoke(main, ["verify", "--no-model", "--answers", str(path), "--out", str(tmp_path / "out"),
+                                         "--store", str(tmp_path / "store")])  # fmt: skip
+    assert verified.exit_code != 0 and "line 2: json: not valid UTF-8" in verified.output and "Traceback" not in verified.output
 
     parquet = tmp_path / "answers.parquet"
     pl.DataFrame([good]).write_parquet(parquet)

@@ -1,0 +1,177 @@
+"""Bombs against the default limits (issue #21): the peak memory of ingesting each one, and the time until it is
+quarantined, against ingesting one ordinary document in the same run.
+
+Each bomb is made here and ingested on its own (beside one good document) by `citekeeper ingest` in a fresh
+process with the default settings (a pool of parse workers); the peak RSS of that process and of its largest
+descendant are sampled every 50 ms. Target: every process at most 1,536 MB, and the bomb quarantined, never
+ingested. The 50 MB marker-form answer goes through `citekeeper answers add` the same way.
+
+    .venv/bin/python bench/bench_bombs.py [--only NAME]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import psutil
+
+LIMIT_MB = 1536
+GOOD = "Backups run every night and are kept for thirty days.\n"
+
+
+def docx_zip_bomb(path: Path) -> None:
+    """A docx holding a 2 GB member of zeros (2 MB compressed)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types/>')
+        archive.writestr("word/document.xml", '<?xml version="1.0"?><w:document/>')
+        with archive.open("word/media/zeros.bin", "w", force_zip64=True) as member:
+            block = b"\0" * 2**24
+            for _ in range(128):
+                member.write(block)
+
+
+def xlsx_many_rows(path: Path, rows: int = 5_700_000) -> None:
+    """A workbook of 5.7 M one-cell rows (the issue's 782 KB file: 16 k chunks, 275 s, 4.7 GB before)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", (
+            '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+            '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+            '<Default Extension="xml" ContentType="application/xml"/>'
+            '<Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
+            '<Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>'
+            "</Types>"))  # fmt: skip
+        archive.writestr("_rels/.rels", (
+            '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+            '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="xl/workbook.xml"/>'
+            "</Relationships>"))  # fmt: skip
+        archive.writestr("xl/_rels/workbook.xml.rels", (
+            '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+            '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/>'
+            "</Relationships>"))  # fmt: skip
+        archive.writestr("xl/workbook.xml", (
+            '<?xml version="1.0"?><workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
+            'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">'
+            '<sheets><sheet name="Data" sheetId="1" r:id="rId1"/></sheets></workbook>'))  # fmt: skip
+        with archive.open("xl/worksheets/sheet1.xml", "w", force_zip64=True) as sheet:
+            sheet.write(b'<?xml version="1.0"?><worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>')
+            for start in range(1, rows + 1, 100_000):
+                sheet.write("".join(f'<row r="{r}"><c r="A{r}"><v>{r}</v></c></row>' for r in range(start, min(start + 100_000, rows + 1))).encode())
+            sheet.write(b"</sheetData></worksheet>")
+
+
+def one_line_text(path: Path, size: int = 5 * 2**20) -> None:
+    """One line without spaces: unstructured takes it for a title (1 MB gave 1 GB of section paths before)."""
+    path.write_text("x" * size)
+
+
+def billion_laughs(path: Path) -> None:
+    entities = ['<!ENTITY lol0 "lol">'] + [f'<!ENTITY lol{i} "{f"&lol{i - 1};" * 10}">' for i in range(1, 10)]
+    path.write_text(f'<?xml version="1.0"?><!DOCTYPE lolz [{"".join(entities)}]><lolz>&lol9;</lolz>')
+
+
+def deep_sidecar(path: Path) -> None:
+    path.write_text(GOOD)
+    path.with_name(path.name + ".citekeeper.json").write_text("[" * 100_000 + "]" * 100_000)
+
+
+def alias_bomb_front_matter(path: Path) -> None:
+    lines = ['a0: &a0 "lol"'] + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    path.write_text("---\n" + "\n".join(lines) + "\ntitle: x\n---\n" + GOOD)
+
+
+BOMBS = {
+    "docx-zip-bomb.docx": docx_zip_bomb,
+    "xlsx-5.7M-rows.xlsx": xlsx_many_rows,
+    "one-line-5MB.txt": one_line_text,
+    "billion-laughs.xml": billion_laughs,
+    "deep-sidecar.md": deep_sidecar,
+    "alias-bomb.md": alias_bomb_front_matter,
+}
+
+
+def marker_answer(path: Path, size: int = 50 * 2**20) -> None:
+    """A 50 MB marker-form answer (1.87 M claims and 10.1 GB in verify before)."""
+    sentence = "The backup runs at night [1]. "
+    record = {"answer_id": "huge", "answer": sentence * (size // len(sentence)), "corpus_version": "v1",
+              "references": [{"ref": 1, "chunk_id": "ck_x"}]}  # fmt: skip
+    path.write_text(json.dumps(record) + "\n")
+
+
+def run_measured(args: list[str]) -> dict:
+    """Run `citekeeper ARGS` in a fresh process; its wall time, exit code, output and peak RSS (own, largest
+    descendant) in MB."""
+    started = time.perf_counter()
+    command = [str(Path(sys.executable).with_name("citekeeper")), *args]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watched = psutil.Process(child.pid)
+    own = largest = 0
+    while child.poll() is None:
+        try:
+            own = max(own, watched.memory_info().rss)
+            for process in watched.children(recursive=True):
+                try:
+                    largest = max(largest, process.memory_info().rss)
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    output = child.stdout.read()
+    return {"seconds": time.perf_counter() - started, "code": child.returncode, "output": output,
+            "own_mb": own / 2**20, "worker_mb": largest / 2**20}  # fmt: skip
+
+
+def ingest_alone(base: Path, name: str, make) -> dict:
+    source = base / name.replace(".", "_")
+    source.mkdir()
+    (source / "good.md").write_text(GOOD)
+    if make is not None:
+        make(source / name)
+    return run_measured(["ingest", str(source), "--store", str(base / f"store-{source.name}")])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", help="one bomb (file name) to run")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        baseline = ingest_alone(base, "baseline", None)
+        print(f"baseline (one good document): {baseline['seconds']:.1f} s, own {baseline['own_mb']:.0f} MB, "
+              f"largest worker {baseline['worker_mb']:.0f} MB")  # fmt: skip
+        worst = max(baseline["own_mb"], baseline["worker_mb"])
+        failed = []
+        for name, make in BOMBS.items():
+            if args.only and args.only != name:
+                continue
+            result = ingest_alone(base, name, make)
+            quarantined = [line.strip() for line in result["output"].splitlines() if line.strip().startswith("quarantined ")]
+            peak = max(result["own_mb"], result["worker_mb"])
+            ok = peak <= LIMIT_MB and result["code"] == 0 and quarantined
+            failed += [] if ok else [name]
+            print(f"{name:22} {result['seconds']:6.1f} s until done; "
+                  f"peak own {result['own_mb']:5.0f} MB, largest worker {result['worker_mb']:5.0f} MB; "
+                  f"{peak / worst:.2f}x the baseline's peak; {'OK' if ok else 'MISSED'}")  # fmt: skip
+            for line in quarantined:
+                print(f"    {line[:160]}")
+        if not args.only or args.only == "marker-answer-50MB.jsonl":
+            answers = base / "marker-answer-50MB.jsonl"
+            marker_answer(answers)
+            result = run_measured(["answers", "add", str(answers), "--store", str(base / "store-answers")])
+            peak = max(result["own_mb"], result["worker_mb"])
+            refused = "max_claims_per_answer" in result["output"]
+            failed += [] if refused and peak <= LIMIT_MB else ["marker-answer-50MB.jsonl"]
+            print(f"{'marker-answer-50MB.jsonl':22} {result['seconds']:6.1f} s until refused; peak {peak:5.0f} MB; "
+                  f"{peak / worst:.2f}x the baseline's peak; {'OK' if refused and peak <= LIMIT_MB else 'MISSED'}")  # fmt: skip
+        print(f"target: every process <= {LIMIT_MB} MB and every bomb quarantined or refused -> "
+              f"{'OK' if not failed else 'MISSED: ' + ', '.join(failed)}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
