@@ -18,8 +18,9 @@ from citekeeper.identity import chunk_ids, text_hash
 from parsers.model import Chunk, Locator
 
 HEADING_CATEGORY = "Title"
-# A heading is a breadcrumb in every chunk of its section: unstructured takes any line without spaces for a
-# title, so one long line would be copied into thousands of chunks. Titles and paths are bounded.
+# A heading is a breadcrumb in every chunk of its section, and the first one the title of every chunk of its
+# document: unstructured takes any line without spaces for a title, so one long line would be copied into
+# thousands of chunks (5 MB: 23 GB). Titles and paths are bounded.
 MAX_TITLE_CHARS = 200
 MAX_SECTION_DEPTH = 16
 
@@ -112,15 +113,16 @@ def _sections(text: str, blocks: list[Block]) -> Iterator[tuple[tuple[str, ...],
         if block.is_heading:
             while breadcrumb and breadcrumb[-1][0] >= block.heading_depth:
                 breadcrumb.pop()
-            breadcrumb.append((block.heading_depth, _title(text[block.start : block.end])))
+            heading = text[block.start : min(block.end, block.start + 4 * MAX_TITLE_CHARS)]
+            breadcrumb.append((block.heading_depth, bounded_title(" ".join(heading.split()))))
             del breadcrumb[:-MAX_SECTION_DEPTH]
         section.append(block)
     if section:
         yield tuple(title for _, title in breadcrumb), section
 
 
-def _title(heading: str) -> str:
-    title = " ".join(heading[: 4 * MAX_TITLE_CHARS].split())
+def bounded_title(title: str) -> str:
+    """At most MAX_TITLE_CHARS of a title: a breadcrumb, or the title a document takes from its first heading."""
     return title if len(title) <= MAX_TITLE_CHARS else title[: MAX_TITLE_CHARS - 1] + "…"
 
 

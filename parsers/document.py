@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 
 from citekeeper.identity import sha256_hex
-from parsers.chunking import HEADING_CATEGORY, Block, chunk_document
+from parsers.chunking import HEADING_CATEGORY, Block, bounded_title, chunk_document
 from parsers.formats import BY_FILETYPE, Partitioned, no_locator
 from parsers.model import DocumentError, Locator, ParseConfig, ParsedDocument, SourceFile, over_limit
 from parsers.time_limit import ParseTimeout, time_limit
@@ -29,7 +29,7 @@ def parse_document(source: SourceFile, config: ParseConfig) -> ParsedDocument:
     if len(chunks) > config.max_chunks_per_document:
         raise over_limit(source.source_path, "chunk", f"it has {len(chunks):,} chunks", "max_chunks_per_document",
                          config.max_chunks_per_document)  # fmt: skip
-    title = source.title or next((text[b.start : b.end] for b in blocks if b.is_heading), None)
+    title = source.title or next((bounded_title(text[b.start : b.end]) for b in blocks if b.is_heading), None)
     return ParsedDocument(source=source, text=text, title=title, chunks=chunks, encoding=partitioned.encoding,
                           email=partitioned.email)  # fmt: skip
 

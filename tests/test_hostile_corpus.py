@@ -254,3 +254,15 @@ def test_a_full_disk_is_one_line_and_leaves_no_staging(tmp_path, monkeypatch):
     assert "no space left on device" in result.output and "run the command again" in result.output
     assert not any((store / "staging").glob("*")) and CorpusStore(store).versions() == []
     assert CliRunner().invoke(main, ["ingest", str(src), "--store", str(store), "--workers", "1"]).exit_code == 0
+
+
+def test_a_long_line_taken_for_a_title_is_not_copied_into_every_chunk(tmp_path):
+    """One line without spaces is a Title to unstructured; its text was every chunk's title and breadcrumb
+    (5 MB: 23 GB in the ingesting process)."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "line.txt").write_text("x" * 300_000)
+    store = CorpusStore(tmp_path / "store")
+    ingest(tmp_path / "src", store, version="v1", config=ParseConfig(workers=1))
+    chunks = store.read_chunks("v1", columns=["title", "section_path"])
+    assert chunks.height >= 300
+    assert chunks["title"].str.len_chars().max() <= 200 and chunks["section_path"].list.join("").str.len_chars().max() <= 200
