@@ -3,8 +3,8 @@ quarantined, against ingesting one ordinary document in the same run.
 
 Each bomb is made here and ingested on its own (beside one good document) by `citekeeper ingest` in a fresh
 process with the default settings (a pool of parse workers); the peak RSS of that process and of its largest
-descendant are sampled every 50 ms. Target: every process at most 1,536 MB, and the bomb quarantined, never
-ingested. The 50 MB marker-form answer goes through `citekeeper answers add` the same way.
+descendant are sampled every 50 ms. Target: every process at most 1,536 MB, and each bomb quarantined with the
+limit it broke (the 5 MB one-line text, a document once its title is bounded, ingested). The 50 MB marker-form answer goes through `citekeeper answers add` the same way.
 
     .venv/bin/python bench/bench_bombs.py [--only NAME]
 """
@@ -85,13 +85,15 @@ def alias_bomb_front_matter(path: Path) -> None:
     path.write_text("---\n" + "\n".join(lines) + "\ntitle: x\n---\n" + GOOD)
 
 
+# file -> (maker, what must become of it): quarantined, or ingested within the memory target (the long line is
+# a document; only its copies into every chunk were the bomb).
 BOMBS = {
-    "docx-zip-bomb.docx": docx_zip_bomb,
-    "xlsx-5.7M-rows.xlsx": xlsx_many_rows,
-    "one-line-5MB.txt": one_line_text,
-    "billion-laughs.xml": billion_laughs,
-    "deep-sidecar.md": deep_sidecar,
-    "alias-bomb.md": alias_bomb_front_matter,
+    "docx-zip-bomb.docx": (docx_zip_bomb, "quarantined"),
+    "xlsx-5.7M-rows.xlsx": (xlsx_many_rows, "quarantined"),
+    "one-line-5MB.txt": (one_line_text, "ingested"),
+    "billion-laughs.xml": (billion_laughs, "quarantined"),
+    "deep-sidecar.md": (deep_sidecar, "quarantined"),
+    "alias-bomb.md": (alias_bomb_front_matter, "quarantined"),
 }
 
 
@@ -147,15 +149,16 @@ def main() -> None:
               f"largest worker {baseline['worker_mb']:.0f} MB")  # fmt: skip
         worst = max(baseline["own_mb"], baseline["worker_mb"])
         failed = []
-        for name, make in BOMBS.items():
+        for name, (make, expected) in BOMBS.items():
             if args.only and args.only != name:
                 continue
             result = ingest_alone(base, name, make)
             quarantined = [line.strip() for line in result["output"].splitlines() if line.strip().startswith("quarantined ")]
             peak = max(result["own_mb"], result["worker_mb"])
-            ok = peak <= LIMIT_MB and result["code"] == 0 and quarantined
+            outcome = "quarantined" if quarantined else "ingested"
+            ok = peak <= LIMIT_MB and result["code"] == 0 and outcome == expected
             failed += [] if ok else [name]
-            print(f"{name:22} {result['seconds']:6.1f} s until done; "
+            print(f"{name:22} {outcome} in {result['seconds']:5.1f} s; "
                   f"peak own {result['own_mb']:5.0f} MB, largest worker {result['worker_mb']:5.0f} MB; "
                   f"{peak / worst:.2f}x the baseline's peak; {'OK' if ok else 'MISSED'}")  # fmt: skip
             for line in quarantined:
@@ -169,7 +172,7 @@ def main() -> None:
             failed += [] if refused and peak <= LIMIT_MB else ["marker-answer-50MB.jsonl"]
             print(f"{'marker-answer-50MB.jsonl':22} {result['seconds']:6.1f} s until refused; peak {peak:5.0f} MB; "
                   f"{peak / worst:.2f}x the baseline's peak; {'OK' if refused and peak <= LIMIT_MB else 'MISSED'}")  # fmt: skip
-        print(f"target: every process <= {LIMIT_MB} MB and every bomb quarantined or refused -> "
+        print(f"target: every process <= {LIMIT_MB} MB, each bomb quarantined (or refused; the long line ingested) -> "
               f"{'OK' if not failed else 'MISSED: ' + ', '.join(failed)}")  # fmt: skip
 
 

@@ -266,3 +266,16 @@ def test_a_long_line_taken_for_a_title_is_not_copied_into_every_chunk(tmp_path):
     chunks = store.read_chunks("v1", columns=["title", "section_path"])
     assert chunks.height >= 300
     assert chunks["title"].str.len_chars().max() <= 200 and chunks["section_path"].list.join("").str.len_chars().max() <= 200
+
+
+def test_a_directory_link_does_not_escape_the_scope_overrides(tmp_path):
+    src = tmp_path / "src"
+    (src / "internal").mkdir(parents=True)
+    (src / "internal" / "plan.md").write_text("The plan is to acquire the competitor in March.")
+    (src / "public").mkdir()
+    os.symlink("../internal", src / "public" / "mirror")
+    config = ParseConfig(workers=1, access_scope_overrides=(("internal/*", "internal_only"),))
+    store = CorpusStore(tmp_path / "store")
+    ingest(src, store, version="v1", config=config)
+    scope = dict(store.read_documents("v1", columns=["source_path", "access_scope"]).iter_rows())
+    assert scope == {"internal/plan.md": "internal_only", "public/mirror/plan.md": "internal_only"}
