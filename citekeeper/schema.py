@@ -177,6 +177,8 @@ CITATION_STATUS = pa.schema(
         # Did re-anchoring search for a lost (stale/removed) citation's evidence: false after `stale --no-reanchor`
         # (readers that need suggestions re-anchor those rows); null for the statuses never re-anchored.
         pa.field("reanchored", pa.bool_()),
+        # A user_visible citation's lost evidence is found only in internal_only text: never suggested, never repaired.
+        pa.field("evidence_internal", pa.bool_()),
         # Evidence text, so a report (or an NLI verifier) can be built from this Parquet alone.
         pa.field("source_path", pa.string()),  # cited document, at the cited version
         pa.field("new_source_path", pa.string()),

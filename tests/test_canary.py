@@ -145,9 +145,10 @@ def test_a_public_citation_is_never_re_pointed_into_internal_text(world):
     repairs = pl.read_parquet(world["store"].layout.repairs_file("v2"))
     public = {r["old_quote"] or r["old_chunk_id"]: r for r in repairs.filter(pl.col("answer_id") == "public").iter_rows(named=True)}
     assert public[MOVED]["repair"] == "unresolved" and public[MOVED]["new_chunk_id"] is None
+    assert public[MOVED]["reason"].endswith("evidence is now internal_only")
     status = pl.read_parquet(world["out"] / "status.parquet")
     moved = status.filter(pl.col("quote") == MOVED).row(0, named=True)
-    assert moved["status"] in ("stale", "removed") and moved["suggested_chunk_id"] is None
+    assert moved["status"] in ("stale", "removed") and moved["suggested_chunk_id"] is None and moved["evidence_internal"]
     stored = [json.loads(line) for line in world["store"].layout.repaired_answers_file("v2").read_text().splitlines()]
     assert CANARY not in json.dumps([r for r in stored if r["answer_id"] == "public"])
 

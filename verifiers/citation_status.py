@@ -25,7 +25,7 @@ from citekeeper.answer_store import AnswerStore
 from citekeeper.locate import locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF, LOST_STATUSES
-from citekeeper.scope import USER_VISIBLE, visible_from
+from citekeeper.scope import ACCESS_SCOPES, USER_VISIBLE, visible_from
 from citekeeper.tables import ParquetStream, conform, empty, read_parquet, write_parquet
 from verifiers.diff import VersionDiff, diff_versions
 from verifiers.reanchor import Reanchorer, reanchor
@@ -233,7 +233,7 @@ class Suggester:
         if lost.is_empty():
             return status
         suggestions = pl.concat(
-            reanchor(group, self._reanchorer(visible_from(scope)))
+            self._suggest(group, scope)
             for (scope,), group in lost.with_columns(pl.col("access_scope").fill_null(USER_VISIBLE))
             .partition_by("access_scope", as_dict=True, maintain_order=True)
             .items()
@@ -242,6 +242,19 @@ class Suggester:
         return status.with_columns(missing).update(suggestions, on="citation_id").with_columns(
             reanchored=pl.when(pending).then(True).otherwise("reanchored")
         )
+
+    def _suggest(self, lost: pl.DataFrame, scope: str) -> pl.DataFrame:
+        """Suggestions from the scopes `scope` may be re-pointed into; `evidence_internal` marks the citations
+        whose evidence only internal_only text still holds (searched again, the finding itself discarded)."""
+        visible = visible_from(scope)
+        found = reanchor(lost, self._reanchorer(visible)).with_columns(evidence_internal=pl.lit(False))
+        if visible == ACCESS_SCOPES:
+            return found
+        unfound = lost.join(found.filter(pl.col("suggested_chunk_id").is_not_null()), on="citation_id", how="anti")
+        if unfound.is_empty():
+            return found
+        hidden = reanchor(unfound, self._reanchorer(ACCESS_SCOPES)).filter(pl.col("suggested_chunk_id").is_not_null())
+        return found.with_columns(evidence_internal=pl.col("citation_id").is_in(hidden["citation_id"].implode()))
 
     def _embeddings(self):
         if self._embedding_store is None:

@@ -90,7 +90,7 @@ def decide(status: pl.DataFrame, citations: pl.DataFrame, target_chunks: pl.Data
             in_one_chunk=(pl.col("span_start") >= pl.col("target_start_char")) & (pl.col("span_end") <= pl.col("target_end_char")),
             whole_chunk=(pl.col("span_start") == pl.col("target_start_char")) & (pl.col("span_end") == pl.col("target_end_char")),
             # A public citation is never re-pointed into internal_only text (its quote would carry it out).
-            crosses_scope=crosses_into_internal("access_scope", "target_access_scope"),
+            crosses_scope=crosses_into_internal("access_scope", "target_access_scope") | pl.col("evidence_internal").fill_null(False),
             internal_text=pl.any_horizontal(pl.col(c) == INTERNAL for c in ("access_scope", "target_access_scope")).fill_null(False),
         )
     )
