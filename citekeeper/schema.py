@@ -133,6 +133,32 @@ CITATIONS = pa.schema(
     ]
 )
 
+# `citekeeper answers export`: one row per citation of every current answer (an uncited claim: one row with
+# null citation columns), located in the version it cites.
+ANSWER_EXPORT = pa.schema(
+    [
+        pa.field("answer_id", pa.string(), nullable=False),
+        pa.field("revision", pa.int32(), nullable=False),
+        pa.field("claim_id", pa.string(), nullable=False),
+        pa.field("claim_index", pa.int32(), nullable=False),
+        pa.field("claim_text", pa.string(), nullable=False),
+        pa.field("claim_status", pa.string(), nullable=False),  # cited | uncited (CLAIMS.status)
+        pa.field("citation_id", pa.string()),
+        pa.field("citation_index", pa.int32()),
+        pa.field("cited_version", pa.string()),
+        pa.field("chunk_id", pa.string()),
+        pa.field("doc_id", pa.string()),  # of the chunk at the cited version; null: not in it
+        pa.field("source_path", pa.string()),
+        pa.field("locator", pa.string()),  # the chunk's native locator line (citekeeper.native_locator)
+        pa.field("quote", pa.string()),  # withheld (citekeeper.scope.REDACTED) for internal_only text unless asked
+        pa.field("start_char", pa.int64()),  # the quote's span (else the chunk's) in the document at the cited version
+        pa.field("end_char", pa.int64()),
+        pa.field("anchored_by", pa.string()),  # how the citation names its evidence: chunk_id
+        pa.field("quote_match", pa.string()),  # exact | normalized | null (no quote, or not in the chunk)
+        pa.field("access_scope", pa.string()),
+    ]
+)
+
 CITATION_STATUSES = ("valid", "relocated", "drifted", "stale", "removed", "invalid")
 # Citations whose evidence is still verbatim at a locator of the target version; the rest do not hold.
 HOLDING_STATUSES = ("valid", "relocated", "drifted")

@@ -5,9 +5,10 @@ import json
 from pathlib import Path
 
 import click
+import polars as pl
 
 from citekeeper.answers import MAX_CLAIMS_PER_ANSWER
-from citekeeper.schema import CITATION_STATUSES
+from citekeeper.schema import ANSWER_EXPORT, CITATION_STATUSES
 from citekeeper.scope import write_shared_status
 from citekeeper.text import printable
 from citekeeper.store import CorpusStore, StoreError
@@ -47,6 +48,60 @@ def answers_add(file: Path, max_claims_per_answer: int, store_dir: Path) -> None
         click.echo(f"  {file}: {printable(str(error))}", err=True)
     if result.errors:
         raise SystemExit(1)
+
+
+@answers_group.command("list")
+@store_option
+def answers_list(store_dir: Path) -> None:
+    """The current answers: id, revision, claims and citations."""
+    from citekeeper.answer_views import answer_list
+
+    for row in answer_list(CorpusStore.from_env(store_dir)).iter_rows(named=True):
+        click.echo(f"{printable(row['answer_id'])}  revision {row['revision']}  {row['n_claims']} claims  {row['n_citations']} citations")
+
+
+@answers_group.command("show")
+@click.argument("answer_id")
+@include_internal_text_option
+@store_option
+def answers_show(answer_id: str, include_internal_text: bool, store_dir: Path) -> None:
+    """ANSWER_ID as registered: its claims, and each citation's document, locator and quote."""
+    from citekeeper.answer_views import UnknownAnswer, citation_rows
+
+    try:
+        rows = citation_rows(CorpusStore.from_env(store_dir), answer_id, include_internal_text)
+    except UnknownAnswer as exc:
+        raise click.ClickException(exc.args[0]) from None
+    click.echo(f"answer {printable(answer_id)} (revision {rows['revision'][0]})")
+    for (claim_index,), claim in rows.partition_by("claim_index", as_dict=True, maintain_order=True).items():
+        first = claim.row(0, named=True)
+        click.echo(f"  claim {claim_index + 1} ({first['claim_status']}): {printable(first['claim_text'])}")
+        for cite in claim.filter(pl.col("citation_id").is_not_null()).iter_rows(named=True):
+            where = " · ".join(str(p) for p in (cite["source_path"] or "chunk not in its version", cite["locator"], cite["chunk_id"],
+                                                 f"chars {cite['start_char']}–{cite['end_char']}", cite["cited_version"]) if p is not None)  # fmt: skip
+            click.echo(f"    [{cite['citation_index'] + 1}] {printable(where)}")
+            if cite["quote"] is not None:
+                click.echo(f"        “{printable(cite['quote'])}”")
+
+
+@answers_group.command("export")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Parquet file to write.")
+@click.option("--answer", "answer_id", default=None, help="Only this answer.")
+@include_internal_text_option
+@store_option
+def answers_export(out: Path, answer_id: str | None, include_internal_text: bool, store_dir: Path) -> None:
+    """One row per citation of every current answer (schema ANSWER_EXPORT): claim, document, chunk, quote and
+    its span in the version cited."""
+    from citekeeper.answer_views import UnknownAnswer, citation_rows
+    from citekeeper.scope import raw_text_metadata
+    from citekeeper.tables import write_parquet
+
+    try:
+        rows = citation_rows(CorpusStore.from_env(store_dir), answer_id, include_internal_text)
+    except UnknownAnswer as exc:
+        raise click.ClickException(exc.args[0]) from None
+    write_parquet(rows, ANSWER_EXPORT.with_metadata(raw_text_metadata(include_internal_text)), out)
+    click.echo(f"wrote {rows.height} rows of {rows['answer_id'].n_unique()} answers to {out}")
 
 
 @click.command("diff")

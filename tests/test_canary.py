@@ -126,6 +126,10 @@ def world(tmp_path_factory):
     run("verify", "--no-model", "--version", "v2", "--out", str(out / "verify"), "--shard", "0/2", "--run-id", "s")
     run("verify", "--no-model", "--version", "v2", "--out", str(out / "verify"), "--shard", "1/2", "--run-id", "s")
     run("verify-merge", "--out", str(out / "verify"), "--version", "v2", "--run-id", "s", store=False)
+    run("answers", "list")
+    for answer_id in ("public", "internal"):
+        run("answers", "show", answer_id)
+    run("answers", "export", "--out", str(out / "answers.parquet"))
     run("gc", "--keep-last", "5", "--dry-run")
     return {"base": base, "store": CorpusStore(store_dir), "out": out, "run": run}
 

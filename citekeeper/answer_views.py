@@ -1,0 +1,68 @@
+"""Registered answers read back: one row per citation, located in the corpus version each cites (`citekeeper
+answers export`), a listing of the current answers, and one answer as a person reads it (`answers show`)."""
+from __future__ import annotations
+
+import polars as pl
+
+from citekeeper.answer_store import AnswerStore
+from citekeeper.locate import locate_quotes
+from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
+from citekeeper.schema import ANSWER_EXPORT
+from citekeeper.scope import INTERNAL, REDACTED
+from citekeeper.store import READ_SCHEMAS
+from citekeeper.tables import conform, empty
+
+CHUNK_COLUMNS = ["chunk_id", "doc_id", "source_path", "text", "start_char", "access_scope", *LOCATOR_COLUMNS]
+
+
+class UnknownAnswer(KeyError):
+    """No current answer has this id."""
+
+
+def answer_list(store) -> pl.DataFrame:
+    """answer_id, revision, n_claims, n_citations of every current answer, by answer_id."""
+    answers = AnswerStore(store.root).snapshot()
+    claims = answers.claims().group_by("answer_id").agg(n_claims=pl.len(), n_citations=pl.col("n_citations").sum())
+    return answers.answers().select("answer_id", "revision", "question").join(claims, on="answer_id", how="left").sort("answer_id")
+
+
+def citation_rows(store, answer_id: str | None = None, include_internal_text: bool = False) -> pl.DataFrame:
+    """ANSWER_EXPORT rows of the current answers (or of one): each citation with its document, locator and the
+    span of its quote in the version it cites; internal_only quotes withheld unless `include_internal_text`."""
+    answers = AnswerStore(store.root).snapshot()
+    claims, citations = answers.claims(), answers.citations()
+    if answer_id is not None:
+        claims, citations = (frame.filter(pl.col("answer_id") == answer_id) for frame in (claims, citations))
+        if claims.is_empty():
+            raise UnknownAnswer(f"no registered answer {answer_id!r}")
+    located = pl.concat(
+        [_located(store, version, group) for (version,), group in citations.partition_by("corpus_version", as_dict=True).items()],
+        how="diagonal_relaxed",
+    ) if citations.height else citations  # fmt: skip
+    rows = claims.select(
+        "answer_id", "revision", "claim_id", "claim_index", pl.col("text").alias("claim_text"), pl.col("status").alias("claim_status")
+    ).join(located, on=["answer_id", "revision", "claim_id"], how="left")
+    withheld = (pl.col("access_scope") == INTERNAL).fill_null(False) & pl.col("quote").is_not_null() & pl.lit(not include_internal_text)
+    rows = rows.with_columns(quote=pl.when(withheld).then(pl.lit(REDACTED)).otherwise("quote"))
+    return conform(rows, ANSWER_EXPORT).sort("answer_id", "claim_index", "citation_index", nulls_last=True)
+
+
+def _located(store, version: str, citations: pl.DataFrame) -> pl.DataFrame:
+    """Citations of one cited version with their chunk's document, locator and the quote's span."""
+    chunks = (
+        store.read_chunks(version, columns=CHUNK_COLUMNS, chunk_ids=citations["chunk_id"].unique().to_list())
+        if store.has_version(version)
+        else empty(READ_SCHEMAS["chunks"]).select(CHUNK_COLUMNS)  # an unknown version locates nothing
+    )
+    frame = citations.join(chunks.rename({"text": "_chunk_text", "start_char": "_chunk_start"}), on="chunk_id", how="left")
+    frame = locate_quotes(frame, "_chunk_text", "quote", prefix="_quote")
+    found = pl.col("_quote_start").is_not_null()
+    return frame.with_columns(
+        cited_version=pl.col("corpus_version"),
+        locator=native_locator(),
+        start_char=pl.when(found).then(pl.col("_chunk_start") + pl.col("_quote_start")).otherwise("_chunk_start"),
+        end_char=pl.when(found).then(pl.col("_chunk_start") + pl.col("_quote_end"))
+        .otherwise(pl.col("_chunk_start") + pl.col("_chunk_text").str.len_chars()),
+        anchored_by=pl.lit("chunk_id"),
+        quote_match=pl.col("_quote_match"),
+    )  # fmt: skip
