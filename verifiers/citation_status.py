@@ -25,7 +25,7 @@ from citekeeper.answer_store import AnswerStore
 from citekeeper.locate import locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF, LOST_STATUSES
-from citekeeper.scope import ACCESS_SCOPES, USER_VISIBLE, visible_from
+from citekeeper.scope import ACCESS_SCOPES, INTERNAL, USER_VISIBLE, visible_from
 from citekeeper.tables import ParquetStream, conform, empty, read_parquet, write_parquet
 from verifiers.diff import VersionDiff, diff_versions
 from verifiers.reanchor import Reanchorer, reanchor
@@ -248,13 +248,26 @@ class Suggester:
         whose evidence only internal_only text still holds (searched again, the finding itself discarded)."""
         visible = visible_from(scope)
         found = reanchor(lost, self._reanchorer(visible)).with_columns(evidence_internal=pl.lit(False))
-        if visible == ACCESS_SCOPES:
+        if visible == ACCESS_SCOPES or not self._has_internal_text():
             return found
         unfound = lost.join(found.filter(pl.col("suggested_chunk_id").is_not_null()), on="citation_id", how="anti")
         if unfound.is_empty():
             return found
         hidden = reanchor(unfound, self._reanchorer(ACCESS_SCOPES)).filter(pl.col("suggested_chunk_id").is_not_null())
         return found.with_columns(evidence_internal=pl.col("citation_id").is_in(hidden["citation_id"].implode()))
+
+    def _has_internal_text(self) -> bool:
+        return bool(self._target_frames()[1]["access_scope"].eq(INTERNAL).any())
+
+    def _target_frames(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The target's documents (doc_id, text) and chunks, read once."""
+        if self._target is None:
+            version = self.target_version
+            self._target = (
+                self.store.read_documents(version, columns=["doc_id", "text"]),
+                self.store.read_chunks(version, columns=CHUNK_COLUMNS),
+            )
+        return self._target
 
     def _embeddings(self):
         if self._embedding_store is None:
@@ -268,12 +281,7 @@ class Suggester:
         # index is built only if a citation reaches the hybrid tier.
         if visible not in self._reanchorers:
             version = self.target_version
-            if self._target is None:
-                self._target = (
-                    self.store.read_documents(version, columns=["doc_id", "text"]),
-                    self.store.read_chunks(version, columns=CHUNK_COLUMNS),
-                )
-            docs, chunks = self._target
+            docs, chunks = self._target_frames()
             self._reanchorers[visible] = Reanchorer(
                 docs,
                 chunks,
