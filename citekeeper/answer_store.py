@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -35,7 +35,9 @@ from citekeeper.layout import StoreLayout
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from citekeeper.sharding import Shard
 from citekeeper.tables import empty
-from citekeeper.answers import MAX_CLAIMS_PER_ANSWER, READ_BATCH, LineError, ParsedAnswer, answer_rows, iter_answer_records
+from citekeeper.answers import (
+    MAX_CLAIMS_PER_ANSWER, READ_BATCH, LineError, ParsedAnswer, answer_rows, iter_answer_records, parsed_batches,
+)  # fmt: skip
 
 TABLES = {"answers": ANSWERS, "claims": CLAIMS, "citations": CITATIONS}
 LEGACY_PART = "."  # the pre-manifest layout: the three tables directly in answers/
@@ -232,12 +234,19 @@ class AnswerStore:
         not registered but reported: it changed since the records were made from it (a repair's guard).
         """
         path = Path(path)
+        return self._add(iter_answer_records(path, batch_size, self.max_claims_per_answer), str(path), expected_revisions)
+
+    def add_records(self, records: Iterable[dict], source: str = "api", batch_size: int = READ_BATCH) -> AddResult:
+        """Register answer records given as dicts (either form, as one line of an answers file holds): what RAG code
+        calls as it produces answers. Record N's problems are reported as `line N`, the good ones register."""
+        return self._add(parsed_batches(enumerate(records, start=1), batch_size, self.max_claims_per_answer), source, None)
+
+    def _add(self, batches, source: str, expected_revisions: dict[str, int] | None) -> AddResult:
         result = AddResult()
         self.root.mkdir(parents=True, exist_ok=True)
         try:
             with FileLock(self.root / ".lock", timeout=self.lock_timeout), _cycle_collector_paused():
-                records = iter_answer_records(path, batch_size, self.max_claims_per_answer)
-                self._register(records, str(path), result, expected_revisions or {})
+                self._register(batches, source, result, expected_revisions or {})
         except Timeout as exc:
             raise AnswerStoreLocked(
                 f"answer store {self.root} is locked by another writer (waited {self.lock_timeout:.0f}s)"

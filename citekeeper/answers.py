@@ -19,7 +19,7 @@ import base64
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import date, datetime, time, timedelta, timezone
@@ -383,6 +383,14 @@ def iter_answer_records(
     """read_answer_records in batches of at most `batch_size` lines / rows, read as they are needed."""
     path = Path(path)
     rows = _parquet_rows(path, batch_size) if path.suffix.lower() == ".parquet" else _jsonl_rows(path)
+    return parsed_batches(rows, batch_size, max_claims)
+
+
+def parsed_batches(
+    rows: Iterable[tuple[int, object]], batch_size: int = READ_BATCH, max_claims: int = MAX_CLAIMS_PER_ANSWER
+) -> Iterator[tuple[list[ParsedAnswer], list[LineError]]]:
+    """(line, record) pairs (a record, or the LineError of a line that could not be read) parsed `batch_size`
+    at a time: the good ones as ParsedAnswers, an error per problem of the others."""
     answers: list[ParsedAnswer] = []
     errors: list[LineError] = []
     for n, (line_no, row) in enumerate(rows, start=1):

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 from click.testing import CliRunner
 
 from citekeeper.answer_store import AnswerStore
+from citekeeper.api import answer_citations, register_answers
 from citekeeper.schema import ANSWER_EXPORT
 from citekeeper.scope import RAW_TEXT_KEY, REDACTED
 from citekeeper.store import CorpusStore
@@ -66,3 +67,17 @@ def test_export_show_and_list(tmp_path):
     assert run("answers", "show", "nope").exit_code == 1
     listed = run("answers", "list").output.splitlines()
     assert listed == ["m  revision 1  2 claims  1 citations", "s  revision 1  1 claims  2 citations"]
+
+
+def test_the_python_api_registers_records_and_reads_them_back(tmp_path):
+    store = CorpusStore(tmp_path / "store")
+    ingest(write_tree(tmp_path / "src", {"guide.md": f"# Guide\n\n{PUBLIC}\n"}), store, version="v1", config=ParseConfig(workers=1))
+    chunk = chunk_with(store, "v1", "Timeouts")
+    good = {"answer_id": "a1", "answer": "Timeouts are five seconds. [1]", "corpus_version": "v1",
+            "references": [{"ref": 1, "chunk_id": chunk["chunk_id"], "quote": "five seconds"}]}  # fmt: skip
+    result = register_answers(store.root, iter([good, {"answer_id": "bad"}]))
+    assert result.added == ["a1"] and [e.line for e in result.errors] and all(e.line == 2 for e in result.errors)
+    assert register_answers(store.root, [good]).unchanged == ["a1"]
+    rows = answer_citations(store.root, "a1")
+    assert rows["quote"].to_list() == ["five seconds"] and rows["source_path"].to_list() == ["guide.md"]
+    assert AnswerStore(store.root).answers()["source_file"].to_list() == ["api"]

@@ -1,0 +1,28 @@
+"""The Python API for RAG code: register answers as they are produced, and read them back, without files.
+
+    from citekeeper.api import register_answers, answer_citations
+    result = register_answers(".citekeeper/store", [{"answer_id": "a1", "answer": "...", "corpus_version": "v1",
+                                                      "references": [{"ref": 1, "chunk_id": "ck_..."}]}])
+    result.errors   # [LineError(line=N, field=..., message=...)], N counting the records from 1
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import polars as pl
+
+from citekeeper.answer_store import AddResult, AnswerStore
+from citekeeper.answer_views import citation_rows
+from citekeeper.store import CorpusStore
+
+
+def register_answers(store_dir: Path | str, records: Iterable[dict], source: str = "api") -> AddResult:
+    """Register answer records (structured or marker form) in the store's answer store: new answers, new revisions
+    of changed ones, nothing for identical ones; bad records are reported in the result, the good ones register."""
+    return AnswerStore(store_dir).add_records(records, source)
+
+
+def answer_citations(store_dir: Path | str, answer_id: str | None = None, include_internal_text: bool = False) -> pl.DataFrame:
+    """What `citekeeper answers export` writes (schema ANSWER_EXPORT), as a frame."""
+    return citation_rows(CorpusStore(store_dir), answer_id, include_internal_text)
