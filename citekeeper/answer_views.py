@@ -8,7 +8,7 @@ from citekeeper.answer_store import AnswerStore
 from citekeeper.locate import locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import ANSWER_EXPORT
-from citekeeper.scope import INTERNAL, REDACTED
+from citekeeper.scope import withheld
 from citekeeper.store import READ_SCHEMAS
 from citekeeper.tables import conform, empty
 
@@ -42,8 +42,8 @@ def citation_rows(store, answer_id: str | None = None, include_internal_text: bo
     rows = claims.select(
         "answer_id", "revision", "claim_id", "claim_index", pl.col("text").alias("claim_text"), pl.col("status").alias("claim_status")
     ).join(located, on=["answer_id", "revision", "claim_id"], how="left")
-    withheld = (pl.col("access_scope") == INTERNAL).fill_null(False) & pl.col("quote").is_not_null() & pl.lit(not include_internal_text)
-    rows = rows.with_columns(quote=pl.when(withheld).then(pl.lit(REDACTED)).otherwise("quote"))
+    if not include_internal_text:
+        rows = rows.with_columns(withheld("quote", "access_scope"))
     return conform(rows, ANSWER_EXPORT).sort("answer_id", "claim_index", "citation_index", nulls_last=True)
 
 

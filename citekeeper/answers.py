@@ -35,7 +35,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from citekeeper.text import MARKER_ID, marker_ids, split_sentences, strip_markers
+from citekeeper.text import MARKER_ID, lone_surrogate, marker_ids, split_sentences, strip_markers
 from citekeeper.identity import text_hash
 
 
@@ -320,12 +320,9 @@ def parse_answer(record: object, line: int | None = None, max_claims: int = MAX_
         source_record = json.dumps(record, ensure_ascii=False, default=_json_value)
     except (TypeError, ValueError) as exc:  # an extra key whose value has no JSON form: the record is refused, not the file
         raise AnswerInputError([Issue("record", f"cannot be kept as JSON: {exc}")]) from None
-    if not source_record.isascii():
-        try:
-            source_record.encode("utf-8")
-        except UnicodeEncodeError as exc:  # a "\ud800" escape: no table can store it
-            bad = exc.object[exc.start]
-            raise AnswerInputError([Issue("record", f"holds a lone surrogate U+{ord(bad):04X}: not valid Unicode text")]) from None
+    bad = None if source_record.isascii() else lone_surrogate(source_record)
+    if bad is not None:
+        raise AnswerInputError([Issue("record", f"holds a lone surrogate U+{ord(bad):04X}: not valid Unicode text")])
     return validated.parsed(source_record, line)
 
 

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import polars as pl
 
-# Every name that becomes a path component (corpus versions, run ids): never "..", a "/" or a hidden name.
+# Every name that becomes a path component (corpus versions, run ids): never "..", a "/" or a hidden name. The
+# same are LanceDB's tag rules, so a version name is also a valid tag.
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -32,8 +33,12 @@ class UnsafeName(ValueError):
     """A version name or run id that cannot be a path component; the message names it and the rule."""
 
 
+def is_safe_name(value: object) -> bool:
+    return isinstance(value, str) and SAFE_NAME.fullmatch(value) is not None
+
+
 def safe_name(value: str, what: str) -> str:
-    if not isinstance(value, str) or not SAFE_NAME.fullmatch(value):
+    if not is_safe_name(value):
         raise UnsafeName(f"invalid {what} {value!r:.80}: use letters, digits, '.', '-' or '_' "
                          "(starting with a letter or digit, at most 128 characters)")  # fmt: skip
     return value

@@ -32,9 +32,19 @@ def visible_from(scope: str | None) -> tuple[str, ...]:
     return ACCESS_SCOPES if scope == INTERNAL else (USER_VISIBLE,)
 
 
+def internal(*scope_columns: str) -> pl.Expr:
+    """Rows where any of these scope columns is internal_only (a null scope is not)."""
+    return pl.any_horizontal(pl.col(c) == INTERNAL for c in scope_columns).fill_null(False)
+
+
 def crosses_into_internal(from_scope: str, to_scope: str) -> pl.Expr:
     """Rows whose `to_scope` column is internal_only while `from_scope` is not (fail closed: null is public)."""
-    return (pl.col(to_scope) == INTERNAL).fill_null(False) & (pl.col(from_scope) != INTERNAL).fill_null(True)
+    return internal(to_scope) & ~internal(from_scope)
+
+
+def withheld(text: str, *scope_columns: str) -> pl.Expr:
+    """Column `text`, REDACTED where any of the scope columns is internal_only."""
+    return pl.when(internal(*scope_columns) & pl.col(text).is_not_null()).then(pl.lit(REDACTED)).otherwise(pl.col(text)).alias(text)
 
 
 # CITATION_STATUS text columns -> the scope columns that withhold them. The quote and both chunk texts are
@@ -50,21 +60,14 @@ _STATUS_TEXT = {
 
 def redact_status(status: pl.DataFrame) -> pl.DataFrame:
     """CITATION_STATUS rows with the text of internal_only chunks replaced by REDACTED (locators kept)."""
-    return status.with_columns(
-        pl.when(pl.any_horizontal(pl.col(s) == INTERNAL for s in scopes).fill_null(False) & pl.col(text).is_not_null())
-        .then(pl.lit(REDACTED))
-        .otherwise(pl.col(text))
-        .alias(text)
-        for text, scopes in _STATUS_TEXT.items()
-        if text in status.columns
-    )
+    return status.with_columns(withheld(text, *scopes) for text, scopes in _STATUS_TEXT.items() if text in status.columns)
 
 
 def redact_corpus(rows: pl.DataFrame) -> pl.DataFrame:
     """CHUNKS or DOCUMENTS rows with the `text` of internal_only ones replaced by REDACTED (other tables as given)."""
     if "text" not in rows.columns or "access_scope" not in rows.columns:
         return rows
-    return rows.with_columns(pl.when(pl.col("access_scope") == INTERNAL).then(pl.lit(REDACTED)).otherwise("text").alias("text"))
+    return rows.with_columns(withheld("text", "access_scope"))
 
 
 def write_shared_status(status: pl.DataFrame, path: Path, include_internal_text: bool = False) -> Path:

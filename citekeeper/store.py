@@ -41,7 +41,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from citekeeper import schema
-from citekeeper.layout import SAFE_NAME, StoreLayout, UnsafeName, safe_name
+from citekeeper.layout import StoreLayout, UnsafeName, is_safe_name, safe_name
 from citekeeper.locations import is_remote, locations_from_env, parquet_filesystem
 from citekeeper.tables import ParquetStream, to_arrow
 from citekeeper.identity import text_hash
@@ -57,7 +57,6 @@ STORED_SCHEMAS = {
     name: READ_SCHEMAS[name].remove(READ_SCHEMAS[name].get_field_index("corpus_version")) for name in TABLES
 }
 SORT_KEYS = {"chunks": ["doc_id", "ordinal"], "documents": ["doc_id"], "errors": ["source_path", "stage"]}
-# LanceDB tag rules (alphanumerics, '.', '-', '_'), which also keep the name safe as a path component.
 GENERATED_NAME = re.compile(r"^v(\d{4,})$")
 DEFAULT_LOCK_TIMEOUT = 30.0
 DOC_ID_INDEX = "doc_id_idx"
@@ -254,7 +253,7 @@ class CorpusStore:
         return VersionManifest.from_file(self.layout.manifest(name))
 
     def has_version(self, name: str) -> bool:
-        return isinstance(name, str) and bool(SAFE_NAME.fullmatch(name)) and self.layout.manifest(name).is_file()
+        return is_safe_name(name) and self.layout.manifest(name).is_file()
 
     def latest(self) -> VersionManifest | None:
         versions = self.versions()

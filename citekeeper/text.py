@@ -10,7 +10,7 @@ import unicodedata
 
 # Bumped whenever a rule here changes chunk boundaries or chunk identity; part of the parse settings, so the
 # next ingest re-chunks every document once (ingest says why). 1: English-only rules; 2: every script;
-# 3: markers after a final stop, ASCII stops after code, spaces after full-width punctuation.
+# 3: markers after a final stop, ASCII stops after code.
 TEXT_RULES_VERSION = 3
 
 # Regex class bodies. Han ideographs (basic, extension A, compatibility forms); then with extension B and
@@ -64,7 +64,6 @@ _TYPOGRAPHIC = str.maketrans(
 )
 # Whitespace next to a character of an unspaced script is a line wrap or optional spacing ("Vue 是" and
 # "Vue是" are the same text): normalisation drops it; other whitespace runs become one space.
-_UNSPACED_CHAR = re.compile(f"[{_UNSPACED}]")
 _WRAPPED = re.compile(f"(?<=[{_UNSPACED}]) | (?=[{_UNSPACED}])")
 # The looser form quotes are also matched in drops whitespace next to ASCII punctuation too: NFKC turns a
 # document's "中，Vite" into "中,Vite", and a quote typed "中, Vite" keeps its space. (Identity keeps the strict
@@ -233,6 +232,16 @@ def _composes(segment: str, char: str) -> bool:
 # Characters that would act on a terminal rather than show: C0/C1 controls (ESC starts an ANSI sequence, a
 # newline could forge a line), line/paragraph separators and bidirectional overrides.
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def lone_surrogate(text: str) -> str | None:
+    """The first character of `text` UTF-8 cannot encode (a lone surrogate: a "\\ud800" escape, or what
+    os.scandir makes of a file name's undecodable bytes), else None. No table can store such text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.object[exc.start]
+    return None
 
 
 def printable(text: str) -> str:

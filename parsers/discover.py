@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from citekeeper.identity import sha256_hex
+from citekeeper.scope import strictest
+from citekeeper.text import lone_surrogate
 from parsers.formats import BY_EXTENSION
 from parsers.formats.text import UndecodableText, decode_text
 from parsers.metadata import SIDECAR_SUFFIX, MetadataError, read_sidecar, split_front_matter
-from citekeeper.scope import strictest
 from parsers.model import IngestError, ParseConfig, SourceFile
 
 # One wildcard of a path segment: a run of stars, a `?`, or a character class (`]` first is a member).
@@ -163,7 +164,7 @@ def _walk_dir(walk: _Walk, directory: Path, prefix: str, ancestors: frozenset[Pa
     for entry in entries:
         if entry.name.startswith("."):
             continue
-        if not _is_utf8(entry.name):  # no source_path can name it: every table stores UTF-8
+        if lone_surrogate(entry.name) is not None:  # no source_path can name it: every table stores UTF-8
             shown = os.fsencode(prefix + entry.name).decode("utf-8", "backslashreplace")
             walk.quarantine(shown, "discover", "InvalidFileName", f"file name is not valid UTF-8: {shown}")
             continue
@@ -176,14 +177,6 @@ def _walk_dir(walk: _Walk, directory: Path, prefix: str, ancestors: frozenset[Pa
             walk.reject(source_path, q.stage, q.error_type, q.reason)
         except OSError as exc:  # vanished or unreadable between listing and reading
             walk.reject(source_path, "read", "ReadError", f"cannot access file: {exc.strerror or exc}")
-
-
-def _is_utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:  # os.scandir decodes undecodable bytes to lone surrogates
-        return False
-    return True
 
 
 def _is_directory(entry: os.DirEntry) -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from citekeeper.text import lone_surrogate
 from parsers.model import ACCESS_SCOPES
 
 SIDECAR_SUFFIX = ".citekeeper.json"
@@ -150,7 +151,7 @@ def _validated(values: dict, origin: str) -> dict[str, str]:
             raise MetadataError(f"{origin}: {key} must be a non-empty string, got {value!r}")
         if len(value) > MAX_VALUE_CHARS:
             raise MetadataError(f"{origin}: {key} is {len(value)} characters long, over {MAX_VALUE_CHARS}")
-        if not value.isprintable() and any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        if lone_surrogate(value) is not None:
             raise MetadataError(f"{origin}: {key} holds a lone surrogate (an invalid \\u escape): not valid Unicode text")
     scope = values.get("access_scope")
     if scope is not None and scope not in ACCESS_SCOPES:

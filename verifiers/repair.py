@@ -29,7 +29,7 @@ from citekeeper.answer_store import AddResult, AnswerSnapshot, AnswerStore
 from citekeeper.answers import citation_entries, record_from_rows
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import CITATION_STATUS, LOST_STATUSES, REPAIR_KINDS, REPAIRS
-from citekeeper.scope import INTERNAL, REDACTED, crosses_into_internal
+from citekeeper.scope import REDACTED, crosses_into_internal, internal
 from citekeeper.tables import conform, read_parquet, write_parquet
 from verifiers.citation_status import Suggester, check_citations
 
@@ -91,7 +91,7 @@ def decide(status: pl.DataFrame, citations: pl.DataFrame, target_chunks: pl.Data
             whole_chunk=(pl.col("span_start") == pl.col("target_start_char")) & (pl.col("span_end") == pl.col("target_end_char")),
             # A public citation is never re-pointed into internal_only text (its quote would carry it out).
             crosses_scope=crosses_into_internal("access_scope", "target_access_scope") | pl.col("evidence_internal").fill_null(False),
-            internal_text=pl.any_horizontal(pl.col(c) == INTERNAL for c in ("access_scope", "target_access_scope")).fill_null(False),
+            internal_text=internal("access_scope", "target_access_scope"),
         )
     )
     frame = frame.with_columns(_repair_kind(min_score)).with_columns(_repair_reason(min_score), *_new_citation())
@@ -353,7 +353,7 @@ def repair_citations(
         repairs = repairs.drop("to_revision").join(to_revision, on="answer_id", how="left").with_columns(
             applied=pl.col("to_revision").is_not_null()
         )
-    repairs = conform(pl.concat([carried, conform(repairs, REPAIRS)]), REPAIRS).sort("answer_id", "claim_index", "citation_index")
+    repairs = pl.concat([carried, conform(repairs, REPAIRS)]).sort("answer_id", "claim_index", "citation_index")
     paths["repairs"] = write_parquet(repairs, REPAIRS, layout.repairs_file(target_version))
     result = RepairResult(target_version, repairs, records, applied, paths)
     paths["summary"] = layout.repair_summary_file(target_version)
