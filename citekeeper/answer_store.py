@@ -31,7 +31,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
+from citekeeper.anchor import DocumentTexts, anchor_answers
 from citekeeper.layout import StoreLayout
+from citekeeper.rag_formats import converter
+from citekeeper.store import CorpusStore
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from citekeeper.sharding import Shard
 from citekeeper.tables import empty
@@ -56,6 +59,8 @@ class AddResult:
     revised: list[tuple[str, int]] = field(default_factory=list)  # (answer_id, new revision)
     unchanged: list[str] = field(default_factory=list)  # identical re-adds, or of content a repair revised: no-op
     errors: list[LineError] = field(default_factory=list)
+    # Registered, with a citation invalid: the document it names is not in the version it cites.
+    unanchored: list[LineError] = field(default_factory=list)
     # An answer_id on more than one line of the file: each later line registered after it, in file order.
     repeated: list[LineError] = field(default_factory=list)
 
@@ -66,7 +71,7 @@ class AddResult:
     def summary(self) -> str:
         return (
             f"{len(self.added)} added, {len(self.revised)} revised, {len(self.unchanged)} unchanged, "
-            f"{len(self.errors)} error(s)"
+            f"{len(self.errors)} error(s)" + (f", {len(self.unanchored)} citation(s) of missing documents" if self.unanchored else "")
         )
 
 
@@ -187,8 +192,17 @@ class _PartWriter:
 
 
 class AnswerStore:
-    def __init__(self, store_root: Path | str, lock_timeout: float = 60.0, max_claims_per_answer: int = MAX_CLAIMS_PER_ANSWER):
+    def __init__(
+        self,
+        store_root: Path | str,
+        lock_timeout: float = 60.0,
+        max_claims_per_answer: int = MAX_CLAIMS_PER_ANSWER,
+        corpus: CorpusStore | None = None,
+    ):
+        """`corpus`: the store citations by document are anchored in (default: the one at `store_root`)."""
         self.root = StoreLayout(store_root).answers_dir
+        self.store_root = store_root
+        self._corpus = corpus
         self.max_claims_per_answer = max_claims_per_answer
         self.lock_timeout = lock_timeout
 
@@ -226,20 +240,33 @@ class AnswerStore:
 
     # ------------------------------------------------------------ writing
 
-    def add(self, path: Path | str, expected_revisions: dict[str, int] | None = None, batch_size: int = READ_BATCH) -> AddResult:
+    def add(
+        self,
+        path: Path | str,
+        expected_revisions: dict[str, int] | None = None,
+        batch_size: int = READ_BATCH,
+        response_format: str | None = None,
+    ) -> AddResult:
         """Register every good record of a JSONL or Parquet file; bad lines are reported, not fatal. The file is
         read, checked and written `batch_size` records at a time, all of it committed at once at the end.
+        With `response_format` (citekeeper.rag_formats.RESPONSE_FORMATS) each line is an LLM API's or framework's
+        response in its envelope.
 
         With `expected_revisions` (answer_id -> revision), an answer whose current revision is another one is
         not registered but reported: it changed since the records were made from it (a repair's guard).
         """
         path = Path(path)
-        return self._add(iter_answer_records(path, batch_size, self.max_claims_per_answer), str(path), expected_revisions)
+        batches = iter_answer_records(path, batch_size, self.max_claims_per_answer, converter(response_format))
+        return self._add(batches, str(path), expected_revisions)
 
-    def add_records(self, records: Iterable[dict], source: str = "api", batch_size: int = READ_BATCH) -> AddResult:
-        """Register answer records given as dicts (either form, as one line of an answers file holds): what RAG code
-        calls as it produces answers. Record N's problems are reported as `line N`, the good ones register."""
-        return self._add(parsed_batches(enumerate(records, start=1), batch_size, self.max_claims_per_answer), source, None)
+    def add_records(
+        self, records: Iterable[dict], source: str = "api", batch_size: int = READ_BATCH, response_format: str | None = None
+    ) -> AddResult:
+        """Register answer records given as dicts (either form, as one line of an answers file holds, or responses
+        in their envelope with `response_format`): what RAG code calls as it produces answers. Record N's problems
+        are reported as `line N`, the good ones register."""
+        batches = parsed_batches(enumerate(records, start=1), batch_size, self.max_claims_per_answer, converter(response_format))
+        return self._add(batches, source, None)
 
     def _add(self, batches, source: str, expected_revisions: dict[str, int] | None) -> AddResult:
         result = AddResult()
@@ -266,8 +293,11 @@ class AnswerStore:
         current: dict[str, tuple[int, str | None]] = {}  # answer_id -> (revision, content_hash), as of this add
         first_line: dict[str, int | None] = {}
         part = _PartWriter(self.parts_dir, sequence=len(snapshot.parts) + 1)
+        texts = DocumentTexts(self._corpus or CorpusStore.from_env(self.store_root))
         for answers, errors in batches:
             result.errors.extend(errors)
+            answers, unanchored = anchor_answers(answers, texts)
+            result.unanchored.extend(unanchored)
             repaired = self._known(snapshot, [a.answer_id for a in answers if a.answer_id not in current], current)
             new_rows: dict[str, list[dict]] = {name: [] for name in TABLES}
             for answer in answers:

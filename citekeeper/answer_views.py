@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from citekeeper.anchor import REVIEW_METHODS
 from citekeeper.answer_store import AnswerStore
 from citekeeper.locate import locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
@@ -50,7 +51,7 @@ def citation_rows(store, answer_id: str | None = None, include_internal_text: bo
 def _located(store, version: str, citations: pl.DataFrame) -> pl.DataFrame:
     """Citations of one cited version with their chunk's document, locator and the quote's span."""
     chunks = (
-        store.read_chunks(version, columns=CHUNK_COLUMNS, chunk_ids=citations["chunk_id"].unique().to_list())
+        store.read_chunks(version, columns=CHUNK_COLUMNS, chunk_ids=citations["chunk_id"].drop_nulls().unique().to_list())
         if store.has_version(version)
         else empty(READ_SCHEMAS["chunks"]).select(CHUNK_COLUMNS)  # an unknown version locates nothing
     )
@@ -63,6 +64,6 @@ def _located(store, version: str, citations: pl.DataFrame) -> pl.DataFrame:
         start_char=pl.when(found).then(pl.col("_chunk_start") + pl.col("_quote_start")).otherwise("_chunk_start"),
         end_char=pl.when(found).then(pl.col("_chunk_start") + pl.col("_quote_end"))
         .otherwise(pl.col("_chunk_start") + pl.col("_chunk_text").str.len_chars()),
-        anchored_by=pl.lit("chunk_id"),
+        needs_review=pl.col("anchored_by").is_in(REVIEW_METHODS),
         quote_match=pl.col("_quote_match"),
     )  # fmt: skip

@@ -4,6 +4,8 @@ Structured:  {"answer_id", "question", "answer", "corpus_version", "created_at"?
               "claims": [{"claim_id"?, "text", "citations": [{"chunk_id", "quote"?, "text_hash"?, "corpus_version"?}]}]}
 Marker form: {"answer_id", "question", "answer": "text with [1] and [2][3] markers", "corpus_version",
               "references": [{"ref": 1, "chunk_id", "quote"?, "text_hash"?, "corpus_version"?}]}
+A citation may name its document instead of a chunk: {"doc_id" | "source_path", "quote"?, "start_char"?,
+"end_char"?}; registration anchors it into chunks (citekeeper.anchor).
 A citation's own corpus_version overrides the answer's: a repaired revision cites the new version, except for
 the citations repair left as they were. Other keys are kept with the record (answer_rows' source_record) but
 not interpreted.
@@ -19,7 +21,7 @@ import base64
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import date, datetime, time, timedelta, timezone
@@ -30,7 +32,7 @@ from typing import Annotated
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import (
-    AfterValidator, BaseModel, Field, PlainValidator, PrivateAttr, StrictStr, StringConstraints, ValidationError,
+    AfterValidator, BaseModel, Field, PlainValidator, PrivateAttr, StrictInt, StrictStr, StringConstraints, ValidationError,
     ValidationInfo, model_validator,
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
@@ -60,12 +62,35 @@ class AnswerInputError(ValueError):
         self.issues = issues
 
 
+ANCHORED_BY_CHUNK = "chunk_id"  # the citation named its chunk: nothing to anchor
+
+
+@dataclass(frozen=True)
+class DocumentRef:
+    """A citation by document, before anchoring: the document, and where in it (offsets as the RAG system saw
+    the document: a hint, not a locator)."""
+
+    doc_id: str | None
+    source_path: str | None
+    start_char: int | None = None
+    end_char: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.doc_id if self.doc_id is not None else str(self.source_path)
+
+
 @dataclass(frozen=True)
 class ParsedCitation:
-    chunk_id: str
+    chunk_id: str | None  # None: a citation by document that could not be anchored (anchor_note says why)
     quote: str | None
     cited_text_hash: str | None
     corpus_version: str | None = None  # None: the answer's
+    document: DocumentRef | None = None  # named by document (before anchoring, or when it could not be)
+    anchored_by: str = ANCHORED_BY_CHUNK  # citekeeper.anchor.ANCHOR_METHODS
+    anchor_score: float | None = None
+    anchor_note: str | None = None
+    given_index: int | None = None  # the citation as given, within its claim: a quote across chunks is several
 
 
 @dataclass(frozen=True)
@@ -105,9 +130,16 @@ class ParsedAnswer:
 
 
 def _citation_content(citation: ParsedCitation) -> list:
-    # The version joins the hash only when given, so answers registered before it existed keep their hash.
+    # The version and the anchoring join the hash only when given, so answers registered before they existed
+    # keep their hash.
     content = [citation.chunk_id, citation.quote, citation.cited_text_hash]
-    return content + [citation.corpus_version] if citation.corpus_version else content
+    if citation.corpus_version:
+        content.append(citation.corpus_version)
+    if citation.anchored_by != ANCHORED_BY_CHUNK:
+        content.append([citation.anchored_by, citation.anchor_score, citation.given_index])
+    if citation.chunk_id is None and citation.document is not None:
+        content.append(list(vars(citation.document).values()))
+    return content
 
 
 def _short_id(prefix: str, *parts: object) -> str:
@@ -171,6 +203,7 @@ RequiredText = Annotated[StrictStr, AfterValidator(_not_blank)]
 GivenText = Annotated[StrictStr, StringConstraints(min_length=1)]  # optional, but not "" when given
 TextHash = Annotated[StrictStr, AfterValidator(_sha256)]
 Timestamp = Annotated[datetime | None, PlainValidator(_utc_timestamp)]
+Offset = Annotated[StrictInt, Field(ge=0)]
 ReferenceKey = Annotated[str, PlainValidator(_reference_key)]
 
 
@@ -179,15 +212,58 @@ def _record_error(field_name: str, message: str) -> PydanticCustomError:
     return PydanticCustomError("answer_record", message, {"field": field_name})
 
 
+class AnchorNote(BaseModel):
+    """The `anchor` object registration writes on a citation it anchored: how, so a re-add keeps it."""
+
+    method: RequiredText
+    score: float | None = None
+    given_index: StrictInt | None = None
+
+
 class CitationRecord(BaseModel):
-    chunk_id: RequiredText
+    chunk_id: RequiredText | None = None
+    doc_id: RequiredText | None = None
+    source_path: RequiredText | None = None
+    start_char: Offset | None = None  # into the document as the RAG system saw it: a hint for doc_id / source_path
+    end_char: Offset | None = None
     quote: GivenText | None = None
     text_hash: TextHash | None = None
     corpus_version: GivenText | None = None
+    anchor: AnchorNote | None = None
+
+    @model_validator(mode="after")
+    def _names_its_evidence(self) -> CitationRecord:
+        named = [key for key in ("chunk_id", "doc_id", "source_path") if getattr(self, key) is not None]
+        if not named:
+            raise _record_error("chunk_id", "missing: give chunk_id, or the document's doc_id or source_path")
+        if len(named) > 1:
+            raise _record_error(named[1], f"give one of chunk_id, doc_id and source_path, not {' and '.join(named)}")
+        if self.chunk_id is not None:
+            for key in ("start_char", "end_char"):
+                if getattr(self, key) is not None:
+                    raise _record_error(key, "offsets are a hint for a citation by doc_id or source_path, not by chunk_id")
+        elif self.text_hash is not None:
+            raise _record_error("text_hash", "is a chunk's hash: give it with chunk_id")
+        if (self.start_char is None) != (self.end_char is None):
+            raise _record_error("end_char" if self.end_char is None else "start_char", "give start_char and end_char together")
+        if self.start_char is not None and self.end_char <= self.start_char:
+            raise _record_error("end_char", f"should be after start_char ({self.start_char})")
+        return self
 
     def parsed(self) -> ParsedCitation:
+        document = None
+        if self.chunk_id is None:
+            document = DocumentRef(self.doc_id, self.source_path, self.start_char, self.end_char)
+        anchor = self.anchor if self.chunk_id is not None else None
         return ParsedCitation(
-            chunk_id=self.chunk_id, quote=self.quote, cited_text_hash=self.text_hash, corpus_version=self.corpus_version
+            chunk_id=self.chunk_id,
+            quote=self.quote,
+            cited_text_hash=self.text_hash,
+            corpus_version=self.corpus_version,
+            document=document,
+            anchored_by=anchor.method if anchor else ANCHORED_BY_CHUNK,
+            anchor_score=anchor.score if anchor else None,
+            given_index=anchor.given_index if anchor else None,
         )
 
 
@@ -345,8 +421,10 @@ _MESSAGES = {"model_type": "Input should be an object"}
 
 
 def _issue(error: ErrorDetails) -> Issue:
-    field_name = ".".join(str(part) for part in error["loc"]) or error.get("ctx", {}).get("field", "record")
-    return Issue(field_name, _MESSAGES.get(error["type"], error["msg"]))
+    parts = [str(part) for part in error["loc"]]
+    if error["type"] == "answer_record":  # a rule over a whole (sub-)record: ctx names the field under its loc
+        parts.append(error["ctx"]["field"])
+    return Issue(".".join(parts) or "record", _MESSAGES.get(error["type"], error["msg"]))
 
 
 # ---------------------------------------------------------------- reading input files
@@ -375,19 +453,28 @@ def read_answer_records(path: Path, max_claims: int = MAX_CLAIMS_PER_ANSWER) -> 
 
 
 def iter_answer_records(
-    path: Path, batch_size: int = READ_BATCH, max_claims: int = MAX_CLAIMS_PER_ANSWER
+    path: Path, batch_size: int = READ_BATCH, max_claims: int = MAX_CLAIMS_PER_ANSWER, convert: Convert | None = None
 ) -> Iterator[tuple[list[ParsedAnswer], list[LineError]]]:
     """read_answer_records in batches of at most `batch_size` lines / rows, read as they are needed."""
     path = Path(path)
     rows = _parquet_rows(path, batch_size) if path.suffix.lower() == ".parquet" else _jsonl_rows(path)
-    return parsed_batches(rows, batch_size, max_claims)
+    return parsed_batches(rows, batch_size, max_claims, convert)
+
+
+# Turns a line of another shape (an LLM API's response, citekeeper.rag_formats) into an answer record, raising
+# AnswerInputError.
+Convert = Callable[[object], dict]
 
 
 def parsed_batches(
-    rows: Iterable[tuple[int, object]], batch_size: int = READ_BATCH, max_claims: int = MAX_CLAIMS_PER_ANSWER
+    rows: Iterable[tuple[int, object]],
+    batch_size: int = READ_BATCH,
+    max_claims: int = MAX_CLAIMS_PER_ANSWER,
+    convert: Convert | None = None,
 ) -> Iterator[tuple[list[ParsedAnswer], list[LineError]]]:
     """(line, record) pairs (a record, or the LineError of a line that could not be read) parsed `batch_size`
-    at a time: the good ones as ParsedAnswers, an error per problem of the others."""
+    at a time, each first through `convert` when given: the good ones as ParsedAnswers, an error per problem of
+    the others."""
     answers: list[ParsedAnswer] = []
     errors: list[LineError] = []
     for n, (line_no, row) in enumerate(rows, start=1):
@@ -395,7 +482,7 @@ def parsed_batches(
             errors.append(row)
         else:
             try:
-                answers.append(parse_answer(row, line_no, max_claims))
+                answers.append(parse_answer(convert(row) if convert else row, line_no, max_claims))
             except AnswerInputError as exc:
                 errors.extend(LineError(line_no, issue.field, issue.message) for issue in exc.issues)
         if n % batch_size == 0:
@@ -500,17 +587,23 @@ def answer_rows(answer: ParsedAnswer, revision: int, source_file: str | None, re
             }
         )
         for citation_index, cit in enumerate(claim.citations):
+            named = cit.chunk_id if cit.chunk_id is not None else cit.document
             citations.append(
                 {
                     "answer_id": answer.answer_id,
                     "revision": revision,
                     "claim_id": claim_id,
-                    "citation_id": _short_id("cit", claim_id, citation_index, cit.chunk_id, cit.quote, cit.cited_text_hash),
+                    "citation_id": _short_id("cit", claim_id, citation_index, named, cit.quote, cit.cited_text_hash),
                     "citation_index": citation_index,
                     "chunk_id": cit.chunk_id,
                     "quote": cit.quote,
                     "cited_text_hash": cit.cited_text_hash,
                     "corpus_version": cit.corpus_version or answer.corpus_version,
+                    "anchored_by": cit.anchored_by,
+                    "anchor_score": cit.anchor_score,
+                    "anchor_note": cit.anchor_note,
+                    "given_index": citation_index if cit.given_index is None else cit.given_index,
+                    "cited_doc": cit.document.name if cit.document is not None else None,
                 }
             )
     answer_row = {

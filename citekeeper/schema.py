@@ -126,10 +126,16 @@ CITATIONS = pa.schema(
         pa.field("claim_id", pa.string(), nullable=False),
         pa.field("citation_id", pa.string(), nullable=False),
         pa.field("citation_index", pa.int32(), nullable=False),
-        pa.field("chunk_id", pa.string(), nullable=False),
+        pa.field("chunk_id", pa.string()),  # null: cited by document, and registration could not anchor it
         pa.field("quote", pa.string()),  # verbatim evidence span; null -> the whole chunk
         pa.field("cited_text_hash", pa.string()),  # chunk text_hash seen at citation time
         pa.field("corpus_version", pa.string(), nullable=False),
+        # How registration found the chunk (citekeeper.anchor.ANCHOR_METHODS): chunk_id when the citation named it.
+        pa.field("anchored_by", pa.string()),
+        pa.field("anchor_score", pa.float64()),  # fuzzy: the match's similarity in [0, 1]
+        pa.field("anchor_note", pa.string()),  # unanchored: why
+        pa.field("given_index", pa.int32()),  # the citation as given in its claim (a quote across chunks: several rows)
+        pa.field("cited_doc", pa.string()),  # unanchored: the doc_id or source_path it named
     ]
 )
 
@@ -153,7 +159,10 @@ ANSWER_EXPORT = pa.schema(
         pa.field("quote", pa.string()),  # withheld (citekeeper.scope.REDACTED) for internal_only text unless asked
         pa.field("start_char", pa.int64()),  # the quote's span (else the chunk's) in the document at the cited version
         pa.field("end_char", pa.int64()),
-        pa.field("anchored_by", pa.string()),  # how the citation names its evidence: chunk_id
+        pa.field("anchored_by", pa.string()),  # how registration found the chunk: chunk_id | exact | normalized | fuzzy | ...
+        pa.field("anchor_score", pa.float64()),
+        pa.field("needs_review", pa.bool_()),  # anchored by fuzzy match or offsets alone: a person should look
+        pa.field("anchor_note", pa.string()),  # unanchored: why
         pa.field("quote_match", pa.string()),  # exact | normalized | null (no quote, or not in the chunk)
         pa.field("access_scope", pa.string()),
     ]
@@ -175,7 +184,7 @@ CITATION_STATUS = pa.schema(
         pa.field("revision", pa.int32(), nullable=False),
         pa.field("claim_id", pa.string(), nullable=False),
         pa.field("citation_id", pa.string(), nullable=False),
-        pa.field("chunk_id", pa.string(), nullable=False),
+        pa.field("chunk_id", pa.string()),  # null: cited by document and not anchored (invalid)
         pa.field("cited_version", pa.string(), nullable=False),
         pa.field("doc_id", pa.string()),
         pa.field("status", pa.string(), nullable=False),  # valid|relocated|drifted|stale|removed|invalid

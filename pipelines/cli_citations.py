@@ -25,28 +25,33 @@ def answers_group() -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--max-claims-per-answer", type=click.IntRange(min=1), default=MAX_CLAIMS_PER_ANSWER, show_default=True,
               help="An answer of more claims (sentences, in marker form) is refused as a bad line.")
+@click.option("--from", "response_format", default=None, metavar="FORMAT",
+              help="Each line is {answer_id, question, corpus_version, documents, response}, the response as this API or "
+              "framework returns it: anthropic, openai, cohere, gemini, llamaindex or langchain.")
 @store_option
-def answers_add(file: Path, max_claims_per_answer: int, store_dir: Path) -> None:
-    """Register the answers of FILE (JSONL or Parquet, structured or marker form).
+def answers_add(file: Path, max_claims_per_answer: int, response_format: str | None, store_dir: Path) -> None:
+    """Register the answers of FILE (JSONL or Parquet, structured or marker form, or --from FORMAT).
 
     Good lines register even when others are malformed; each bad line is reported with its line number
-    and field, and the command then exits 1. Re-adding identical content is a no-op; changed content
+    and field, and the command then exits 1, as it does when a citation names a document its version does not
+    hold (that answer registers, the citation invalid). Re-adding identical content is a no-op; changed content
     becomes a new revision.
     """
     from citekeeper.answer_store import AnswerStore, AnswerStoreLocked
+    from citekeeper.rag_formats import UnknownFormat
 
     try:
-        result = AnswerStore(store_dir, max_claims_per_answer=max_claims_per_answer).add(file)
-    except AnswerStoreLocked as exc:
+        result = AnswerStore(store_dir, max_claims_per_answer=max_claims_per_answer).add(file, response_format=response_format)
+    except (AnswerStoreLocked, UnknownFormat) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{file}: {result.summary()}")
     for answer_id, revision in result.revised:
         click.echo(f"  {printable(answer_id)}: new revision {revision}")
     for notice in result.repeated:
         click.echo(f"  {file}: {printable(str(notice))}", err=True)
-    for error in result.errors:
+    for error in [*result.errors, *result.unanchored]:
         click.echo(f"  {file}: {printable(str(error))}", err=True)
-    if result.errors:
+    if result.errors or result.unanchored:
         raise SystemExit(1)
 
 

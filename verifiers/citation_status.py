@@ -7,7 +7,8 @@ Each citation gets exactly one status:
 - stale      the chunk was modified and the evidence is gone from its successor;
 - removed    the chunk has no successor;
 - invalid    at citation time the chunk did not exist in the cited version, the quote was not in it,
-             or the cited text_hash did not match: an invented citation, not a stale one.
+             or the cited text_hash did not match: an invented citation, not a stale one; or a citation by
+             document that registration could not anchor (citekeeper.anchor).
 The evidence is the quote, or the whole chunk when there is none. It is located by citekeeper.locate: a
 quote that differs from the chunk only in Unicode forms (full-/half-width), typographic quotes or whitespace
 is found (`quote_match` = normalized), not called invented. Offsets are code points into the canonical text
@@ -94,6 +95,8 @@ def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]
     invalid_reason = (
         pl.when(pl.lit(not version_known))
         .then(pl.lit(f"cited version {cited_version!r} is not in the store"))
+        .when(pl.col("chunk_id").is_null())  # cited by document, and registration could not anchor it
+        .then(pl.format("not anchored at registration: {}", "anchor_note"))
         .when(pl.col("old_text").is_null())
         .then(pl.format("chunk {} does not exist in cited version {}", "chunk_id", pl.lit(cited_version)))
         .when(pl.col("cited_text_hash").is_not_null() & (pl.col("cited_text_hash") != pl.col("old_text_hash")))
@@ -307,7 +310,7 @@ def judge_citations(
             diffs[cited_version] = ChangedChunks.read(store, cited_version, target_version)
         changed = diffs.get(cited_version)
         # Only the cited chunks are read from the target, and the diff's chunks once per check: not versions whole.
-        cited_ids = group["chunk_id"].unique()
+        cited_ids = group["chunk_id"].drop_nulls().unique()
         in_target = store.read_chunks(target_version, columns=CHUNK_COLUMNS, chunk_ids=cited_ids.to_list())
         if changed is None:
             target_chunks, cited_chunks = in_target, (in_target if known else None)

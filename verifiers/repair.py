@@ -204,6 +204,7 @@ def _repair_entry(entry: dict, row: dict, target_version: str) -> None:
         entry["corpus_version"] = row["old_version"]
     else:
         entry["chunk_id"] = row["new_chunk_id"]
+        entry.pop("anchor", None)  # how registration anchored it: the repair re-pointed it since
         _set_or_drop(entry, "quote", row["new_quote"])
         if "text_hash" in entry:
             _set_or_drop(entry, "text_hash", row["new_text_hash"])

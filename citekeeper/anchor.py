@@ -1,0 +1,247 @@
+"""Anchor citations that name a document (doc_id or source_path, with a quote, offsets or neither) into the
+chunks of the version they cite, when they are registered.
+
+The quote is located in the document's canonical text by the one quote locator (exact, then normalised), then
+fuzzily at FUZZY_THRESHOLD. The span becomes one citation per chunk it touches, each quoting its part, so the
+status, repair and verification of chunk citations apply unchanged. A citation that cannot be anchored is kept,
+with no chunk and the reason, and is judged invalid.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from rapidfuzz import fuzz
+
+from citekeeper.answers import ANCHORED_BY_CHUNK, DocumentRef, LineError, ParsedAnswer, ParsedCitation, ParsedClaim
+from citekeeper.locate import locate_quote
+from citekeeper.text import snap_to_words
+
+ANCHOR_METHODS = ("chunk_id", "exact", "normalized", "fuzzy", "offsets", "document", "unanchored")
+REVIEW_METHODS = ("fuzzy", "offsets")  # anchored, but a person should look: flagged in exports
+UNANCHORED = "unanchored"
+FUZZY_THRESHOLD = 0.9  # rapidfuzz partial_ratio / 100 of the best window of the document
+
+
+@dataclass(frozen=True)
+class _Document:
+    doc_id: str
+    text: str
+    chunks: tuple[tuple[int, int, str], ...]  # (start_char, end_char, chunk_id), by start
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: int
+    end: int
+    method: str
+    score: float | None = None
+
+
+class DocumentTexts:
+    """The texts and chunk spans of the documents a batch of answers cites, read from the store per version."""
+
+    def __init__(self, corpus):
+        self.corpus = corpus
+        self._docs: dict[tuple[str, str], _Document] = {}  # (version, doc_id)
+        self._paths: dict[str, dict[str, str]] = {}  # version -> source_path -> doc_id
+        self._versions: dict[str, bool] = {}
+
+    def has_version(self, version: str) -> bool:
+        if version not in self._versions:
+            self._versions[version] = self.corpus.has_version(version)
+        return self._versions[version]
+
+    def doc_id(self, version: str, ref: DocumentRef) -> str | None:
+        if ref.doc_id is not None:
+            return ref.doc_id
+        if version not in self._paths:
+            paths = self.corpus.read_documents(version, columns=["doc_id", "source_path"])
+            self._paths[version] = dict(zip(paths["source_path"], paths["doc_id"]))
+        return self._paths[version].get(ref.source_path)
+
+    def load(self, wanted: Iterable[tuple[str, DocumentRef]]) -> None:
+        """Read the documents `wanted` names (those of known versions), keeping only them: memory follows a batch."""
+        by_version: dict[str, set[str]] = {}
+        for version, ref in wanted:
+            if self.has_version(version) and (doc_id := self.doc_id(version, ref)) is not None:
+                by_version.setdefault(version, set()).add(doc_id)
+        kept = {key: doc for key, doc in self._docs.items() if key[1] in by_version.get(key[0], ())}
+        for version, doc_ids in by_version.items():
+            missing = sorted(doc_ids - {doc_id for v, doc_id in kept if v == version})
+            if missing:
+                kept.update(((version, doc.doc_id), doc) for doc in self._read(version, missing))
+        self._docs = kept
+
+    def _read(self, version: str, doc_ids: list[str]) -> Iterable[_Document]:
+        texts = self.corpus.read_documents(version, columns=["doc_id", "text"], doc_ids=doc_ids)
+        chunks = (
+            self.corpus.read_chunks(version, columns=["doc_id", "start_char", "end_char", "chunk_id"], doc_ids=doc_ids)
+            .sort("doc_id", "start_char", "end_char")
+            .group_by("doc_id", maintain_order=True)
+            .agg("start_char", "end_char", "chunk_id")
+        )
+        spans = {doc_id: tuple(zip(*columns)) for doc_id, *columns in chunks.iter_rows()}
+        for doc_id, text in texts.iter_rows():
+            yield _Document(doc_id, text, spans.get(doc_id, ()))
+
+    def get(self, version: str, ref: DocumentRef) -> _Document | None:
+        doc_id = self.doc_id(version, ref) if self.has_version(version) else None
+        return self._docs.get((version, doc_id)) if doc_id is not None else None
+
+
+def anchor_answers(answers: list[ParsedAnswer], texts: DocumentTexts) -> tuple[list[ParsedAnswer], list[LineError]]:
+    """`answers` with every citation by document anchored into chunks; an error for each citation whose document
+    is not in the version it cites (the answer still registers, with that citation invalid)."""
+    wanted = [
+        (citation.corpus_version or answer.corpus_version, citation.document)
+        for answer in answers
+        for claim in answer.claims
+        for citation in claim.citations
+        if citation.chunk_id is None and citation.document is not None
+    ]
+    if not wanted:
+        return answers, []
+    texts.load(wanted)
+    errors: list[LineError] = []
+    return [_anchored_answer(answer, texts, errors) for answer in answers], errors
+
+
+def _anchored_answer(answer: ParsedAnswer, texts: DocumentTexts, errors: list[LineError]) -> ParsedAnswer:
+    if all(c.document is None or c.chunk_id is not None for claim in answer.claims for c in claim.citations):
+        return answer
+    claims = []
+    anchored: dict[int, list[ParsedCitation]] = {}  # marker form: a reference shared by claims anchors once
+    for claim_index, claim in enumerate(answer.claims):
+        citations = []
+        for given_index, citation in enumerate(claim.citations):
+            if citation.chunk_id is not None or citation.document is None:
+                citations.append(replace(citation, given_index=given_index))
+                continue
+            if id(citation) not in anchored:
+                version = citation.corpus_version or answer.corpus_version
+                anchored[id(citation)] = _anchor(citation, version, texts)
+                if anchored[id(citation)][0].chunk_id is None and texts.get(version, citation.document) is None:
+                    message = anchored[id(citation)][0].anchor_note
+                    errors.append(LineError(answer.line or 0, f"claims.{claim_index}.citations.{given_index}", message))
+            citations.extend(replace(piece, given_index=given_index) for piece in anchored[id(citation)])
+        claims.append(ParsedClaim(text=claim.text, citations=tuple(citations), source_claim_id=claim.source_claim_id))
+    return replace(answer, claims=tuple(claims), input_form="structured", source_record=_anchored_record(answer, claims))
+
+
+def _anchored_record(answer: ParsedAnswer, claims: list[ParsedClaim]) -> str:
+    """The record as stored (source_record): structured, each citation naming its chunk and how it was anchored
+    (so a repair rewrites it as any chunk citation), the record's own claims or references kept under `given`."""
+    record = json.loads(answer.source_record)
+    given = record.pop("given", None) or {key: record.pop(key) for key in ("claims", "references") if key in record}
+    record["claims"] = [
+        {**({"claim_id": claim.source_claim_id} if claim.source_claim_id is not None else {}),
+         "text": claim.text, "citations": [_citation_entry(citation) for citation in claim.citations]}
+        for claim in claims
+    ]  # fmt: skip
+    record["given"] = given
+    return json.dumps(record, ensure_ascii=False)
+
+
+def _citation_entry(citation: ParsedCitation) -> dict:
+    if citation.chunk_id is None:  # unanchored: as given, anchored again when re-added
+        ref = citation.document
+        entry = {"doc_id": ref.doc_id, "source_path": ref.source_path, "start_char": ref.start_char, "end_char": ref.end_char}
+    else:
+        entry = {"chunk_id": citation.chunk_id, "text_hash": citation.cited_text_hash}
+    entry.update(quote=citation.quote, corpus_version=citation.corpus_version)
+    if citation.chunk_id is not None and citation.anchored_by != ANCHORED_BY_CHUNK:
+        anchor = {"method": citation.anchored_by, "score": citation.anchor_score, "given_index": citation.given_index}
+        entry["anchor"] = {key: value for key, value in anchor.items() if value is not None}
+    return {key: value for key, value in entry.items() if value is not None}
+
+
+def _anchor(citation: ParsedCitation, version: str, texts: DocumentTexts) -> list[ParsedCitation]:
+    ref = citation.document
+    document = texts.get(version, ref)
+    if document is None:
+        if not texts.has_version(version):
+            return [_unanchored(citation, f"document {ref.name!r}: cited version {version!r} is not in the store")]
+        return [_unanchored(citation, f"document {ref.name!r} is not in cited version {version!r}")]
+    span = _span(document.text, citation.quote, ref)
+    if isinstance(span, str):
+        return [_unanchored(citation, span)]
+    if span.method == "document":
+        return [_piece(citation, chunk_id, None, span) for _, _, chunk_id in document.chunks] or [
+            _unanchored(citation, f"document {ref.name!r} has no chunks in {version!r}")
+        ]
+    pieces = _pieces(document, span.start, span.end)
+    if not pieces:
+        return [_unanchored(citation, f"the span {span.start}-{span.end} of {ref.name!r} is in no chunk")]
+    return [_piece(citation, chunk_id, document.text[start:end], span) for chunk_id, start, end in pieces]
+
+
+def _span(text: str, quote: str | None, ref: DocumentRef) -> _Span | str:
+    """Where the citation's evidence is in the document's text, or why it cannot be said."""
+    if quote is None and ref.start_char is None:
+        return _Span(0, len(text), "document")
+    if quote is None:
+        if ref.end_char > len(text):
+            return f"offsets {ref.start_char}-{ref.end_char} run past the end of {ref.name!r} ({len(text)} characters)"
+        return _Span(*snap_to_words(text, ref.start_char, ref.end_char), "offsets")
+    exact = _nearest(text, quote, ref.start_char)
+    if exact is not None:
+        return _Span(exact, exact + len(quote), "exact")
+    match = locate_quote(text, quote)
+    if match is not None:
+        return _Span(match.start, match.end, "normalized")
+    if len(quote) <= len(text):
+        fuzzy = fuzz.partial_ratio_alignment(quote, text, score_cutoff=FUZZY_THRESHOLD * 100)
+        if fuzzy is not None:
+            start, end = snap_to_words(text, fuzzy.dest_start, fuzzy.dest_end)
+            if start < end:
+                return _Span(start, end, "fuzzy", round(fuzzy.score / 100, 4))
+    return f"quote is not in {ref.name!r}, not even fuzzily (threshold {FUZZY_THRESHOLD})"
+
+
+def _nearest(text: str, quote: str, hint: int | None) -> int | None:
+    """The exact occurrence of `quote` nearest the hint (the first without one)."""
+    best = text.find(quote)
+    if hint is None or best < 0:
+        return None if best < 0 else best
+    at = best
+    while at >= 0 and at <= hint:
+        at = text.find(quote, at + 1)
+        if at >= 0 and abs(at - hint) < abs(best - hint):
+            best = at
+    return best
+
+
+def _pieces(document: _Document, start: int, end: int) -> list[tuple[str, int, int]]:
+    """(chunk_id, start, end) of the chunks the span touches: the first chunk that holds it all, else a cover
+    of the span, each piece trimmed of edge whitespace."""
+    touching = [chunk for chunk in document.chunks if chunk[0] < end and chunk[1] > start]
+    whole = next((chunk for chunk in touching if chunk[0] <= start and chunk[1] >= end), None)
+    if whole is not None:
+        return [(whole[2], start, end)]
+    pieces, at = [], start
+    for chunk_start, chunk_end, chunk_id in touching:
+        if chunk_end <= at:
+            continue
+        piece_start, piece_end = _trimmed(document.text, max(at, chunk_start), min(end, chunk_end))
+        if piece_start < piece_end:
+            pieces.append((chunk_id, piece_start, piece_end))
+        at = min(end, chunk_end)
+    return pieces
+
+
+def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _piece(citation: ParsedCitation, chunk_id: str, quote: str | None, span: _Span) -> ParsedCitation:
+    return replace(citation, chunk_id=chunk_id, quote=quote, anchored_by=span.method, anchor_score=span.score)
+
+
+def _unanchored(citation: ParsedCitation, note: str) -> ParsedCitation:
+    return replace(citation, anchored_by=UNANCHORED, anchor_note=note)
