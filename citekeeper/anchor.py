@@ -8,13 +8,14 @@ with no chunk and the reason, and is judged invalid.
 """
 from __future__ import annotations
 
-import json
+import bisect
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from rapidfuzz import fuzz
 
-from citekeeper.answers import ANCHORED_BY_CHUNK, DocumentRef, LineError, ParsedAnswer, ParsedCitation, ParsedClaim
+from citekeeper.answers import DocumentRef, LineError, ParsedAnswer, ParsedCitation, ParsedClaim
 from citekeeper.locate import locate_quote
 from citekeeper.text import snap_to_words
 
@@ -30,8 +31,12 @@ class _Document:
     text: str
     chunks: tuple[tuple[int, int, str], ...]  # (start_char, end_char, chunk_id), by start
 
+    @functools.cached_property
+    def starts(self) -> list[int]:
+        return [chunk[0] for chunk in self.chunks]
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class _Span:
     start: int
     end: int
@@ -87,8 +92,9 @@ class DocumentTexts:
             yield _Document(doc_id, text, spans.get(doc_id, ()))
 
     def get(self, version: str, ref: DocumentRef) -> _Document | None:
-        doc_id = self.doc_id(version, ref) if self.has_version(version) else None
-        return self._docs.get((version, doc_id)) if doc_id is not None else None
+        """The document `ref` names in `version` as loaded; None when the version or the document is not in the store."""
+        doc_id = ref.doc_id if ref.doc_id is not None else self._paths.get(version, {}).get(ref.source_path)
+        return self._docs.get((version, doc_id))
 
 
 def anchor_answers(answers: list[ParsedAnswer], texts: DocumentTexts) -> tuple[list[ParsedAnswer], list[LineError]]:
@@ -109,7 +115,7 @@ def anchor_answers(answers: list[ParsedAnswer], texts: DocumentTexts) -> tuple[l
 
 
 def _anchored_answer(answer: ParsedAnswer, texts: DocumentTexts, errors: list[LineError]) -> ParsedAnswer:
-    if all(c.document is None or c.chunk_id is not None for claim in answer.claims for c in claim.citations):
+    if not any(c.chunk_id is None and c.document is not None for claim in answer.claims for c in claim.citations):
         return answer
     claims = []
     anchored: dict[int, list[ParsedCitation]] = {}  # marker form: a reference shared by claims anchors once
@@ -121,43 +127,20 @@ def _anchored_answer(answer: ParsedAnswer, texts: DocumentTexts, errors: list[Li
                 continue
             if id(citation) not in anchored:
                 version = citation.corpus_version or answer.corpus_version
-                anchored[id(citation)] = _anchor(citation, version, texts)
+                anchored[id(citation)] = _anchor(citation, version, texts, given_index)
                 if anchored[id(citation)][0].chunk_id is None and texts.get(version, citation.document) is None:
                     message = anchored[id(citation)][0].anchor_note
                     errors.append(LineError(answer.line or 0, f"claims.{claim_index}.citations.{given_index}", message))
-            citations.extend(replace(piece, given_index=given_index) for piece in anchored[id(citation)])
+            citations.extend(_given_as(piece, given_index) for piece in anchored[id(citation)])
         claims.append(ParsedClaim(text=claim.text, citations=tuple(citations), source_claim_id=claim.source_claim_id))
-    return replace(answer, claims=tuple(claims), input_form="structured", source_record=_anchored_record(answer, claims))
+    return replace(answer, claims=tuple(claims))
 
 
-def _anchored_record(answer: ParsedAnswer, claims: list[ParsedClaim]) -> str:
-    """The record as stored (source_record): structured, each citation naming its chunk and how it was anchored
-    (so a repair rewrites it as any chunk citation), the record's own claims or references kept under `given`."""
-    record = json.loads(answer.source_record)
-    given = record.pop("given", None) or {key: record.pop(key) for key in ("claims", "references") if key in record}
-    record["claims"] = [
-        {**({"claim_id": claim.source_claim_id} if claim.source_claim_id is not None else {}),
-         "text": claim.text, "citations": [_citation_entry(citation) for citation in claim.citations]}
-        for claim in claims
-    ]  # fmt: skip
-    record["given"] = given
-    return json.dumps(record, ensure_ascii=False)
+def _given_as(piece: ParsedCitation, given_index: int) -> ParsedCitation:
+    return piece if piece.given_index == given_index else replace(piece, given_index=given_index)
 
 
-def _citation_entry(citation: ParsedCitation) -> dict:
-    if citation.chunk_id is None:  # unanchored: as given, anchored again when re-added
-        ref = citation.document
-        entry = {"doc_id": ref.doc_id, "source_path": ref.source_path, "start_char": ref.start_char, "end_char": ref.end_char}
-    else:
-        entry = {"chunk_id": citation.chunk_id, "text_hash": citation.cited_text_hash}
-    entry.update(quote=citation.quote, corpus_version=citation.corpus_version)
-    if citation.chunk_id is not None and citation.anchored_by != ANCHORED_BY_CHUNK:
-        anchor = {"method": citation.anchored_by, "score": citation.anchor_score, "given_index": citation.given_index}
-        entry["anchor"] = {key: value for key, value in anchor.items() if value is not None}
-    return {key: value for key, value in entry.items() if value is not None}
-
-
-def _anchor(citation: ParsedCitation, version: str, texts: DocumentTexts) -> list[ParsedCitation]:
+def _anchor(citation: ParsedCitation, version: str, texts: DocumentTexts, given_index: int) -> list[ParsedCitation]:
     ref = citation.document
     document = texts.get(version, ref)
     if document is None:
@@ -168,13 +151,13 @@ def _anchor(citation: ParsedCitation, version: str, texts: DocumentTexts) -> lis
     if isinstance(span, str):
         return [_unanchored(citation, span)]
     if span.method == "document":
-        return [_piece(citation, chunk_id, None, span) for _, _, chunk_id in document.chunks] or [
+        return [_piece(citation, chunk_id, None, span, given_index) for _, _, chunk_id in document.chunks] or [
             _unanchored(citation, f"document {ref.name!r} has no chunks in {version!r}")
         ]
     pieces = _pieces(document, span.start, span.end)
     if not pieces:
         return [_unanchored(citation, f"the span {span.start}-{span.end} of {ref.name!r} is in no chunk")]
-    return [_piece(citation, chunk_id, document.text[start:end], span) for chunk_id, start, end in pieces]
+    return [_piece(citation, chunk_id, document.text[start:end], span, given_index) for chunk_id, start, end in pieces]
 
 
 def _span(text: str, quote: str | None, ref: DocumentRef) -> _Span | str:
@@ -216,7 +199,12 @@ def _nearest(text: str, quote: str, hint: int | None) -> int | None:
 def _pieces(document: _Document, start: int, end: int) -> list[tuple[str, int, int]]:
     """(chunk_id, start, end) of the chunks the span touches: the first chunk that holds it all, else a cover
     of the span, each piece trimmed of edge whitespace."""
-    touching = [chunk for chunk in document.chunks if chunk[0] < end and chunk[1] > start]
+    chunks, touching = document.chunks, []
+    for i in range(max(bisect.bisect_right(document.starts, start) - 1, 0), len(chunks)):
+        if chunks[i][0] >= end:
+            break
+        if chunks[i][1] > start:
+            touching.append(chunks[i])
     whole = next((chunk for chunk in touching if chunk[0] <= start and chunk[1] >= end), None)
     if whole is not None:
         return [(whole[2], start, end)]
@@ -239,8 +227,8 @@ def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _piece(citation: ParsedCitation, chunk_id: str, quote: str | None, span: _Span) -> ParsedCitation:
-    return replace(citation, chunk_id=chunk_id, quote=quote, anchored_by=span.method, anchor_score=span.score)
+def _piece(citation: ParsedCitation, chunk_id: str, quote: str | None, span: _Span, given_index: int) -> ParsedCitation:
+    return ParsedCitation(chunk_id, quote, None, citation.corpus_version, citation.document, span.method, span.score, None, given_index)
 
 
 def _unanchored(citation: ParsedCitation, note: str) -> ParsedCitation:

@@ -65,7 +65,7 @@ class AnswerInputError(ValueError):
 ANCHORED_BY_CHUNK = "chunk_id"  # the citation named its chunk: nothing to anchor
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DocumentRef:
     """A citation by document, before anchoring: the document, and where in it (offsets as the RAG system saw
     the document: a hint, not a locator)."""
@@ -80,7 +80,7 @@ class DocumentRef:
         return self.doc_id if self.doc_id is not None else str(self.source_path)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParsedCitation:
     chunk_id: str | None  # None: a citation by document that could not be anchored (anchor_note says why)
     quote: str | None
@@ -93,7 +93,7 @@ class ParsedCitation:
     given_index: int | None = None  # the citation as given, within its claim: a quote across chunks is several
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParsedClaim:
     text: str
     citations: tuple[ParsedCitation, ...]
@@ -107,9 +107,11 @@ class ParsedAnswer:
     answer: str
     corpus_version: str
     created_at: datetime | None
-    input_form: str  # structured | marker
+    input_form: str  # structured | marker | a response format (citekeeper.rag_formats.RESPONSE_FORMATS)
     claims: tuple[ParsedClaim, ...] = field(default_factory=tuple)
-    source_record: str | None = None  # the input record as JSON, every key kept (repair edits it)
+    # The input record as JSON, every key kept: repair edits it, or, for an answer anchored by document (whose
+    # citations are no longer the record's one for one), keeps it under `given` of the record it rebuilds.
+    source_record: str | None = None
     repaired_from: int | None = None  # the revision `citekeeper repair` made this record from
     line: int | None = None  # of the input file it was read from
 
@@ -309,7 +311,7 @@ class AnswerRecord(BaseModel):
         if self.claims is not None and self.references is not None:
             raise _record_error("claims", "give either claims (structured) or references (marker form), not both")
         if self.claims is not None:
-            _check_claims(len(self.claims), limit)
+            check_claims(len(self.claims), limit)
             self._parsed_claims = tuple(claim.parsed() for claim in self.claims)
         elif self.references is not None:
             self._parsed_claims = _marker_claims(self.answer, _reference_map(self.references), limit)
@@ -341,7 +343,7 @@ def _reference_map(references: list[ReferenceRecord]) -> dict[str, ParsedCitatio
     return by_key
 
 
-def _check_claims(n: int, limit: int) -> None:
+def check_claims(n: int, limit: int) -> None:
     if n > limit:
         raise _record_error("claims", f"the answer has {n:,} claims, over the limit of {limit:,} (max_claims_per_answer)")
 
@@ -349,7 +351,7 @@ def _check_claims(n: int, limit: int) -> None:
 def _marker_claims(answer: str, references: dict[str, ParsedCitation], limit: int) -> tuple[ParsedClaim, ...]:
     claims = []
     sentences = split_sentences(answer)
-    _check_claims(len(sentences), limit)
+    check_claims(len(sentences), limit)
     for sentence in sentences:
         keys = _sentence_keys(sentence)
         unknown = [key for key in keys if key not in references]
@@ -391,15 +393,21 @@ def parse_answer(record: object, line: int | None = None, max_claims: int = MAX_
     try:
         validated = AnswerRecord.model_validate(record, context={"max_claims": max_claims})
     except ValidationError as exc:
-        raise AnswerInputError([_issue(error) for error in exc.errors()]) from None
+        raise AnswerInputError([issue_from(error) for error in exc.errors()]) from None
+    return validated.parsed(record_json(record), line)
+
+
+def record_json(record: object) -> str:
+    """`record` as the JSON text the store keeps; AnswerInputError when it has none (an extra key's value of no JSON
+    form, a lone surrogate UTF-8 cannot store): that record is refused, not the file."""
     try:
-        source_record = json.dumps(record, ensure_ascii=False, default=_json_value)
-    except (TypeError, ValueError) as exc:  # an extra key whose value has no JSON form: the record is refused, not the file
+        text = json.dumps(record, ensure_ascii=False, default=_json_value)
+    except (TypeError, ValueError) as exc:
         raise AnswerInputError([Issue("record", f"cannot be kept as JSON: {exc}")]) from None
-    bad = None if source_record.isascii() else lone_surrogate(source_record)
+    bad = None if text.isascii() else lone_surrogate(text)
     if bad is not None:
         raise AnswerInputError([Issue("record", f"holds a lone surrogate U+{ord(bad):04X}: not valid Unicode text")])
-    return validated.parsed(source_record, line)
+    return text
 
 
 def _json_value(value: object) -> object:
@@ -420,7 +428,7 @@ def _json_value(value: object) -> object:
 _MESSAGES = {"model_type": "Input should be an object"}
 
 
-def _issue(error: ErrorDetails) -> Issue:
+def issue_from(error: ErrorDetails) -> Issue:
     parts = [str(part) for part in error["loc"]]
     if error["type"] == "answer_record":  # a rule over a whole (sub-)record: ctx names the field under its loc
         parts.append(error["ctx"]["field"])
@@ -461,9 +469,17 @@ def iter_answer_records(
     return parsed_batches(rows, batch_size, max_claims, convert)
 
 
-# Turns a line of another shape (an LLM API's response, citekeeper.rag_formats) into an answer record, raising
-# AnswerInputError.
-Convert = Callable[[object], dict]
+@dataclass(frozen=True)
+class JsonLine:
+    """A JSONL line: its value, and its text (a record kept as given needs no encoding again)."""
+
+    value: object
+    text: str
+
+
+# Parses a record of another shape (an LLM API's response, citekeeper.rag_formats), read from a line (the line's
+# text, when it was one), with at most max_claims claims; raises AnswerInputError.
+Convert = Callable[[object, int, int, str | None], ParsedAnswer]
 
 
 def parsed_batches(
@@ -482,7 +498,8 @@ def parsed_batches(
             errors.append(row)
         else:
             try:
-                answers.append(parse_answer(convert(row) if convert else row, line_no, max_claims))
+                record, text = (row.value, row.text) if isinstance(row, JsonLine) else (row, None)
+                answers.append(convert(record, line_no, max_claims, text) if convert else parse_answer(record, line_no, max_claims))
             except AnswerInputError as exc:
                 errors.extend(LineError(line_no, issue.field, issue.message) for issue in exc.issues)
         if n % batch_size == 0:
@@ -516,7 +533,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, object]]:
             if not line.strip():
                 continue
             try:
-                yield line_no, json.loads(line)
+                yield line_no, JsonLine(json.loads(line), line.strip())
             except json.JSONDecodeError as exc:
                 yield line_no, LineError(line_no, "json", f"not valid JSON ({exc.msg} at column {exc.colno})")
             except RecursionError:
@@ -527,8 +544,10 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, object]]:
 
 
 def record_from_rows(answer: dict, claims: list[dict], citations: list[dict]) -> dict:
-    """An input record rebuilt from one revision's ANSWERS, CLAIMS and CITATIONS rows, for answers registered
-    before their records were kept (source_record null): the same form, without extra keys or unused references."""
+    """An input record rebuilt from one revision's ANSWERS, CLAIMS and CITATIONS rows: for an answer whose
+    citations were anchored by document (one given citation may be several chunk citations), structured, each
+    citation naming its chunk and how it was anchored, the record as given (source_record) kept under `given`;
+    for answers registered before records were kept (source_record null), the same form."""
     record = {
         key: answer[key] for key in ("answer_id", "question", "answer", "corpus_version") if answer[key] is not None
     }
@@ -538,13 +557,16 @@ def record_from_rows(answer: dict, claims: list[dict], citations: list[dict]) ->
     for row in sorted(citations, key=lambda row: row["citation_index"]):
         by_claim.setdefault(row["claim_id"], []).append(_citation_record(row, answer["corpus_version"]))
     claims = sorted(claims, key=lambda row: row["claim_index"])
-    if answer["input_form"] == "structured":
+    anchored = answer["source_record"] is not None
+    if anchored or answer["input_form"] == "structured":
         record["claims"] = [
             {"claim_id": claim["source_claim_id"], "text": claim["text"], "citations": by_claim.get(claim["claim_id"], [])}
             if claim["source_claim_id"] is not None
             else {"text": claim["text"], "citations": by_claim.get(claim["claim_id"], [])}
             for claim in claims
         ]
+        if anchored:
+            record["given"] = json.loads(answer["source_record"])
         return record
     references: dict[str, dict] = {}
     for claim, keys in zip(claims, claim_reference_keys(answer["answer"])):
@@ -555,9 +577,15 @@ def record_from_rows(answer: dict, claims: list[dict], citations: list[dict]) ->
 
 
 def _citation_record(row: dict, answer_version: str) -> dict:
-    citation = {"chunk_id": row["chunk_id"], "quote": row["quote"], "text_hash": row["cited_text_hash"]}
+    if row["chunk_id"] is None:  # unanchored: as given, anchored again when re-added
+        citation = {"doc_id": row["cited_doc_id"], "source_path": row["cited_source_path"], "quote": row["quote"]}
+    else:
+        citation = {"chunk_id": row["chunk_id"], "quote": row["quote"], "text_hash": row["cited_text_hash"]}
     if row["corpus_version"] != answer_version:
         citation["corpus_version"] = row["corpus_version"]
+    if row["chunk_id"] is not None and row["anchored_by"] not in (None, ANCHORED_BY_CHUNK):
+        anchor = {"method": row["anchored_by"], "score": row["anchor_score"], "given_index": row["given_index"]}
+        citation["anchor"] = {key: value for key, value in anchor.items() if value is not None}
     return {key: value for key, value in citation.items() if value is not None}
 
 
@@ -603,7 +631,8 @@ def answer_rows(answer: ParsedAnswer, revision: int, source_file: str | None, re
                     "anchor_score": cit.anchor_score,
                     "anchor_note": cit.anchor_note,
                     "given_index": citation_index if cit.given_index is None else cit.given_index,
-                    "cited_doc": cit.document.name if cit.document is not None else None,
+                    "cited_doc_id": cit.document.doc_id if cit.document is not None else None,
+                    "cited_source_path": cit.document.source_path if cit.document is not None else None,
                 }
             )
     answer_row = {

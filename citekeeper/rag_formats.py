@@ -4,8 +4,8 @@ citations name documents (anchored at registration, citekeeper.anchor).
 One input line:  {"answer_id", "question"?, "corpus_version", "created_at"?, "documents", "response"}
 `documents` maps what the response calls its sources onto citekeeper documents: [{"key"?, "doc_id" | "source_path"}],
 an entry without a key answering to its position. The claims are the response's sentences (citekeeper.text);
-each carries the citations whose span in the response overlaps it. The envelope is kept under the record's
-`given`, so the original response stays with the answer.
+each carries the citations whose span in the response overlaps it. The envelope is kept as the answer's
+source_record, so the original response stays with it (a repair keeps it under `given`).
 """
 from __future__ import annotations
 
@@ -15,8 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
-from citekeeper.answers import AnswerInputError, GivenText, Issue, RequiredText, Timestamp, _issue
+from citekeeper.answers import (
+    MAX_CLAIMS_PER_ANSWER, AnswerInputError, DocumentRef, GivenText, Issue, ParsedAnswer, ParsedCitation, ParsedClaim,
+    RequiredText, Timestamp, issue_from, check_claims, record_json,
+)  # fmt: skip
 from citekeeper.text import marker_ids, sentence_spans, strip_markers
 
 RESPONSE_FORMATS = ("anthropic", "openai", "cohere", "gemini", "llamaindex", "langchain")
@@ -26,13 +30,13 @@ class UnknownFormat(ValueError):
     pass
 
 
-def converter(response_format: str | None) -> Callable[[object], dict] | None:
+def converter(response_format: str | None) -> Callable[..., ParsedAnswer] | None:
     """What turns a line of `response_format` into an answer record (None: lines are answer records already)."""
     if response_format is None:
         return None
     if response_format not in _READERS:
         raise UnknownFormat(f"unknown response format {response_format!r}: use one of {', '.join(RESPONSE_FORMATS)}")
-    return functools.partial(record_from_response, response_format=response_format)
+    return functools.partial(parse_response, response_format=response_format)
 
 
 class ShapeError(ValueError):
@@ -54,8 +58,8 @@ class DocumentEntry(BaseModel):
             raise ValueError("give doc_id or source_path (one)")
         return self
 
-    def reference(self) -> dict:
-        return {"doc_id": self.doc_id} if self.doc_id is not None else {"source_path": self.source_path}
+    def reference(self, hint: tuple[int | None, int | None]) -> DocumentRef:
+        return DocumentRef(self.doc_id, self.source_path, *hint)
 
 
 class Envelope(BaseModel):
@@ -67,7 +71,7 @@ class Envelope(BaseModel):
     response: dict | list
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Cited:
     """One citation a response makes: where it sits in the response text (None: the whole answer), the names it
     gives its source (most specific first), and what it says of the source."""
@@ -85,68 +89,82 @@ class Documents:
         self.keyed = {str(entry.key): entry for entry in entries if entry.key is not None}
         self.positional = {i: entry for i, entry in enumerate(entries) if entry.key is None}
 
-    def resolve(self, cited: Cited) -> dict:
+    def resolve(self, cited: Cited, hint: tuple[int | None, int | None]) -> DocumentRef:
         for key in cited.keys:
             if key is None:
                 continue
             if str(key) in self.keyed:
-                return self.keyed[str(key)].reference()
+                return self.keyed[str(key)].reference(hint)
             if isinstance(key, int) and key in self.positional:
-                return self.positional[key].reference()
+                return self.positional[key].reference(hint)
         names = ", ".join(repr(key) for key in cited.keys if key is not None) or "no name"
         raise ShapeError(cited.field, f"documents has no entry for this source ({names})")
 
 
-def record_from_response(row: object, response_format: str) -> dict:
-    """The answer record (structured, citations by document) of one `--from FORMAT` line; AnswerInputError names
-    each problem."""
+def parse_response(
+    row: object, line: int | None = None, max_claims: int = MAX_CLAIMS_PER_ANSWER, text: str | None = None, *, response_format: str
+) -> ParsedAnswer:
+    """The answer of one `--from FORMAT` line (`text`: the line as read): claims citing documents, to be anchored
+    at registration (citekeeper.anchor), the envelope kept as the source_record. AnswerInputError names each
+    problem."""
     try:
         envelope = Envelope.model_validate(row)
     except ValidationError as exc:
-        raise AnswerInputError([_issue(error) for error in exc.errors()]) from None
+        raise AnswerInputError([issue_from(error) for error in exc.errors()]) from None
     try:
-        text, cited = _READERS[response_format](envelope.response)
-        documents = Documents(envelope.documents)
-        claims = _claims(text, cited, documents)
+        answer, cited = _READERS[response_format](envelope.response)
+        claims = _claims(answer, cited, Documents(envelope.documents))
     except ShapeError as exc:
         raise AnswerInputError([Issue(exc.field, str(exc))]) from None
-    record = {"answer_id": envelope.answer_id, "question": envelope.question, "answer": text,
-              "corpus_version": envelope.corpus_version, "claims": claims}  # fmt: skip
-    if envelope.created_at is not None:
-        record["created_at"] = envelope.created_at.isoformat()
-    given = row if isinstance(row, dict) else {}
-    record["given"] = {"from": response_format, "documents": given.get("documents", []), "response": given.get("response")}
-    return record
+    try:
+        check_claims(len(claims), max_claims)
+    except PydanticCustomError as exc:
+        raise AnswerInputError([Issue("response", str(exc))]) from None
+    return ParsedAnswer(
+        answer_id=envelope.answer_id,
+        question=envelope.question,
+        answer=answer,
+        corpus_version=envelope.corpus_version,
+        created_at=envelope.created_at,
+        input_form=response_format,
+        claims=claims,
+        source_record=text if text is not None else record_json(row),
+        line=line,
+    )
 
 
-def _claims(text: str, cited: list[Cited], documents: Documents) -> list[dict]:
-    spans = [(start, end) for start, end in sentence_spans(text) if strip_markers(text[start:end])]
-    if not spans:
+def _claims(text: str, cited: list[Cited], documents: Documents) -> tuple[ParsedClaim, ...]:
+    sentences = [(start, end, strip_markers(text[start:end])) for start, end in sentence_spans(text)]
+    sentences = [sentence for sentence in sentences if sentence[2]]
+    if not sentences:
         raise ShapeError("response", "has no answer text")
-    claims = [{"text": strip_markers(text[start:end]), "citations": []} for start, end in spans]
+    citations: list[dict[tuple, ParsedCitation]] = [{} for _ in sentences]  # one of each per claim, in order
     for c in cited:
-        entry = _citation(c, documents)
-        for i in _sentences_of(c.span, spans):
-            if entry not in claims[i]["citations"]:
-                claims[i]["citations"].append(dict(entry))
-    return claims
+        quote = c.quote
+        if quote is not None:
+            if not isinstance(quote, str):
+                raise ShapeError(c.field, f"the cited text should be text, not {type(quote).__name__}")
+            quote = quote.strip() or None
+        document = documents.resolve(c, _hint(c))
+        citation = ParsedCitation(None, quote, None, None, document)
+        for i in _sentences_of(c.span, sentences):
+            citations[i].setdefault((document, quote), citation)
+    return tuple(ParsedClaim(claim, tuple(cites.values())) for (_, _, claim), cites in zip(sentences, citations))
 
 
-def _sentences_of(span: tuple[int, int] | None, spans: list[tuple[int, int]]) -> list[int]:
+def _hint(cited: Cited) -> tuple[int | None, int | None]:
+    start, end = cited.start_char, cited.end_char
+    if type(start) is int and type(end) is int and 0 <= start < end:  # noqa: E721 (bool is not an offset)
+        return start, end
+    return None, None
+
+
+def _sentences_of(span: tuple[int, int] | None, sentences: list[tuple[int, int, str]]) -> list[int]:
     """The sentences a citation's span overlaps; one between sentences belongs to the one before it."""
     if span is None:
-        return list(range(len(spans)))
-    overlapping = [i for i, (start, end) in enumerate(spans) if span[0] < end and span[1] > start]
-    return overlapping or [max([i for i, (start, _) in enumerate(spans) if start <= span[0]], default=0)]
-
-
-def _citation(cited: Cited, documents: Documents) -> dict:
-    entry = documents.resolve(cited)
-    if cited.quote and cited.quote.strip():
-        entry["quote"] = cited.quote.strip()
-    if cited.start_char is not None and cited.end_char is not None and 0 <= cited.start_char < cited.end_char:
-        entry.update(start_char=cited.start_char, end_char=cited.end_char)
-    return entry
+        return list(range(len(sentences)))
+    overlapping = [i for i, (start, end, _) in enumerate(sentences) if span[0] < end and span[1] > start]
+    return overlapping or [max([i for i, (start, _, _) in enumerate(sentences) if start <= span[0]], default=0)]
 
 
 # ---------------------------------------------------------------- reading a response's shape

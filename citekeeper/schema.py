@@ -97,7 +97,7 @@ ANSWERS = pa.schema(
         pa.field("corpus_version", pa.string(), nullable=False),  # version the answer cited
         pa.field("created_at", TIMESTAMP),
         pa.field("content_hash", pa.string(), nullable=False),
-        pa.field("input_form", pa.string(), nullable=False),  # structured | marker
+        pa.field("input_form", pa.string(), nullable=False),  # structured | marker | a response format (--from)
         pa.field("source_file", pa.string()),
         pa.field("source_record", pa.string()),  # the input record as JSON (null: registered before it was kept)
         pa.field("repaired_from", pa.int32()),  # a repair's revision: the revision it was made from
@@ -135,7 +135,8 @@ CITATIONS = pa.schema(
         pa.field("anchor_score", pa.float64()),  # fuzzy: the match's similarity in [0, 1]
         pa.field("anchor_note", pa.string()),  # unanchored: why
         pa.field("given_index", pa.int32()),  # the citation as given in its claim (a quote across chunks: several rows)
-        pa.field("cited_doc", pa.string()),  # unanchored: the doc_id or source_path it named
+        pa.field("cited_doc_id", pa.string()),  # a citation by document: the doc_id or source_path it named
+        pa.field("cited_source_path", pa.string()),
     ]
 )
 

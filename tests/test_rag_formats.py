@@ -183,22 +183,22 @@ def test_each_format_survives_an_edit_and_a_repair(fmt, versions, tmp_path):
 
     from citekeeper.answer_store import AnswerStore
 
-    record = json.loads(AnswerStore(store_root).answers()["source_record"].item())
-    assert record["given"] == {"from": fmt, "documents": documents, "response": response}  # the response, as it came
+    first, repaired = AnswerStore(store_root).all_answers().sort("revision")["source_record"].to_list()
+    assert json.loads(first) == line  # the response, as it came
+    assert json.loads(repaired)["given"] == line  # and kept beside the repaired citations
 
 
 def test_gemini_byte_offsets_are_not_code_points():
     """The second segment starts at byte 39, which is code point 13: read as code points it would fall past the
     first sentence's end in the wrong place."""
-    from citekeeper.rag_formats import record_from_response
+    from citekeeper.rag_formats import parse_response
 
-    record = record_from_response({"answer_id": "g", "corpus_version": "v1", "documents": CASES["gemini"][1], "response": GEMINI_ZH}, "gemini")
-    assert [c["text"] for c in record["claims"]] == [FIRST_ZH, ANSWER_ZH[len(FIRST_ZH):]]
-    assert [[x["source_path"] for x in c["citations"]] for c in record["claims"]] == [["guide.md"], ["limits.md"]]
-    snake = {"candidates": [{"content": GEMINI_ZH["candidates"][0]["content"],
-                             "grounding_metadata": json.loads(json.dumps(GEMINI_ZH["candidates"][0]["groundingMetadata"])
-                                                             .replace("groundingChunks", "grounding_chunks").replace("retrievedContext", "retrieved_context")
-                                                             .replace("groundingSupports", "grounding_supports").replace("endIndex", "end_index")
-                                                             .replace("startIndex", "start_index").replace("groundingChunkIndices", "grounding_chunk_indices"))}]}  # fmt: skip
-    again = record_from_response({"answer_id": "g", "corpus_version": "v1", "documents": CASES["gemini"][1], "response": snake}, "gemini")
-    assert again["claims"] == record["claims"]  # the Python SDK's snake_case dump reads the same
+    def claims(response) -> list[tuple[str, list[str]]]:
+        line = {"answer_id": "g", "corpus_version": "v1", "documents": CASES["gemini"][1], "response": response}
+        return [(c.text, [x.document.source_path for x in c.citations]) for c in parse_response(line, response_format="gemini").claims]
+
+    assert claims(GEMINI_ZH) == [(FIRST_ZH, ["guide.md"]), (ANSWER_ZH[len(FIRST_ZH):], ["limits.md"])]
+    snake = json.loads(json.dumps(GEMINI_ZH).replace("groundingMetadata", "grounding_metadata").replace("groundingChunks", "grounding_chunks")
+                       .replace("retrievedContext", "retrieved_context").replace("groundingSupports", "grounding_supports")
+                       .replace("endIndex", "end_index").replace("startIndex", "start_index").replace("groundingChunkIndices", "grounding_chunk_indices"))  # fmt: skip
+    assert claims(snake) == claims(GEMINI_ZH)  # the Python SDK's snake_case dump reads the same

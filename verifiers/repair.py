@@ -26,7 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.answer_store import AddResult, AnswerSnapshot, AnswerStore
-from citekeeper.answers import citation_entries, record_from_rows
+from citekeeper.answers import ANCHORED_BY_CHUNK, citation_entries, record_from_rows
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import CITATION_STATUS, LOST_STATUSES, REPAIR_KINDS, REPAIRS
 from citekeeper.scope import REDACTED, crosses_into_internal, internal
@@ -245,20 +245,23 @@ def repaired_records(repairs: pl.DataFrame, answers: AnswerSnapshot, target_vers
     if affected.is_empty():
         return []
     current = answers.answers().filter(pl.col("answer_id").is_in(affected["answer_id"].unique().implode()))
-    needs_rows = current.filter(pl.col("source_record").is_null())["answer_id"]
-    legacy = _legacy_records(answers, needs_rows) if needs_rows.len() else {}
+    # Records whose citations are not the rows one for one (anchored by document) or that were not kept: rebuilt.
+    by_document = answers.citations().filter(pl.col("anchored_by").fill_null(ANCHORED_BY_CHUNK) != ANCHORED_BY_CHUNK)["answer_id"]
+    needs_rows = current.filter(pl.col("source_record").is_null() | pl.col("answer_id").is_in(by_document.implode()))["answer_id"]
+    rebuilt = _rebuilt_records(answers, needs_rows) if needs_rows.len() else {}
     rows_by_answer: dict[str, list[dict]] = {}
     for row in affected.sort("answer_id", "claim_index", "citation_index").iter_rows(named=True):
         rows_by_answer.setdefault(row["answer_id"], []).append(row)
     records = []
     for answer in current.sort("answer_id").iter_rows(named=True):
-        record = json.loads(answer["source_record"]) if answer["source_record"] else legacy[answer["answer_id"]]
-        records.append(repaired_record(record, answer["input_form"], rows_by_answer[answer["answer_id"]], target_version, withhold))
+        record = rebuilt.get(answer["answer_id"]) or json.loads(answer["source_record"])
+        input_form = "structured" if "claims" in record else "marker"
+        records.append(repaired_record(record, input_form, rows_by_answer[answer["answer_id"]], target_version, withhold))
     return records
 
 
-def _legacy_records(answers: AnswerSnapshot, answer_ids: pl.Series) -> dict[str, dict]:
-    """Input records rebuilt from the tables, for answers registered before records were kept."""
+def _rebuilt_records(answers: AnswerSnapshot, answer_ids: pl.Series) -> dict[str, dict]:
+    """Input records rebuilt from the tables (citekeeper.answers.record_from_rows)."""
     wanted = pl.col("answer_id").is_in(answer_ids.implode())
     claims = answers.claims().filter(wanted)
     citations = answers.citations().filter(wanted)
