@@ -69,10 +69,12 @@ def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
     store = citekeeper.corpus_store()
     registered = {}
     if citekeeper.answers_path:
-        added = AnswerStore(store.root, max_claims_per_answer=citekeeper.max_claims_per_answer).add(citekeeper.answers_path)
-        for error in added.errors:
+        answers = AnswerStore(store.root, max_claims_per_answer=citekeeper.max_claims_per_answer, corpus=store)
+        added = answers.add(citekeeper.answers_path, response_format=citekeeper.answers_format)
+        for error in [*added.errors, *added.unanchored]:
             context.log.warning(f"event=answer_input_error file={citekeeper.answers_path!r} error={str(error)!r}")
-        registered = {"answers_registered": added.n_registered, "answer_input_errors": len(added.errors)}
+        registered = {"answers_registered": added.n_registered, "answer_input_errors": len(added.errors),
+                      "citations_of_missing_documents": len(added.unanchored)}  # fmt: skip
     check = check_citations(store, context.partition_key)
     reanchored = check.outline.filter(pl.col("suggested_chunk_id").is_not_null()).height
     return dg.MaterializeResult(

@@ -7,6 +7,7 @@ import dagster as dg
 from pydantic import field_validator
 
 from citekeeper.answers import MAX_CLAIMS_PER_ANSWER
+from citekeeper.rag_formats import converter
 from citekeeper.language import validate_language
 from citekeeper.store import CorpusStore
 from parsers.model import ParseConfig
@@ -24,6 +25,9 @@ class CitekeeperConfig(dg.ConfigurableResource):
     store_dir: str = ".citekeeper/store"
     source_dir: str = "pipelines/sample_corpus/v1"
     answers_path: str | None = None  # JSONL/Parquet of answers to register before citation checks
+    # Each line of answers_path is an LLM API's response in its envelope: anthropic | openai | cohere | gemini |
+    # llamaindex | langchain (citekeeper.rag_formats); None: answer records.
+    answers_format: str | None = None
     # hub id or local dir; "auto": the default model of `language`; None runs the model-free tiers only
     nli_model: str | None = None
     nli_backend: str = "torch"
@@ -56,6 +60,12 @@ class CitekeeperConfig(dg.ConfigurableResource):
     # versions (None: the schedule skips) plus those in gc_keep; the latest and every cited version always stay.
     gc_keep_last: int | None = None
     gc_keep: list[str] = []
+
+    @field_validator("answers_format")
+    @classmethod
+    def _known_format(cls, value: str | None) -> str | None:
+        converter(value)  # UnknownFormat (a ValueError) names the formats
+        return value
 
     @field_validator("language")
     @classmethod

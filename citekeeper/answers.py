@@ -18,6 +18,7 @@ problem names its field by the dotted path of pydantic's loc (claims.0.citations
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import re
@@ -140,7 +141,7 @@ def _citation_content(citation: ParsedCitation) -> list:
     if citation.anchored_by != ANCHORED_BY_CHUNK:
         content.append([citation.anchored_by, citation.anchor_score, citation.given_index])
     if citation.chunk_id is None and citation.document is not None:
-        content.append(list(vars(citation.document).values()))
+        content.append(list(dataclasses.astuple(citation.document)))
     return content
 
 

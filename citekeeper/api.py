@@ -17,10 +17,14 @@ from citekeeper.answer_views import citation_rows
 from citekeeper.store import CorpusStore
 
 
-def register_answers(store_dir: Path | str, records: Iterable[dict], source: str = "api") -> AddResult:
-    """Register answer records (structured or marker form) in the store's answer store: new answers, new revisions
-    of changed ones, nothing for identical ones; bad records are reported in the result, the good ones register."""
-    return AnswerStore(store_dir).add_records(records, source)
+def register_answers(
+    store_dir: Path | str, records: Iterable[dict], source: str = "api", response_format: str | None = None
+) -> AddResult:
+    """Register answer records (structured or marker form; with `response_format`, responses of that LLM API or
+    framework in their envelope, citekeeper.rag_formats) in the store's answer store: new answers, new revisions
+    of changed ones, nothing for identical ones; citations by document are anchored into the version they cite.
+    Bad records are reported in the result, the good ones register."""
+    return AnswerStore(store_dir).add_records(records, source, response_format=response_format)
 
 
 def answer_citations(store_dir: Path | str, answer_id: str | None = None, include_internal_text: bool = False) -> pl.DataFrame:

@@ -45,6 +45,7 @@ def config_from_env(env: Mapping[str, str] = os.environ) -> CitekeeperConfig:
         # default: the bundled sample corpus's v1, wherever the package is installed
         source_dir=env.get("CITEKEEPER_SOURCE", str(package_files("pipelines") / "sample_corpus" / "v1")),
         answers_path=env.get("CITEKEEPER_ANSWERS") or None,  # registered before each citation check
+        answers_format=env.get("CITEKEEPER_ANSWERS_FORMAT") or None,  # --from of those answers
         nli_model=env.get("CITEKEEPER_NLI_MODEL") or None,  # "auto": the default model of the language
         nli_backend=env.get("CITEKEEPER_NLI_BACKEND", "torch"),
         nli_device=env.get("CITEKEEPER_NLI_DEVICE", "auto"),  # auto | cpu | cuda | cuda:N

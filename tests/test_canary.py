@@ -87,6 +87,16 @@ def answers(store: CorpusStore) -> list[dict]:
     ]  # fmt: skip
 
 
+ANTHROPIC_ANSWER = {
+    "answer_id": "from-api", "corpus_version": "v1", "documents": [{"source_path": "internal/plan.md"}, {"source_path": "public/guide.md"}],
+    "response": {"type": "message", "role": "assistant", "content": [
+        {"type": "text", "text": "The plan has a code name.", "citations": [
+            {"type": "char_location", "cited_text": f"The acquisition is code-named {CANARY} in every memo.", "document_index": 0}]},
+        {"type": "text", "text": " Deploys wait for review.", "citations": [
+            {"type": "char_location", "cited_text": PUBLIC, "document_index": 1}]}]},
+}  # fmt: skip
+
+
 def shared_files(*roots: Path) -> list[Path]:
     return [p for root in roots for p in root.rglob("*") if p.is_file()]
 
@@ -108,6 +118,8 @@ def world(tmp_path_factory):
     run("ingest", str(write(base / "src", tree(1))), "--version", "v1", "--workers", "1")
     (base / "answers.jsonl").write_text("\n".join(json.dumps(a) for a in answers(CorpusStore(store_dir))) + "\n")
     run("answers", "add", str(base / "answers.jsonl"))
+    (base / "anthropic.jsonl").write_text(json.dumps(ANTHROPIC_ANSWER) + "\n")
+    run("answers", "add", str(base / "anthropic.jsonl"), "--from", "anthropic")  # the response itself quotes the canary
     run("ingest", str(write(base / "src", tree(2))), "--version", "v2", "--workers", "1")
     run("versions")
     run("versions", "--json")

@@ -202,3 +202,131 @@ def test_gemini_byte_offsets_are_not_code_points():
                        .replace("retrievedContext", "retrieved_context").replace("groundingSupports", "grounding_supports")
                        .replace("endIndex", "end_index").replace("startIndex", "start_index").replace("groundingChunkIndices", "grounding_chunk_indices"))  # fmt: skip
     assert claims(snake) == claims(GEMINI_ZH)  # the Python SDK's snake_case dump reads the same
+
+
+# ---------------------------------------------------------------- bad input, and the other documented shapes
+
+
+@pytest.fixture
+def english_store(tmp_path) -> Path:
+    store = CorpusStore(tmp_path / "store")
+    ingest(write_tree(tmp_path / "v1", corpus(GUIDE, LIMITS_V1)), store, version="v1", config=ParseConfig(workers=1))
+    return store.root
+
+
+def envelope(i: int, response, documents=POSITIONAL) -> str:
+    return json.dumps({"answer_id": f"a{i}", "corpus_version": "v1", "documents": documents, "response": response})
+
+
+def test_bad_lines_are_named_and_the_good_ones_register(english_store, tmp_path):
+    missing_key = json.loads(json.dumps(ANTHROPIC))
+    missing_key["content"][2]["citations"][0]["document_index"] = 7
+    lines = [
+        envelope(1, ANTHROPIC),
+        envelope(2, {"choices": []}),  # an OpenAI response where an Anthropic one belongs
+        envelope(3, missing_key),  # a source `documents` does not map
+        envelope(4, ANTHROPIC, [{"source_path": "guide.md"}, {"source_path": "gone.md"}]),  # not in the version
+        "{not json",
+    ]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    result = run("answers", "add", tmp_path / "in.jsonl", "--from", "anthropic", "--store", english_store)
+    assert result.exit_code == 1
+    assert "2 added, 0 revised, 0 unchanged, 3 error(s), 1 citation(s) of missing documents" in result.output
+    assert "line 2: response.content: missing" in result.output
+    assert "line 3: response.content.2.citations.0: documents has no entry for this source (7, 'Limits')" in result.output
+    assert "line 4: claims.1.citations.0: document 'gone.md' is not in cited version 'v1'" in result.output
+    assert "line 5: json: not valid JSON" in result.output
+    status = statuses(english_store, "v1", tmp_path).filter(pl.col("answer_id") == "a4")
+    assert sorted(status["status"]) == ["invalid", "valid"]  # the citation is kept, judged invalid with the reason
+    assert "not anchored at registration: document 'gone.md'" in status.filter(pl.col("status") == "invalid")["reason"].item()
+
+    unknown = run("answers", "add", tmp_path / "in.jsonl", "--from", "bard", "--store", english_store)
+    assert unknown.exit_code == 1
+    assert "unknown response format 'bard': use one of anthropic, openai, cohere, gemini, llamaindex, langchain" in unknown.output
+
+
+def test_a_quote_across_chunks_keeps_each_chunk_and_a_fuzzy_one_is_flagged(tmp_path):
+    sentences = [f"Sentence {i} of the handbook describes setting number {i} in plain words." for i in range(60)]
+    store = CorpusStore(tmp_path / "store")
+    ingest(write_tree(tmp_path / "v1", {"handbook.md": "# Handbook\n\n" + " ".join(sentences) + "\n"}), store, version="v1",
+           config=ParseConfig(workers=1, max_chunk_chars=800))  # fmt: skip
+    chunks = store.read_chunks("v1", columns=["chunk_id", "start_char", "end_char"]).sort("start_char")
+    assert chunks.height >= 2
+    text = store.read_documents("v1", columns=["text"])["text"].item()
+    boundary = chunks["end_char"][0]
+    across = text[boundary - 40 : boundary + 40].strip()
+    fuzzy = sentences[3].replace("describes", "describe").replace("plain", "plian")
+    records = [{"answer_id": "x", "answer": "Across [1]. Fuzzy [2]. Offsets [3].", "corpus_version": "v1", "references": [
+        {"ref": 1, "source_path": "handbook.md", "quote": across},
+        {"ref": 2, "source_path": "handbook.md", "quote": fuzzy},
+        {"ref": 3, "source_path": "handbook.md", "start_char": text.index(sentences[7]), "end_char": text.index(sentences[7]) + len(sentences[7])}]}]  # fmt: skip
+    from citekeeper.api import answer_citations, register_answers
+
+    assert register_answers(store.root, records).n_registered == 1
+    rows = answer_citations(store.root)
+    first = rows.filter(pl.col("claim_index") == 0)
+    assert first["chunk_id"].to_list() == chunks["chunk_id"][:2].to_list()  # both chunks the quote touches
+    assert " ".join(first["quote"]) == " ".join(across.split())  # its two parts, each in its chunk
+    assert (first["quote_match"] == "exact").all()
+    second = rows.filter(pl.col("claim_index") == 1).row(0, named=True)
+    assert (second["anchored_by"], second["needs_review"]) == ("fuzzy", True)
+    assert sentences[3].startswith(second["quote"]) and len(second["quote"]) >= len(sentences[3]) - 2  # the span it matched
+    assert 0.9 <= second["anchor_score"] < 1
+    third = rows.filter(pl.col("claim_index") == 2).row(0, named=True)
+    assert (third["anchored_by"], third["needs_review"], third["quote"]) == ("offsets", True, sentences[7])
+
+
+def test_openai_chat_completions_and_langchain_content_blocks(english_store):
+    from citekeeper.rag_formats import parse_response
+
+    chat = {"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": ANSWER, "annotations": [
+            {"type": "url_citation", "url_citation": {"url": "https://kb.example/limits", "title": "Limits",
+                                                      "start_index": len(FIRST) + 1, "end_index": len(ANSWER)}}]}}]}  # fmt: skip
+    line = {"answer_id": "c", "corpus_version": "v1", "documents": [{"key": "https://kb.example/limits", "source_path": "limits.md"}], "response": chat}
+    claims = parse_response(line, response_format="openai").claims
+    assert [[c.document.source_path for c in claim.citations] for claim in claims] == [[], ["limits.md"]]
+
+    message = {"type": "ai", "content": [
+        {"type": "text", "text": ANSWER, "annotations": [
+            {"type": "citation", "title": "guide.md", "cited_text": GUIDE.split(". ")[0] + ".", "start_index": 0, "end_index": len(FIRST)},
+            {"type": "non_standard_annotation", "value": {"x": 1}}]}]}  # fmt: skip
+    line = {"answer_id": "l", "corpus_version": "v1", "documents": [{"key": "guide.md", "source_path": "guide.md"}], "response": message}
+    claims = parse_response(line, response_format="langchain").claims
+    assert [[(c.document.source_path, c.quote) for c in claim.citations] for claim in claims] == [[("guide.md", GUIDE.split(". ")[0] + ".")], []]
+
+
+def test_the_dagster_answers_flow_takes_the_format_from_its_resource(tmp_path):
+    import dagster as dg
+
+    from assets import citations as citation_assets
+    from assets import corpus as ingest_assets
+    from assets.partitions import corpus_versions
+    from assets.resources import CitekeeperConfig
+
+    source = write_tree(tmp_path / "v1", corpus(GUIDE, LIMITS_V1))
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(envelope(1, COHERE, CASES["cohere"][1]) + "\n")
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(corpus_versions.name, ["v1"])
+    config = CitekeeperConfig(store_dir=str(tmp_path / "store"), source_dir=str(source), answers_path=str(answers), answers_format="cohere")
+    result = dg.materialize([ingest_assets.ingested_corpus, citation_assets.chunk_diff, citation_assets.citation_status], instance=instance, partition_key="v1",
+                            resources={"citekeeper": config})  # fmt: skip
+    assert result.success
+    status = pl.read_parquet(CorpusStore(tmp_path / "store").layout.citation_status_file("v1"))
+    assert status.height == 2 and set(status["status"]) == {"valid"}
+    with pytest.raises(ValueError, match="unknown response format 'cohere-v1'"):
+        CitekeeperConfig(answers_format="cohere-v1")
+
+
+def test_the_readme_examples_read_as_documented():
+    from citekeeper.rag_formats import parse_response
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```jsonl\n", 1)[1].split("```", 1)[0]
+    lines = [json.loads(line) for line in block.strip().splitlines()]
+    assert sorted(line["answer_id"].split("-")[0] for line in lines) == sorted(CASES)
+    for line in lines:
+        (claim,) = parse_response(line, response_format=line["answer_id"].split("-")[0]).claims
+        assert [(c.document.source_path, c.quote is not None) for c in claim.citations] == [("guide.md", True)]

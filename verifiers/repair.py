@@ -187,6 +187,8 @@ def repaired_record(record: dict, input_form: str, rows: list[dict], target_vers
             _repair_entry(entry, row, target_version)
             if withhold and row["internal_text"] and "quote" in entry:
                 entry["quote"] = REDACTED
+    if withhold and "given" in record and any(row["internal_text"] for row in rows):
+        record["given"] = REDACTED  # what the answer was given as (an API's response) quotes that evidence too
     record["corpus_version"] = target_version
     kinds = [row["repair"] for row in rows]
     record["repair"] = {
