@@ -85,6 +85,10 @@ def answers_show(answer_id: str, include_internal_text: bool, store_dir: Path) -
             where = " · ".join(str(p) for p in (cite["source_path"] or "chunk not in its version", cite["locator"], cite["chunk_id"],
                                                  f"chars {cite['start_char']}–{cite['end_char']}", cite["cited_version"]) if p is not None)  # fmt: skip
             click.echo(f"    [{cite['citation_index'] + 1}] {printable(where)}")
+            if cite["anchored_by"] not in (None, "chunk_id"):  # cited by document: how registration anchored it
+                score = f" {cite['anchor_score']:.2f}" if cite["anchor_score"] is not None else ""
+                review = ", needs review" if cite["needs_review"] else ""
+                click.echo(f"        anchored by {cite['anchored_by']}{score}{review}" + (f": {printable(cite['anchor_note'])}" if cite["anchor_note"] else ""))
             if cite["quote"] is not None:
                 click.echo(f"        “{printable(cite['quote'])}”")
 

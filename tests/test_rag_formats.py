@@ -240,6 +240,9 @@ def test_bad_lines_are_named_and_the_good_ones_register(english_store, tmp_path)
     assert sorted(status["status"]) == ["invalid", "valid"]  # the citation is kept, judged invalid with the reason
     assert "not anchored at registration: document 'gone.md'" in status.filter(pl.col("status") == "invalid")["reason"].item()
 
+    shown = run("answers", "show", "a4", "--store", english_store).output
+    assert "anchored by exact" in shown and "anchored by unanchored: document 'gone.md' is not in cited version 'v1'" in shown
+
     unknown = run("answers", "add", tmp_path / "in.jsonl", "--from", "bard", "--store", english_store)
     assert unknown.exit_code == 1
     assert "unknown response format 'bard': use one of anthropic, openai, cohere, gemini, llamaindex, langchain" in unknown.output
