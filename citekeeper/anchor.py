@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from rapidfuzz import fuzz
@@ -36,7 +36,7 @@ class _Document:
         return [chunk[0] for chunk in self.chunks]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Span:
     start: int
     end: int
@@ -100,40 +100,43 @@ class DocumentTexts:
 def anchor_answers(answers: list[ParsedAnswer], texts: DocumentTexts) -> tuple[list[ParsedAnswer], list[LineError]]:
     """`answers` with every citation by document anchored into chunks; an error for each citation whose document
     is not in the version it cites (the answer still registers, with that citation invalid)."""
-    wanted = [
-        (citation.corpus_version or answer.corpus_version, citation.document)
+    wanted = {  # id -> (version, citation, given_index); marker form: a reference shared by claims anchors once
+        id(citation): (citation.corpus_version or answer.corpus_version, citation, given_index)
         for answer in answers
         for claim in answer.claims
-        for citation in claim.citations
+        for given_index, citation in enumerate(claim.citations)
         if citation.chunk_id is None and citation.document is not None
-    ]
+    }
     if not wanted:
         return answers, []
-    texts.load(wanted)
+    texts.load((version, citation.document) for version, citation, _ in wanted.values())
+    anchored = {key: _anchor(citation, version, texts, given_index) for key, (version, citation, given_index) in wanted.items()}
     errors: list[LineError] = []
-    return [_anchored_answer(answer, texts, errors) for answer in answers], errors
+
+    def missing(citation: ParsedCitation) -> bool:
+        return texts.get(wanted[id(citation)][0], citation.document) is None
+
+    return [_anchored_answer(answer, anchored, missing, errors) for answer in answers], errors
 
 
-def _anchored_answer(answer: ParsedAnswer, texts: DocumentTexts, errors: list[LineError]) -> ParsedAnswer:
-    if not any(c.chunk_id is None and c.document is not None for claim in answer.claims for c in claim.citations):
+def _anchored_answer(
+    answer: ParsedAnswer, anchored: dict[int, list[ParsedCitation]], missing: Callable[[ParsedCitation], bool], errors: list[LineError]
+) -> ParsedAnswer:
+    if not any(id(c) in anchored for claim in answer.claims for c in claim.citations):
         return answer
     claims = []
-    anchored: dict[int, list[ParsedCitation]] = {}  # marker form: a reference shared by claims anchors once
     for claim_index, claim in enumerate(answer.claims):
         citations = []
         for given_index, citation in enumerate(claim.citations):
-            if citation.chunk_id is not None or citation.document is None:
+            pieces = anchored.get(id(citation))
+            if pieces is None:  # named its chunk
                 citations.append(replace(citation, given_index=given_index))
                 continue
-            if id(citation) not in anchored:
-                version = citation.corpus_version or answer.corpus_version
-                anchored[id(citation)] = _anchor(citation, version, texts, given_index)
-                if anchored[id(citation)][0].chunk_id is None and texts.get(version, citation.document) is None:
-                    message = anchored[id(citation)][0].anchor_note
-                    errors.append(LineError(answer.line or 0, f"claims.{claim_index}.citations.{given_index}", message))
-            citations.extend(_given_as(piece, given_index) for piece in anchored[id(citation)])
+            if pieces[0].anchored_by == UNANCHORED and missing(citation):
+                errors.append(LineError(answer.line or 0, f"claims.{claim_index}.citations.{given_index}", pieces[0].anchor_note))
+            citations.extend(_given_as(piece, given_index) for piece in pieces)
         claims.append(ParsedClaim(text=claim.text, citations=tuple(citations), source_claim_id=claim.source_claim_id))
-    return replace(answer, claims=tuple(claims))
+    return answer.with_claims(tuple(claims))
 
 
 def _given_as(piece: ParsedCitation, given_index: int) -> ParsedCitation:
@@ -144,9 +147,8 @@ def _anchor(citation: ParsedCitation, version: str, texts: DocumentTexts, given_
     ref = citation.document
     document = texts.get(version, ref)
     if document is None:
-        if not texts.has_version(version):
-            return [_unanchored(citation, f"document {ref.name!r}: cited version {version!r} is not in the store")]
-        return [_unanchored(citation, f"document {ref.name!r} is not in cited version {version!r}")]
+        where = f"cited version {version!r}" if texts.has_version(version) else f"the store: its version {version!r} is not"
+        return [_unanchored(citation, f"document {ref.name!r} is not in {where}")]
     span = _span(document.text, citation.quote, ref)
     if isinstance(span, str):
         return [_unanchored(citation, span)]
@@ -184,16 +186,19 @@ def _span(text: str, quote: str | None, ref: DocumentRef) -> _Span | str:
 
 
 def _nearest(text: str, quote: str, hint: int | None) -> int | None:
-    """The exact occurrence of `quote` nearest the hint (the first without one)."""
-    best = text.find(quote)
-    if hint is None or best < 0:
-        return None if best < 0 else best
-    at = best
-    while at >= 0 and at <= hint:
-        at = text.find(quote, at + 1)
-        if at >= 0 and abs(at - hint) < abs(best - hint):
-            best = at
-    return best
+    """The exact occurrence of `quote` nearest the hint (the first without one). Searched outward from the hint, so
+    a right hint costs the quote's length, not the document's."""
+    if hint is None:
+        found = text.find(quote)
+        return None if found < 0 else found
+    after = text.find(quote, hint)
+    if after == hint:
+        return after
+    low = 0 if after < 0 else max(hint - (after - hint), 0)
+    before = text.rfind(quote, low, hint + len(quote) - 1)
+    if before < 0:
+        return None if after < 0 else after
+    return before if after < 0 or hint - before <= after - hint else after
 
 
 def _pieces(document: _Document, start: int, end: int) -> list[tuple[str, int, int]]:

@@ -28,7 +28,7 @@ from functools import cached_property
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -115,6 +115,14 @@ class ParsedAnswer:
     source_record: str | None = None
     repaired_from: int | None = None  # the revision `citekeeper repair` made this record from
     line: int | None = None  # of the input file it was read from
+
+    def with_claims(self, claims: tuple[ParsedClaim, ...]) -> ParsedAnswer:
+        """This answer with `claims` instead (its citations anchored). Copied without __init__: registration makes
+        one per answer cited by document, and dataclasses.replace was a tenth of that."""
+        copy = object.__new__(ParsedAnswer)
+        copy.__dict__.update(self.__dict__, claims=claims)
+        copy.__dict__.pop("content_hash", None)  # of the old claims
+        return copy
 
     @cached_property  # computed once: an add compares it and stores it
     def content_hash(self) -> str:
@@ -470,8 +478,7 @@ def iter_answer_records(
     return parsed_batches(rows, batch_size, max_claims, convert)
 
 
-@dataclass(frozen=True)
-class JsonLine:
+class JsonLine(NamedTuple):
     """A JSONL line: its value, and its text (a record kept as given needs no encoding again)."""
 
     value: object

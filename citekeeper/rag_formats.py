@@ -71,7 +71,7 @@ class Envelope(BaseModel):
     response: dict | list
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Cited:
     """One citation a response makes: where it sits in the response text (None: the whole answer), the names it
     gives its source (most specific first), and what it says of the source."""

@@ -29,6 +29,7 @@ MARKER_ID = r"[A-Za-z]{0,8}[-_]?\d+"
 _MARKER_IDS = rf"{MARKER_ID}(?:\s*[,，、;；]\s*{MARKER_ID})*"
 MARKER = re.compile(rf"\^?[\[【［]\s*(?P<ids>{_MARKER_IDS})\s*[\]】］]")
 _SPACED_MARKER = re.compile(rf"\s*{MARKER.pattern}")
+_MARKER_OPENERS = "[【［"  # every MARKER has one
 _MARKER_ID_SPLIT = re.compile(r"\s*[,，、;；]\s*")
 _MARKER_RUN = rf"(?:\s*\^?[\[【［]\s*{_MARKER_IDS}\s*[\]】］])+"
 _MARKERS = f"(?:{_MARKER_RUN})?"
@@ -46,10 +47,11 @@ _CLOSERS = "[\"'\u201d\u2019)\\]」』）】》〉]*"
 # Conservative on purpose: a missed boundary only makes a sentence longer.
 _ASCII_STOP_AFTER = "\\w\"'\u201d\u2019)\\]」』）】》〉%`*"
 _BOUNDARY = re.compile(
+    r"(?=[。！？；…⋯.!?\n])(?:"  # every boundary starts with one of these: other positions fail at once
     rf"(?P<end>(?:[。！？；]+|(?<=[{CJK}])[…⋯]+){_CLOSERS}{_MARKERS})"
     rf"|(?P<end_ascii>(?<=[{_ASCII_STOP_AFTER}])[.!?\u2026]+{_CLOSERS}(?P<markers>{_MARKER_RUN})?)"
     rf"(?(markers)(?=\s|\Z)|(?=\s*[「『“（【《{CJK}]|\s+[\"'\u201c\u2018(\[【［^]?[A-Z\u00c0-\u00d6\u00d8-\u00de0-9`*#>-]))"
-    r"|\n[^\S\n]*\n\s*"
+    r"|\n[^\S\n]*\n\s*)"
 )
 # Words whose trailing period does not end a sentence (single letters count too: initials, "Plan B.").
 _ABBREVIATIONS = frozenset(
@@ -111,7 +113,9 @@ def marker_ids(text: str) -> list[str]:
 
 def strip_markers(text: str) -> str:
     """`text` without its citation markers (and the whitespace before each), whitespace runs collapsed."""
-    return " ".join(_SPACED_MARKER.sub("", text).split())
+    if any(bracket in text for bracket in _MARKER_OPENERS):  # most sentences have none: skip the regex
+        text = _SPACED_MARKER.sub("", text)
+    return " ".join(text.split())
 
 
 def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
