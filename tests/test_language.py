@@ -187,7 +187,7 @@ def test_xnli_label_order_of_the_multilingual_default(tmp_path, favour, status, 
     assert saved["model_type"] == "deberta-v2"
     assert {int(k): v for k, v in saved["id2label"].items()} == XNLI_LABELS
     scorer = load_scorer(str(model_dir))
-    assert scorer.columns == (0, 1, 2)  # entailment, neutral, contradiction: already canonical
+    assert scorer.protocol.columns == (0, 1, 2)  # entailment, neutral, contradiction: already canonical
     claims = claims_frame([("a", "c", "客户端可以重试请求。", 1)])
     citations = citations_frame([{"answer_id": "a", "claim_id": "c", "citation_id": "k", "chunk_text": ZH}])
     result = verify(claims, citations, "v1", scorer)

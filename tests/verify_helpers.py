@@ -76,6 +76,10 @@ class TableScorer:
     backend: str = "torch"
     precision: str = "fp32"
     model_calls: int = 0
+    checker: str = "nli"
+    checker_key: str = ""
+    prompt_tokens: int = 3  # [CLS] premise [SEP] hypothesis [SEP]
+    chunk_tokens: int | None = None
     seen: list[tuple[str, str]] = field(default_factory=list)
 
     def count_tokens(self, texts: list[str]) -> list[int]:

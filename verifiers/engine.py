@@ -21,6 +21,7 @@ from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED
 from citekeeper.sharding import Shard
 from verifiers.claim_metrics import CLAIM_KEY, aggregate_claims, answer_metrics, run_summary, run_totals, run_totals_columns
 from verifiers.lexical import LexicalSettings, lexical_support
+from verifiers.checkers import CheckerError
 from verifiers.nli import Scorer, model_key
 from verifiers.verdict_cache import VerdictCache, no_hits
 
@@ -186,6 +187,7 @@ def model_values(scorer: Scorer | None, settings: VerifySettings) -> dict[str, s
         "model_revision": scorer.revision if scorer else None,
         "backend": scorer.backend if scorer else None,
         "precision": scorer.precision if scorer else None,
+        "checker": scorer.checker if scorer else None,
         "thresholds": settings.key(),
     }
 
@@ -334,6 +336,7 @@ def score_windows(pairs: pl.DataFrame, scorer: Scorer, settings: VerifySettings)
             *(pl.lit(None, pl.Int64).alias(c) for c in ("window_start", "window_end")),
             pl.lit(None, pl.Int32).alias("n_windows"),
         )
+    check_claims_fit(pairs["sentence"].unique().to_list(), scorer)
     windows = evidence_windows(pairs["evidence_text"].unique().to_list(), scorer, settings)
     items = pairs.join(windows, on="evidence_text").with_columns(
         pl.col("evidence_text").str.slice(pl.col("window_start"), pl.col("window_end") - pl.col("window_start")).alias("window_text")
@@ -364,10 +367,24 @@ def score_windows(pairs: pl.DataFrame, scorer: Scorer, settings: VerifySettings)
     )
 
 
+def check_claims_fit(sentences: list[str], scorer: Scorer) -> None:
+    """CheckerError, before any pair is scored, when a claim sentence and the prompt leave no room for evidence
+    in the model's window."""
+    for sentence, n_tokens in zip(sentences, scorer.count_tokens(sentences)):
+        if n_tokens + scorer.prompt_tokens >= scorer.max_tokens:
+            raise CheckerError(
+                f"model {scorer.model_id!r}: its window of {scorer.max_tokens} tokens is smaller than a claim of {n_tokens} "
+                f"tokens plus the {scorer.prompt_tokens} of its {scorer.checker} prompt ({sentence[:60]!r}): use a model "
+                "with a longer window, or split the claim"
+            )
+
+
 def evidence_windows(evidences: list[str], scorer: Scorer, settings: VerifySettings) -> pl.DataFrame:
     """(evidence_text, window_start, window_end): the whole text when it fits the model, else windows of
     whole sentences that fit, overlapping by `window_overlap_sentences`."""
-    budget = max(16, scorer.max_tokens - settings.claim_token_reserve - 3)
+    budget = max(16, scorer.max_tokens - settings.claim_token_reserve - scorer.prompt_tokens)
+    if scorer.chunk_tokens:  # the checker's own chunk size (MiniCheck: 400 or 500 tokens), when smaller
+        budget = min(budget, scorer.chunk_tokens)
     rows: list[tuple[str, int, int]] = []
     long_texts = []
     for text, n_tokens in zip(evidences, scorer.count_tokens(evidences)):

@@ -1,14 +1,16 @@
-"""NLI scorers: a Hugging Face sequence-classification model behind one small interface.
+"""Checkers: a Hugging Face NLI model or fact-checker behind one small interface (the protocols and presets:
+verifiers.checkers).
 
 Premise = evidence, hypothesis = claim sentence. Every scorer returns probabilities in the canonical order
-(entailment, neutral, contradiction); for a 2-way model the middle column is not-entailment and the
-contradiction column is NaN (the verifier turns that into null, never into a number).
+(entailment, neutral, contradiction); for a 2-way model or a checker with one support score the middle column is
+not-entailment and the contradiction column is NaN (the verifier turns that into null, never into a number).
 Backends: `torch` (fp32 on the CPU, bf16/fp16 on a GPU: verifiers.devices) and `onnx` (ONNX Runtime, dynamic
 int8 quantisation of the same model, exported once and cached on disk; the CUDA execution provider on a GPU).
 Batches of pairs are tokenised on a thread while the previous batch runs through the model.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -23,6 +25,10 @@ import numpy as np
 
 from citekeeper.language import ENGLISH
 from citekeeper.models import ModelSourceError, resolve_model
+from verifiers.checkers import (  # noqa: F401 (LabelSetError and canonical_columns: imported from here too)
+    PROTOCOLS, CheckerError, LabelSetError, Preset, build_protocol, canonical_columns, detect_protocol, preset_for,
+)
+from verifiers.checkers import Protocol as CheckerProtocol
 from verifiers.devices import Placement, is_out_of_memory, resolve_device
 
 log = logging.getLogger("citekeeper.nli")
@@ -31,25 +37,8 @@ log = logging.getLogger("citekeeper.nli")
 # citekeeper.language.choose_nli_model (multilingual for Chinese and other non-English corpora).
 DEFAULT_MODEL = ENGLISH.nli
 BACKENDS = ("torch", "onnx")
-ENTAILMENT, NEUTRAL, CONTRADICTION, NOT_ENTAILMENT = "entailment", "neutral", "contradiction", "not_entailment"
-
-_LABEL_ALIASES = {
-    "entailment": ENTAILMENT, "entail": ENTAILMENT, "entails": ENTAILMENT, "entailed": ENTAILMENT,
-    "neutral": NEUTRAL,
-    "contradiction": CONTRADICTION, "contradict": CONTRADICTION, "contradicts": CONTRADICTION,
-    "contradicted": CONTRADICTION,
-    "not_entailment": NOT_ENTAILMENT, "non_entailment": NOT_ENTAILMENT, "not_entailed": NOT_ENTAILMENT,
-}  # fmt: skip
-_THREE_WAY = {ENTAILMENT, NEUTRAL, CONTRADICTION}
-_TWO_WAY = {ENTAILMENT, NOT_ENTAILMENT}
-
-
 class ModelUnavailable(RuntimeError):
     """The NLI model cannot be loaded; the message says what to do instead."""
-
-
-class LabelSetError(ValueError):
-    """The model's config.id2label is not an NLI label set citekeeper understands."""
 
 
 class Scorer(Protocol):
@@ -59,27 +48,14 @@ class Scorer(Protocol):
     precision: str  # fp32 | bf16 | fp16 (torch), int8 (onnx)
     max_tokens: int  # the longest premise + hypothesis the model accepts, in tokens
     model_calls: int  # sequences sent through the model so far
+    checker: str  # the protocol: verifiers.checkers.PROTOCOLS
+    checker_key: str  # what the protocol adds to the verdict cache's model key ("" for NLI)
+    prompt_tokens: int  # tokens of each input besides evidence and claim
+    chunk_tokens: int | None  # evidence tokens per window; None: as many as fit
 
     def count_tokens(self, texts: list[str]) -> list[int]: ...
 
     def score(self, premises: list[str], hypotheses: list[str]) -> np.ndarray: ...
-
-
-def canonical_columns(id2label: dict) -> tuple[int, int, int | None]:
-    """Model output indices of (entailment, neutral-or-not-entailment, contradiction-or-None)."""
-    names = {}
-    for index, label in id2label.items():
-        key = re.sub(r"[\s-]+", "_", str(label).strip().lower())
-        names[_LABEL_ALIASES.get(key, f"?{label}")] = int(index)
-    if set(names) == _THREE_WAY and len(id2label) == 3:
-        return names[ENTAILMENT], names[NEUTRAL], names[CONTRADICTION]
-    if set(names) == _TWO_WAY and len(id2label) == 2:
-        return names[ENTAILMENT], names[NOT_ENTAILMENT], None
-    raise LabelSetError(
-        f"config.id2label {dict(id2label)} is not a known NLI label set: expected "
-        "entailment/neutral/contradiction (3-way) or entailment/not_entailment (2-way), in any order. "
-        "Fix id2label in the model's config.json."
-    )
 
 
 def missing_model_message(model: str, reason: str) -> str:
@@ -96,15 +72,19 @@ BACKEND_PRECISION = {"torch": "fp32", "onnx": "int8"}  # each backend's precisio
 
 
 def model_key(scorer: Scorer) -> str:
-    """The verdict cache's model key: model, revision, backend, and the precision where it is not the backend's
-    CPU one (verdicts at bf16 are not those at fp32; keys written before precision was recorded stay valid)."""
+    """The verdict cache's model key: model, revision, backend, the precision where it is not the backend's CPU
+    one (verdicts at bf16 are not those at fp32), and the checker protocol where it is not NLI (keys written
+    before either was recorded stay valid)."""
     key = f"{scorer.model_id}@{scorer.revision}/{scorer.backend}"
-    return key if scorer.precision == BACKEND_PRECISION[scorer.backend] else f"{key}/{scorer.precision}"
+    if scorer.precision != BACKEND_PRECISION[scorer.backend]:
+        key = f"{key}/{scorer.precision}"
+    return f"{key}/{scorer.checker_key}" if scorer.checker_key else key
 
 
 @dataclass
 class HFScorer:
-    """Tokenisation, batching by length, softmax and label mapping shared by the backends.
+    """Tokenisation, batching by length and out-of-memory handling shared by the backends; the checker protocol
+    (verifiers.checkers) says how pairs become inputs and logits become probabilities.
 
     `batch_size` is where a run starts: an out-of-memory error halves it and the pass is retried, and the size
     that worked is kept for the rest of the run."""
@@ -112,17 +92,32 @@ class HFScorer:
     model_id: str
     revision: str
     tokenizer: object
-    columns: tuple[int, int, int | None]
+    protocol: CheckerProtocol
     max_tokens: int
     batch_size: int = 32
     progress: bool = False
     backend: str = "torch"
     model_calls: int = 0
     placement: Placement = field(default_factory=lambda: Placement("cpu", "fp32", "cpu"))
+    chunk_tokens: int | None = None  # evidence tokens per window (the checker's chunk size); None: all that fit
+    preset: Preset | None = None
 
     @property
     def precision(self) -> str:
         return BACKEND_PRECISION[self.backend] if self.backend == "onnx" else self.placement.precision
+
+    @property
+    def checker(self) -> str:
+        return self.protocol.name
+
+    @property
+    def checker_key(self) -> str:
+        return self.protocol.key
+
+    @functools.cached_property
+    def prompt_tokens(self) -> int:
+        """Tokens of each input besides evidence and claim: specials, and the protocol's prompt."""
+        return self.protocol.prompt_tokens()
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         if not texts:
@@ -130,12 +125,7 @@ class HFScorer:
         return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
     def encode(self, premises: list[str], hypotheses: list[str]) -> dict[str, np.ndarray]:
-        return dict(
-            self.tokenizer(
-                premises, hypotheses, truncation="longest_first", max_length=self.max_tokens,
-                padding=True, return_tensors="np",
-            )
-        )  # fmt: skip
+        return self.protocol.encode(premises, hypotheses)
 
     @staticmethod
     def length_order(premises: list[str], hypotheses: list[str]) -> np.ndarray:
@@ -187,11 +177,7 @@ class HFScorer:
         """Give back what the failed pass allocated (the torch backend empties the CUDA cache)."""
 
     def to_canonical(self, logits: np.ndarray) -> np.ndarray:
-        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-        softmax = shifted / shifted.sum(axis=1, keepdims=True)
-        entail, middle, contra = self.columns
-        contradiction = softmax[:, contra] if contra is not None else np.full(len(softmax), np.nan)
-        return np.stack([softmax[:, entail], softmax[:, middle], contradiction], axis=1)
+        return self.protocol.to_canonical(logits)
 
     def forward(self, encoded: dict[str, np.ndarray]) -> np.ndarray:
         raise NotImplementedError
@@ -206,7 +192,7 @@ class TorchScorer(HFScorer):
 
         with torch.inference_mode():
             inputs = {k: torch.from_numpy(v).to(self.placement.device) for k, v in encoded.items()}
-            return self.model(**inputs).logits.float().cpu().numpy()
+            return self.model(**inputs, **self.protocol.forward_kwargs).logits.float().cpu().numpy()
 
     def release_memory(self) -> None:
         if self.placement.is_cuda:
@@ -233,10 +219,14 @@ def load_scorer(
     device: str | None = "auto",
     threads: int | None = None,
     precision: str | None = None,
+    checker: str | None = None,
+    supported_label: int | None = None,
 ) -> HFScorer:
-    """Load `model` for `backend` on `device` (verifiers.devices.resolve_device); raises ModelUnavailable /
-    LabelSetError. `batch_size` defaults to the device's starting size; `threads` sets torch's intra-op threads
-    (default: torch's own, one per core); `precision` overrides the device's (torch backend).
+    """Load `model` as a checker for `backend` on `device` (verifiers.devices.resolve_device); raises
+    ModelUnavailable / LabelSetError / CheckerError, before any pair is scored. `checker` names the protocol
+    (verifiers.checkers.PROTOCOLS; default: the preset's, else what the config implies); `supported_label` the
+    binary classifier's supported index. `batch_size` defaults to the device's starting size; `threads` sets
+    torch's intra-op threads (default: torch's own, one per core); `precision` overrides the device's.
 
     `model` is a local directory or a hub id (from the local Hugging Face cache, else downloaded into it:
     citekeeper.models.resolve_model). The revision is the hub commit, else a content hash of the directory.
@@ -247,14 +237,25 @@ def load_scorer(
         local = resolve_model(model)
     except ModelSourceError as exc:
         raise ModelUnavailable(missing_model_message(model, str(exc))) from exc
+    preset = preset_for(model)
     try:
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers import AutoConfig, AutoTokenizer
 
+        config = AutoConfig.from_pretrained(local.path)
+        protocol_name = checker or (preset.protocol if preset else None) or detect_protocol(model, config)
+        if protocol_name not in PROTOCOLS:
+            raise CheckerError(f"unknown checker protocol {protocol_name!r}: use one of {', '.join(PROTOCOLS)}")
+        if backend == "onnx" and protocol_name not in ONNX_PROTOCOLS:
+            raise CheckerError(f"model {model!r}: the onnx backend runs {' and '.join(ONNX_PROTOCOLS)} checkers, not {protocol_name}")
         tokenizer = AutoTokenizer.from_pretrained(local.path)
-        hf_model = AutoModelForSequenceClassification.from_pretrained(local.path).eval()
+        hf_model = MODEL_CLASSES[protocol_name](local.path).eval()
     except (OSError, ValueError, KeyError) as exc:
+        if isinstance(exc, CheckerError | LabelSetError):
+            raise
         raise ModelUnavailable(missing_model_message(model, f"{type(exc).__name__}: {exc}")) from exc
-    columns = canonical_columns(hf_model.config.id2label)
+    max_tokens = preset.window if preset else _max_tokens(tokenizer, hf_model.config)
+    label = supported_label if supported_label is not None else (preset.supported_label if preset else 1)
+    protocol = build_protocol(protocol_name, model, tokenizer, hf_model.config, max_tokens, label)
     revision = local.commit or _content_hash(local.path)
     placement = resolve_device(device, precision=precision)
     log.info(f"event=nli_device device={placement.device} precision={placement.precision} reason={placement.reason!r}")
@@ -263,15 +264,37 @@ def load_scorer(
 
         torch.set_num_threads(threads)
     common = dict(
-        model_id=model, revision=revision, tokenizer=tokenizer, columns=columns,
-        max_tokens=_max_tokens(tokenizer, hf_model.config), batch_size=batch_size or placement.default_batch,
-        progress=progress, backend=backend, placement=placement,
+        model_id=model, revision=revision, tokenizer=tokenizer, protocol=protocol, max_tokens=max_tokens,
+        batch_size=batch_size or placement.default_batch, progress=progress, backend=backend, placement=placement,
+        chunk_tokens=preset.chunk if preset else None, preset=preset,
     )  # fmt: skip
     if backend == "torch":
         return TorchScorer(**common, model=_placed(hf_model, placement))
     cache = Path(onnx_cache_dir or Path.home() / ".cache" / "citekeeper" / "onnx")
-    onnx_path = export_int8_onnx(hf_model, tokenizer, cache / _safe_name(f"{model}@{revision}"))
+    onnx_path = export_int8_onnx(hf_model, protocol, cache / _safe_name(f"{model}@{revision}" + (f"/{protocol.key}" if protocol.key else "")))
     return OnnxScorer(**common, session=_onnx_session(onnx_path, placement))
+
+
+def _sequence_classifier(path):
+    from transformers import AutoModelForSequenceClassification
+
+    return AutoModelForSequenceClassification.from_pretrained(path)
+
+
+def _seq2seq(path):
+    from transformers import AutoModelForSeq2SeqLM
+
+    return AutoModelForSeq2SeqLM.from_pretrained(path)
+
+
+def _causal_lm(path):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path)
+
+
+MODEL_CLASSES = {"nli": _sequence_classifier, "binary": _sequence_classifier, "seq2seq": _seq2seq, "causal-lm": _causal_lm}
+ONNX_PROTOCOLS = ("nli", "binary")  # sequence classifiers: one logits output, exported and quantised as is
 
 
 def _placed(hf_model, placement: Placement):
@@ -306,7 +329,7 @@ def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:150]
 
 
-def export_int8_onnx(hf_model, tokenizer, directory: Path) -> Path:
+def export_int8_onnx(hf_model, protocol: CheckerProtocol, directory: Path) -> Path:
     """Export `hf_model` to ONNX and quantise its weights to int8 once; later calls reuse the file.
 
     Both steps write temp files of their own and the result is renamed into place, so concurrent exports never
@@ -320,7 +343,7 @@ def export_int8_onnx(hf_model, tokenizer, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     fp32, int8 = _temp_file(directory, ".model.fp32."), _temp_file(directory, ".model.int8.")
     try:
-        _export_fp32(hf_model, tokenizer, fp32)
+        _export_fp32(hf_model, protocol, fp32)
         quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
         os.replace(int8, quantized)
     finally:
@@ -335,10 +358,10 @@ def _temp_file(directory: Path, prefix: str) -> Path:
     return Path(name)
 
 
-def _export_fp32(hf_model, tokenizer, path: Path) -> None:
+def _export_fp32(hf_model, protocol: CheckerProtocol, path: Path) -> None:
     import torch
 
-    sample = dict(tokenizer(["a premise"] * 2, ["a hypothesis"] * 2, padding=True, return_tensors="pt"))
+    sample = {name: torch.from_numpy(value) for name, value in protocol.encode(["a premise"] * 2, ["a hypothesis"] * 2).items()}
     names = list(sample)
     axes = {name: {0: "batch", 1: "sequence"} for name in names} | {"logits": {0: "batch"}}
     with torch.inference_mode():

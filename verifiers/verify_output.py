@@ -15,7 +15,7 @@ from citekeeper.tables import ParquetStream, read_parquet, write_parquet
 from verifiers.engine import TABLES, RunTally, VerifyResult, run_table
 
 BATCH_TABLES = ("pairs", "claims", "answers")  # written batch by batch; the run row once, at the end
-MODEL_COLUMNS = ["model_id", "model_revision", "backend", "precision", "thresholds"]
+MODEL_COLUMNS = ["model_id", "model_revision", "backend", "precision", "checker", "thresholds"]
 
 
 def write_outputs(result: VerifyResult, out_dir: Path | str) -> dict[str, Path]:

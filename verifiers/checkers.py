@@ -1,0 +1,280 @@
+"""The fact-checker protocols behind the one scorer contract (verifiers.nli), after MiniCheck's inference code
+(Liyan06/MiniCheck, minicheck/inference.py), and the presets of the known checkers.
+
+Every protocol turns (evidence, claim) pairs into model inputs and the model's logits into probabilities in the
+canonical order (entailment, neutral-or-not-entailment, contradiction; NaN where the model has no contradiction):
+- nli        a 3-way (or entailment/not_entailment) sequence classifier on the pair (config.id2label);
+- binary     a 2-label sequence classifier on `evidence + eos + claim`; support is softmax index 1 by default;
+- seq2seq    `"predict: " + evidence + eos + claim`, one decoder step: support is P("1") against P("0");
+- causal-lm  MiniCheck's system and user prompts in the model's chat template: P("Yes") against P("No") of the
+             next token, each summed over the tokens that spell it.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PROTOCOLS = ("nli", "binary", "seq2seq", "causal-lm")
+MINICHECK_SYSTEM_PROMPT = (
+    "Determine whether the provided claim is consistent with the corresponding document. Consistency in this "
+    "context implies that all information presented in the claim is substantiated by the document. If not, it "
+    "should be considered inconsistent. Please assess the claim's consistency with the document by responding "
+    'with either "Yes" or "No".'
+)
+MINICHECK_USER_PROMPT = "Document: [DOCUMENT]\nClaim: [CLAIM]"
+
+
+ENTAILMENT, NEUTRAL, CONTRADICTION, NOT_ENTAILMENT = "entailment", "neutral", "contradiction", "not_entailment"
+
+_LABEL_ALIASES = {
+    "entailment": ENTAILMENT, "entail": ENTAILMENT, "entails": ENTAILMENT, "entailed": ENTAILMENT,
+    "neutral": NEUTRAL,
+    "contradiction": CONTRADICTION, "contradict": CONTRADICTION, "contradicts": CONTRADICTION,
+    "contradicted": CONTRADICTION,
+    "not_entailment": NOT_ENTAILMENT, "non_entailment": NOT_ENTAILMENT, "not_entailed": NOT_ENTAILMENT,
+}  # fmt: skip
+_THREE_WAY = {ENTAILMENT, NEUTRAL, CONTRADICTION}
+_TWO_WAY = {ENTAILMENT, NOT_ENTAILMENT}
+
+
+class LabelSetError(ValueError):
+    """The model's config.id2label is not an NLI label set citekeeper understands."""
+
+
+def canonical_columns(id2label: dict) -> tuple[int, int, int | None]:
+    """Model output indices of (entailment, neutral-or-not-entailment, contradiction-or-None)."""
+    names = {}
+    for index, label in id2label.items():
+        key = re.sub(r"[\s-]+", "_", str(label).strip().lower())
+        names[_LABEL_ALIASES.get(key, f"?{label}")] = int(index)
+    if set(names) == _THREE_WAY and len(id2label) == 3:
+        return names[ENTAILMENT], names[NEUTRAL], names[CONTRADICTION]
+    if set(names) == _TWO_WAY and len(id2label) == 2:
+        return names[ENTAILMENT], names[NOT_ENTAILMENT], None
+    raise LabelSetError(
+        f"config.id2label {dict(id2label)} is not a known NLI label set: expected "
+        "entailment/neutral/contradiction (3-way) or entailment/not_entailment (2-way), in any order. "
+        "Fix id2label in the model's config.json."
+    )
+
+
+class CheckerError(ValueError):
+    """The model cannot be run as a checker; the message names the model and what is missing."""
+
+
+@dataclass(frozen=True)
+class Preset:
+    """What citekeeper knows of a published checker: how to run it, and on what terms."""
+
+    protocol: str
+    window: int  # tokens the model reads at once
+    chunk: int | None  # evidence tokens per window (MiniCheck's chunk size); None: as many as fit
+    licence: str
+    commercial: bool  # may a company use it without a separate licence
+    aggrefact_bacc: float | None = None  # LLM-AggreFact balanced accuracy, as published
+    supported_label: int = 1
+
+
+# LLM-AggreFact figures as the leaderboard publishes them; licences as the model cards state them.
+PRESETS: dict[str, Preset] = {
+    "bespokelabs/Bespoke-MiniCheck-7B": Preset("causal-lm", 32768, 32468, "CC BY-NC 4.0", False, 77.4),
+    "yaxili96/FactCG-DeBERTa-v3-Large": Preset("binary", 2048, 400, "MIT", True, 75.6),
+    "lytang/MiniCheck-Flan-T5-Large": Preset("seq2seq", 2048, 500, "MIT", True, 75.0),
+    "lytang/MiniCheck-RoBERTa-Large": Preset("binary", 512, 400, "MIT", True, 73.5),
+    "lytang/MiniCheck-DeBERTa-v3-Large": Preset("binary", 2048, 400, "MIT", True, 73.1),
+    "cross-encoder/nli-deberta-v3-xsmall": Preset("nli", 512, None, "Apache-2.0", True),
+    "MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7": Preset("nli", 512, None, "MIT", True),
+}
+
+
+def preset_for(model: str) -> Preset | None:
+    return PRESETS.get(model)
+
+
+def detect_protocol(model: str, config) -> str:
+    """The protocol a model's config implies: its architecture, and for a classifier its labels."""
+    architectures = list(getattr(config, "architectures", None) or [])
+    if any(a.endswith("ForCausalLM") for a in architectures):
+        return "causal-lm"
+    if any(a.endswith("ForConditionalGeneration") for a in architectures) and getattr(config, "is_encoder_decoder", False):
+        return "seq2seq"
+    if any(a.endswith("ForSequenceClassification") for a in architectures):
+        try:
+            canonical_columns(config.id2label)
+            return "nli"
+        except LabelSetError:
+            if len(config.id2label) == 2:  # generic LABEL_0 / LABEL_1: MiniCheck's binary classifiers
+                return "binary"
+            raise
+    raise CheckerError(
+        f"model {model!r}: architecture {architectures or 'unknown'} is not a checker citekeeper can run "
+        "(a *ForSequenceClassification, a seq2seq *ForConditionalGeneration or a *ForCausalLM); "
+        f"--checker {'|'.join(PROTOCOLS)} names the protocol of a model whose config does not say it"
+    )
+
+
+@dataclass
+class Protocol:
+    """How pairs become model inputs and logits become canonical probabilities."""
+
+    name: str
+    tokenizer: object
+    max_tokens: int
+    forward_kwargs: dict = field(default_factory=dict)
+
+    def texts(self, premises: list[str], hypotheses: list[str]):
+        raise NotImplementedError
+
+    def encode(self, premises: list[str], hypotheses: list[str]) -> dict[str, np.ndarray]:
+        return dict(self.tokenizer(self.texts(premises, hypotheses), truncation=True, max_length=self.max_tokens,
+                                   padding=True, return_tensors="np"))  # fmt: skip
+
+    def to_canonical(self, logits: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def key(self) -> str:
+        """What the protocol adds to the verdict cache's model key ("" for NLI: keys from before protocols)."""
+        return self.name
+
+    def prompt_tokens(self) -> int:
+        """Tokens the input has besides the evidence and the claim (specials, prompt)."""
+        return len(self.encode([""], [""])["input_ids"][0])
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def _support(p_supported: np.ndarray) -> np.ndarray:
+    """One support score as the canonical columns: entailment, not-entailment, no contradiction."""
+    return np.stack([p_supported, 1.0 - p_supported, np.full(len(p_supported), np.nan)], axis=1)
+
+
+@dataclass
+class NLIProtocol(Protocol):
+    columns: tuple[int, int, int | None] = (0, 1, 2)
+
+    def encode(self, premises: list[str], hypotheses: list[str]) -> dict[str, np.ndarray]:
+        return dict(self.tokenizer(premises, hypotheses, truncation="longest_first", max_length=self.max_tokens,
+                                   padding=True, return_tensors="np"))  # fmt: skip
+
+    def to_canonical(self, logits: np.ndarray) -> np.ndarray:
+        softmax = _softmax(logits)
+        entail, middle, contra = self.columns
+        contradiction = softmax[:, contra] if contra is not None else np.full(len(softmax), np.nan)
+        return np.stack([softmax[:, entail], softmax[:, middle], contradiction], axis=1)
+
+    @property
+    def key(self) -> str:
+        return ""
+
+
+def _separator(model: str, tokenizer) -> str:
+    separator = tokenizer.eos_token or tokenizer.sep_token
+    if not separator:
+        raise CheckerError(f"model {model!r}: its tokenizer has no eos (or sep) token to join evidence and claim with")
+    return separator
+
+
+@dataclass
+class BinaryProtocol(Protocol):
+    separator: str = "</s>"
+    supported_label: int = 1
+
+    def texts(self, premises: list[str], hypotheses: list[str]) -> list[str]:
+        return [f"{p}{self.separator}{h}" for p, h in zip(premises, hypotheses)]
+
+    def to_canonical(self, logits: np.ndarray) -> np.ndarray:
+        return _support(_softmax(logits)[:, self.supported_label])
+
+    @property
+    def key(self) -> str:
+        return f"binary:{self.supported_label}"
+
+
+@dataclass
+class Seq2SeqProtocol(Protocol):
+    separator: str = "</s>"
+    label_ids: tuple[int, int] = (0, 0)  # the first tokens of "0" and "1"
+    decoder_start: int = 0
+
+    def texts(self, premises: list[str], hypotheses: list[str]) -> list[str]:
+        return [f"predict: {p}{self.separator}{h}" for p, h in zip(premises, hypotheses)]
+
+    def encode(self, premises: list[str], hypotheses: list[str]) -> dict[str, np.ndarray]:
+        encoded = super().encode(premises, hypotheses)
+        encoded["decoder_input_ids"] = np.full((len(encoded["input_ids"]), 1), self.decoder_start, dtype=np.int64)
+        return encoded
+
+    def prompt_tokens(self) -> int:
+        return len(super().encode([""], [""])["input_ids"][0])
+
+    def to_canonical(self, logits: np.ndarray) -> np.ndarray:
+        return _support(_softmax(logits[:, -1, list(self.label_ids)])[:, 1])
+
+
+@dataclass
+class CausalLMProtocol(Protocol):
+    yes_ids: tuple[int, ...] = ()
+    no_ids: tuple[int, ...] = ()
+
+    def texts(self, premises: list[str], hypotheses: list[str]) -> list[str]:
+        return [self.prompt(p, h) for p, h in zip(premises, hypotheses)]
+
+    def prompt(self, premise: str, hypothesis: str) -> str:
+        user = MINICHECK_USER_PROMPT.replace("[DOCUMENT]", premise).replace("[CLAIM]", hypothesis)
+        messages = [{"role": "system", "content": MINICHECK_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def encode(self, premises: list[str], hypotheses: list[str]) -> dict[str, np.ndarray]:
+        # The chat template writes its own special tokens; left padding puts every prompt's last token last.
+        return dict(self.tokenizer(self.texts(premises, hypotheses), add_special_tokens=False, truncation=True,
+                                   max_length=self.max_tokens, padding=True, padding_side="left", return_tensors="np"))  # fmt: skip
+
+    def to_canonical(self, logits: np.ndarray) -> np.ndarray:
+        probs = _softmax(logits[:, -1, :].astype(np.float64))
+        yes, no = probs[:, list(self.yes_ids)].sum(axis=1), probs[:, list(self.no_ids)].sum(axis=1)
+        return _support(yes / np.maximum(yes + no, np.finfo(np.float64).tiny))
+
+
+def first_tokens(model: str, tokenizer, spellings: tuple[str, ...], word: str) -> tuple[int, ...]:
+    """The ids of the first token of each spelling of `word` that the tokenizer has as a token of its own."""
+    ids = []
+    for spelling in spellings:
+        pieces = tokenizer(spelling, add_special_tokens=False)["input_ids"]
+        if pieces and pieces[0] != tokenizer.unk_token_id and tokenizer.decode([pieces[0]]).strip().lower() == word.lower():
+            ids.append(pieces[0])
+    if not ids:
+        raise CheckerError(f"model {model!r}: its tokenizer has no token {word!r}, which the protocol reads the verdict from")
+    return tuple(dict.fromkeys(ids))
+
+
+def build_protocol(name: str, model: str, tokenizer, config, max_tokens: int, supported_label: int = 1) -> Protocol:
+    """The protocol `name` for this model and tokenizer; CheckerError names what the model lacks for it."""
+    if name == "nli":
+        return NLIProtocol(name, tokenizer, max_tokens, columns=canonical_columns(config.id2label))
+    if name == "binary":
+        n_labels = len(config.id2label)
+        if not 0 <= supported_label < n_labels:
+            raise CheckerError(f"model {model!r}: --supported-label {supported_label} is not one of its {n_labels} labels")
+        return BinaryProtocol(name, tokenizer, max_tokens, separator=_separator(model, tokenizer), supported_label=supported_label)
+    if name == "seq2seq":
+        zero, one = (first_tokens(model, tokenizer, (w,), w)[0] for w in ("0", "1"))
+        if zero == one:
+            raise CheckerError(f"model {model!r}: its tokenizer starts '0' and '1' with the same token")
+        start = getattr(config, "decoder_start_token_id", None)
+        return Seq2SeqProtocol(name, tokenizer, max_tokens, separator=_separator(model, tokenizer),
+                               label_ids=(zero, one), decoder_start=0 if start is None else start)  # fmt: skip
+    if name == "causal-lm":
+        if not getattr(tokenizer, "chat_template", None):
+            raise CheckerError(f"model {model!r}: its tokenizer has no chat template, which the causal-lm protocol writes the prompt with")
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        yes = first_tokens(model, tokenizer, ("Yes", " Yes", "yes", " yes", "YES"), "yes")
+        no = first_tokens(model, tokenizer, ("No", " No", "no", " no", "NO"), "no")
+        return CausalLMProtocol(name, tokenizer, max_tokens, forward_kwargs={"logits_to_keep": 1}, yes_ids=yes, no_ids=no)
+    raise CheckerError(f"unknown checker protocol {name!r}: use one of {', '.join(PROTOCOLS)}")
