@@ -11,6 +11,7 @@ from citekeeper.rag_formats import converter
 from citekeeper.language import validate_language
 from citekeeper.store import CorpusStore
 from parsers.model import ParseConfig
+from verifiers.checkers import PROTOCOLS
 
 # Store writes are serialised twice over: ops in this pool run one at a time (dagster.yaml `concurrency`),
 # and runs carrying this tag run one at a time (`tag_concurrency_limits`); the store's file lock still
@@ -31,6 +32,9 @@ class CitekeeperConfig(dg.ConfigurableResource):
     # hub id or local dir; "auto": the default model of `language`; None runs the model-free tiers only
     nli_model: str | None = None
     nli_backend: str = "torch"
+    # The model's protocol (verifiers.checkers.PROTOCOLS); None: the preset's, else what its config implies.
+    nli_checker: str | None = None
+    nli_supported_label: int | None = None  # binary: the output index that means supported (None: 1, MiniCheck's)
     nli_device: str = "auto"  # auto | cpu | cuda | cuda:N (verifiers.devices); auto takes a GPU torch sees
     nli_threads: int | None = None  # torch intra-op threads; None: torch's default, one per core
     # auto (detected from each version's chunk texts) | en | zh | multi; picks the model when nli_model="auto"
@@ -65,6 +69,13 @@ class CitekeeperConfig(dg.ConfigurableResource):
     @classmethod
     def _known_format(cls, value: str | None) -> str | None:
         converter(value)  # UnknownFormat (a ValueError) names the formats
+        return value
+
+    @field_validator("nli_checker")
+    @classmethod
+    def _known_checker(cls, value: str | None) -> str | None:
+        if value is not None and value not in PROTOCOLS:
+            raise ValueError(f"unknown checker protocol {value!r}: use one of {', '.join(PROTOCOLS)}")
         return value
 
     @field_validator("language")

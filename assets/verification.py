@@ -57,6 +57,7 @@ def verification(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
 def configured_scorer(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, store, version: str):
     """(scorer, model choice) of the resource's NLI settings for `version`; (None, None) without a model."""
     from citekeeper.language import choose_nli_model, sample_store_texts
+    from verifiers.checkers import CheckerError, licence_notice
     from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
 
     if not citekeeper.nli_model:
@@ -70,9 +71,12 @@ def configured_scorer(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, s
              f"setting={choice.setting} reason={choice.reason!r}")  # fmt: skip
     try:
         scorer = load_scorer(choice.model, citekeeper.nli_backend, onnx_cache_dir=store.layout.onnx_dir,
-                             device=citekeeper.nli_device, threads=citekeeper.nli_threads)  # fmt: skip
-    except (ModelUnavailable, LabelSetError) as exc:
+                             device=citekeeper.nli_device, threads=citekeeper.nli_threads, checker=citekeeper.nli_checker,
+                             supported_label=citekeeper.nli_supported_label)  # fmt: skip
+    except (ModelUnavailable, LabelSetError, CheckerError) as exc:
         raise dg.Failure(f"{exc}\n(NLI model chosen: {choice.reason})") from exc
+    if notice := licence_notice(choice.model):
+        log.warning(f"event=checker_licence notice={notice!r}")
     log.info(f"event=nli_device device={scorer.placement.device} precision={scorer.precision} "
              f"reason={scorer.placement.reason!r}")  # fmt: skip
     return scorer, choice
@@ -87,7 +91,7 @@ def run_metadata(run_row: pl.DataFrame, directory: Path, citekeeper: CitekeeperC
         "corpus_version": run["corpus_version"],
         "run_id": run["run_id"],
         "output_dir": str(directory),
-        "model": f"{run['model_id']}@{run['model_revision']} ({run['backend']}, {run['precision']})" if run["model_id"] else "none",
+        "model": f"{run['model_id']}@{run['model_revision']} ({run['backend']}, {run['precision']}, {run['checker']})" if run["model_id"] else "none",
         "model_choice": choice.reason if choice else "no NLI model configured (nli_model unset)",
         "language_setting": citekeeper.language,
         "language": (choice.language if choice else None) or "n/a",

@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from citekeeper.language import ENGLISH, MULTILINGUAL, ModelChoice
+from verifiers.checkers import PROTOCOLS
 from pipelines.cli_common import language_option, store_option
 
 
@@ -23,6 +24,12 @@ from pipelines.cli_common import language_option, store_option
                    f"{ENGLISH.nli} for en, {MULTILINGUAL.nli} for zh and multi]")  # fmt: skip
 @language_option("Corpus language, which picks the default NLI model when --model is not given; auto detects it "
                  "from a sample of the version's chunk texts.")
+@click.option("--checker", type=click.Choice(PROTOCOLS), default=None,
+              help="The model's protocol. [default: the preset's for a known checker, else what its config implies: "
+                   "a 3-way (or entailment/not_entailment) classifier nli, another 2-label classifier binary, a seq2seq "
+                   "model seq2seq, a causal LM causal-lm]")  # fmt: skip
+@click.option("--supported-label", type=click.IntRange(0), default=None,
+              help="binary: the output index that means supported. [default: 1, as MiniCheck's]")
 @click.option("--backend", type=click.Choice(["torch", "onnx"]), default="torch", show_default=True,
               help="onnx: ONNX Runtime with int8 weights, exported once from the same model and cached.")  # fmt: skip
 @click.option("--no-model", is_flag=True, help="Run only the anchoring and lexical tiers; undecided claims are 'unverified'.")
@@ -45,6 +52,8 @@ def verify_command(
     answers_file: Path | None,
     model: str | None,
     language: str | None,
+    checker: str | None,
+    supported_label: int | None,
     backend: str,
     no_model: bool,
     out_dir: Path,
@@ -59,6 +68,7 @@ def verify_command(
     from citekeeper.language import choose_nli_model, sample_store_texts
     from citekeeper.store import CorpusStore, StoreError
     from verifiers.evidence import AnswersFileError
+    from verifiers.checkers import CheckerError, licence_notice
     from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
     from verifiers.verify_store import verify_store
 
@@ -83,14 +93,17 @@ def verify_command(
                                   source=f"corpus version {version}")  # fmt: skip
         click.echo(f"NLI model: {choice.describe()}")
         try:
-            scorer = load_scorer(choice.model, backend, onnx_cache_dir=store.layout.onnx_dir,
-                                 batch_size=batch_size, progress=True, device=device, threads=threads)  # fmt: skip
-        except (ModelUnavailable, LabelSetError) as exc:
+            scorer = load_scorer(choice.model, backend, onnx_cache_dir=store.layout.onnx_dir, batch_size=batch_size,
+                                 progress=True, device=device, threads=threads, checker=checker,
+                                 supported_label=supported_label)  # fmt: skip
+        except (ModelUnavailable, LabelSetError, CheckerError) as exc:
             hint = "" if model else (
                 f"\n(chosen as the {choice.reason}; --language en|zh|multi or --model overrides the choice)"
             )
             raise click.ClickException(f"{exc}{hint}") from exc
-        click.echo(f"device: {scorer.placement.device}, {scorer.precision} ({scorer.placement.reason})")
+        click.echo(f"device: {scorer.placement.device}, {scorer.precision} ({scorer.placement.reason}); checker: {scorer.checker}")
+        if notice := licence_notice(choice.model):
+            click.echo(f"licence: {notice}", err=True)
     try:
         result, _ = verify_store(store, out_dir, version=version, answers_file=answers_file, scorer=scorer,
                                      run_id=run_id, shard=shard)  # fmt: skip
@@ -118,7 +131,7 @@ def _summary(run: dict, output_dir: Path, choice: ModelChoice | None = None) -> 
     def pct(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.1%}"
 
-    model = f"{run['model_id']} @ {run['model_revision']} ({run['backend']})" if run["model_id"] else "none (--no-model)"
+    model = f"{run['model_id']} @ {run['model_revision']} ({run['backend']}, {run['checker']})" if run["model_id"] else "none (--no-model)"
     lines = [
         f"verified {run['n_claims']} claim(s) of {run['n_answers']} answer(s) against corpus version {run['corpus_version']}",
         f"model: {model}",

@@ -7,6 +7,7 @@ handling and speed are real.
 """
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -107,3 +108,74 @@ def save_random_nli_model(
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+# ---------------------------------------------------------------- the fact-checker shapes (verifiers.checkers)
+
+CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)  # Qwen2's chat format
+CHECKER_WORDS = ["Yes", "No", "0", "1", "predict", "Document", "Claim"]  # what the protocols' prompts and verdicts need
+
+
+def save_random_checker(directory: Path | str, texts: list[str], shape: str, seed: int = 0, max_positions: int = 128,
+                        vocabulary: list[str] = CHECKER_WORDS) -> Path:  # fmt: skip
+    """A random-weight fact-checker of `shape` with a tokenizer trained on `texts` plus `vocabulary`:
+    "roberta" or "deberta" (a binary classifier with the generic labels LABEL_0 / LABEL_1, as MiniCheck's are
+    published), "t5" (a seq2seq model, as MiniCheck-Flan-T5), "qwen2" (a causal LM with a ChatML chat template, as
+    Bespoke-MiniCheck-7B). `max_positions` is the window (T5 has no positions: its tokenizer's limit)."""
+    import torch
+    from transformers import (
+        AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification, DebertaV2Config, Qwen2Config,
+        RobertaConfig, T5Config,
+    )  # fmt: skip
+
+    tokenizer = build_tokenizer([*texts, " ".join(vocabulary)], vocab_size=600, model_max_length=max_positions)
+    tokenizer.eos_token = "[SEP]"
+    size = dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    if shape == "roberta":  # RoBERTa numbers positions from pad_token_id + 1
+        config = RobertaConfig(**size, **{**TINY_BERT, "max_position_embeddings": max_positions + 2}, num_labels=2)
+        load = AutoModelForSequenceClassification
+    elif shape == "deberta":
+        config = DebertaV2Config(**size, **{**TINY_BERT, "max_position_embeddings": max_positions}, num_labels=2, type_vocab_size=0)
+        load = AutoModelForSequenceClassification
+    elif shape == "t5":
+        config = T5Config(**size, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2, decoder_start_token_id=tokenizer.pad_token_id,
+                          eos_token_id=tokenizer.convert_tokens_to_ids("[SEP]"))  # fmt: skip
+        load = AutoModelForSeq2SeqLM
+    elif shape == "qwen2":  # transformers loads a qwen2 directory's tokenizer as Qwen2Tokenizer: byte-level BPE
+        from verifiers.checkers import MINICHECK_SYSTEM_PROMPT, MINICHECK_USER_PROMPT
+
+        tokenizer = qwen2_tokenizer([*texts, " ".join(vocabulary), MINICHECK_SYSTEM_PROMPT, MINICHECK_USER_PROMPT], max_positions)
+        config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                             num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=max_positions,
+                             pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)  # fmt: skip
+        load = AutoModelForCausalLM
+    else:
+        raise ValueError(f"unknown checker shape {shape!r}")
+    torch.manual_seed(seed)
+    model = load.from_config(config)
+    directory = Path(directory)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def qwen2_tokenizer(texts: list[str], model_max_length: int):
+    """A Qwen2Tokenizer (byte-level BPE) trained on `texts`, with Qwen2's special tokens and ChatML template."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import Qwen2Tokenizer
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=800, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)  # fmt: skip
+    bpe.train_from_iterator([text for text in texts for _ in range(20)], trainer)
+    model = json.loads(bpe.to_str())["model"]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+    tokenizer = Qwen2Tokenizer(vocab=model["vocab"], merges=merges, model_max_length=model_max_length)
+    tokenizer.add_special_tokens({"additional_special_tokens": specials[1:]})
+    tokenizer.chat_template = CHATML
+    return tokenizer

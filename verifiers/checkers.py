@@ -24,6 +24,7 @@ MINICHECK_SYSTEM_PROMPT = (
     'with either "Yes" or "No".'
 )
 MINICHECK_USER_PROMPT = "Document: [DOCUMENT]\nClaim: [CLAIM]"
+UNTRUNCATED = 1 << 30
 
 
 ENTAILMENT, NEUTRAL, CONTRADICTION, NOT_ENTAILMENT = "entailment", "neutral", "contradiction", "not_entailment"
@@ -93,6 +94,14 @@ def preset_for(model: str) -> Preset | None:
     return PRESETS.get(model)
 
 
+def licence_notice(model: str) -> str | None:
+    """What to tell whoever runs a preset whose licence forbids commercial use; None for the others."""
+    preset = preset_for(model)
+    if preset is None or preset.commercial:
+        return None
+    return f"{model} is licensed {preset.licence}: not for commercial use without the licensor's permission"
+
+
 def detect_protocol(model: str, config) -> str:
     """The protocol a model's config implies: its architecture, and for a classifier its labels."""
     architectures = list(getattr(config, "architectures", None) or [])
@@ -127,8 +136,8 @@ class Protocol:
     def texts(self, premises: list[str], hypotheses: list[str]):
         raise NotImplementedError
 
-    def encode(self, premises: list[str], hypotheses: list[str]) -> dict[str, np.ndarray]:
-        return dict(self.tokenizer(self.texts(premises, hypotheses), truncation=True, max_length=self.max_tokens,
+    def encode(self, premises: list[str], hypotheses: list[str], max_length: int | None = None) -> dict[str, np.ndarray]:
+        return dict(self.tokenizer(self.texts(premises, hypotheses), truncation=True, max_length=max_length or self.max_tokens,
                                    padding=True, return_tensors="np"))  # fmt: skip
 
     def to_canonical(self, logits: np.ndarray) -> np.ndarray:
@@ -140,8 +149,8 @@ class Protocol:
         return self.name
 
     def prompt_tokens(self) -> int:
-        """Tokens the input has besides the evidence and the claim (specials, prompt)."""
-        return len(self.encode([""], [""])["input_ids"][0])
+        """Tokens the input has besides the evidence and the claim (specials, prompt), untruncated."""
+        return len(self.encode([""], [""], max_length=UNTRUNCATED)["input_ids"][0])
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -158,8 +167,8 @@ def _support(p_supported: np.ndarray) -> np.ndarray:
 class NLIProtocol(Protocol):
     columns: tuple[int, int, int | None] = (0, 1, 2)
 
-    def encode(self, premises: list[str], hypotheses: list[str]) -> dict[str, np.ndarray]:
-        return dict(self.tokenizer(premises, hypotheses, truncation="longest_first", max_length=self.max_tokens,
+    def encode(self, premises: list[str], hypotheses: list[str], max_length: int | None = None) -> dict[str, np.ndarray]:
+        return dict(self.tokenizer(premises, hypotheses, truncation="longest_first", max_length=max_length or self.max_tokens,
                                    padding=True, return_tensors="np"))  # fmt: skip
 
     def to_canonical(self, logits: np.ndarray) -> np.ndarray:
@@ -205,13 +214,10 @@ class Seq2SeqProtocol(Protocol):
     def texts(self, premises: list[str], hypotheses: list[str]) -> list[str]:
         return [f"predict: {p}{self.separator}{h}" for p, h in zip(premises, hypotheses)]
 
-    def encode(self, premises: list[str], hypotheses: list[str]) -> dict[str, np.ndarray]:
-        encoded = super().encode(premises, hypotheses)
+    def encode(self, premises: list[str], hypotheses: list[str], max_length: int | None = None) -> dict[str, np.ndarray]:
+        encoded = super().encode(premises, hypotheses, max_length)
         encoded["decoder_input_ids"] = np.full((len(encoded["input_ids"]), 1), self.decoder_start, dtype=np.int64)
         return encoded
-
-    def prompt_tokens(self) -> int:
-        return len(super().encode([""], [""])["input_ids"][0])
 
     def to_canonical(self, logits: np.ndarray) -> np.ndarray:
         return _support(_softmax(logits[:, -1, list(self.label_ids)])[:, 1])
@@ -230,10 +236,11 @@ class CausalLMProtocol(Protocol):
         messages = [{"role": "system", "content": MINICHECK_SYSTEM_PROMPT}, {"role": "user", "content": user}]
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
-    def encode(self, premises: list[str], hypotheses: list[str]) -> dict[str, np.ndarray]:
+    def encode(self, premises: list[str], hypotheses: list[str], max_length: int | None = None) -> dict[str, np.ndarray]:
         # The chat template writes its own special tokens; left padding puts every prompt's last token last.
         return dict(self.tokenizer(self.texts(premises, hypotheses), add_special_tokens=False, truncation=True,
-                                   max_length=self.max_tokens, padding=True, padding_side="left", return_tensors="np"))  # fmt: skip
+                                   max_length=max_length or self.max_tokens, padding=True, padding_side="left",
+                                   return_tensors="np"))  # fmt: skip
 
     def to_canonical(self, logits: np.ndarray) -> np.ndarray:
         probs = _softmax(logits[:, -1, :].astype(np.float64))
@@ -241,16 +248,23 @@ class CausalLMProtocol(Protocol):
         return _support(yes / np.maximum(yes + no, np.finfo(np.float64).tiny))
 
 
-def first_tokens(model: str, tokenizer, spellings: tuple[str, ...], word: str) -> tuple[int, ...]:
-    """The ids of the first token of each spelling of `word` that the tokenizer has as a token of its own."""
-    ids = []
-    for spelling in spellings:
-        pieces = tokenizer(spelling, add_special_tokens=False)["input_ids"]
-        if pieces and pieces[0] != tokenizer.unk_token_id and tokenizer.decode([pieces[0]]).strip().lower() == word.lower():
-            ids.append(pieces[0])
+def spelling_ids(model: str, tokenizer, word: str) -> tuple[int, ...]:
+    """Every token that decodes to `word` in any case, with or without a leading space ("Yes", " yes", "YES"):
+    MiniCheck sums the probability of each."""
+    vocabulary = range(len(tokenizer))
+    decoded = tokenizer.batch_decode([[i] for i in vocabulary])
+    ids = tuple(i for i, text in zip(vocabulary, decoded) if text.strip().lower() == word)
     if not ids:
         raise CheckerError(f"model {model!r}: its tokenizer has no token {word!r}, which the protocol reads the verdict from")
-    return tuple(dict.fromkeys(ids))
+    return ids
+
+
+def first_token(model: str, tokenizer, word: str) -> int:
+    """The first token of `word` (MiniCheck-Flan-T5 compares the logits of the first tokens of "0" and "1")."""
+    pieces = tokenizer(word, add_special_tokens=False)["input_ids"]
+    if not pieces or pieces[0] == tokenizer.unk_token_id:
+        raise CheckerError(f"model {model!r}: its tokenizer has no token {word!r}, which the protocol reads the verdict from")
+    return pieces[0]
 
 
 def build_protocol(name: str, model: str, tokenizer, config, max_tokens: int, supported_label: int = 1) -> Protocol:
@@ -263,7 +277,7 @@ def build_protocol(name: str, model: str, tokenizer, config, max_tokens: int, su
             raise CheckerError(f"model {model!r}: --supported-label {supported_label} is not one of its {n_labels} labels")
         return BinaryProtocol(name, tokenizer, max_tokens, separator=_separator(model, tokenizer), supported_label=supported_label)
     if name == "seq2seq":
-        zero, one = (first_tokens(model, tokenizer, (w,), w)[0] for w in ("0", "1"))
+        zero, one = (first_token(model, tokenizer, word) for word in ("0", "1"))
         if zero == one:
             raise CheckerError(f"model {model!r}: its tokenizer starts '0' and '1' with the same token")
         start = getattr(config, "decoder_start_token_id", None)
@@ -274,7 +288,6 @@ def build_protocol(name: str, model: str, tokenizer, config, max_tokens: int, su
             raise CheckerError(f"model {model!r}: its tokenizer has no chat template, which the causal-lm protocol writes the prompt with")
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        yes = first_tokens(model, tokenizer, ("Yes", " Yes", "yes", " yes", "YES"), "yes")
-        no = first_tokens(model, tokenizer, ("No", " No", "no", " no", "NO"), "no")
+        yes, no = spelling_ids(model, tokenizer, "yes"), spelling_ids(model, tokenizer, "no")
         return CausalLMProtocol(name, tokenizer, max_tokens, forward_kwargs={"logits_to_keep": 1}, yes_ids=yes, no_ids=no)
     raise CheckerError(f"unknown checker protocol {name!r}: use one of {', '.join(PROTOCOLS)}")
