@@ -58,6 +58,7 @@ def configured_scorer(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, s
     """(scorer, model choice) of the resource's NLI settings for `version`; (None, None) without a model."""
     from citekeeper.language import choose_nli_model, sample_store_texts
     from verifiers.checkers import CheckerError, licence_notice
+    from verifiers.devices import gpu_requested
     from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
 
     if not citekeeper.nli_model:
@@ -65,7 +66,7 @@ def configured_scorer(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, s
         return None, None
     # "auto": the default model of the language setting, or of the language detected from the version
     explicit = None if citekeeper.nli_model.strip().lower() == "auto" else citekeeper.nli_model
-    choice = choose_nli_model(explicit, citekeeper.language, lambda: sample_store_texts(store, version),
+    choice = choose_nli_model(explicit, citekeeper.language, lambda: sample_store_texts(store, version), gpu=gpu_requested(citekeeper.nli_device),
                               explicit="nli_model", source=f"corpus version {version}")  # fmt: skip
     log.info(f"event=nli_model_chosen model={choice.model!r} language={choice.language} "
              f"setting={choice.setting} reason={choice.reason!r}")  # fmt: skip
@@ -75,7 +76,7 @@ def configured_scorer(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, s
                              supported_label=citekeeper.nli_supported_label)  # fmt: skip
     except (ModelUnavailable, LabelSetError, CheckerError) as exc:
         raise dg.Failure(f"{exc}\n(NLI model chosen: {choice.reason})") from exc
-    if notice := licence_notice(choice.model):
+    if notice := licence_notice(choice.model, scorer.preset):
         log.warning(f"event=checker_licence notice={notice!r}")
     log.info(f"event=nli_device device={scorer.placement.device} precision={scorer.precision} "
              f"reason={scorer.placement.reason!r}")  # fmt: skip

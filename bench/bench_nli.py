@@ -9,6 +9,8 @@ the model. Prints:
   2. ONNX Runtime int8 vs torch fp32 scoring throughput                              (target >= 1.5x)
   3. model calls when re-verifying after 1% of the chunks change vs affected pairs   (target <= 1.1)
   4. pairs/s of one process with 2 torch threads vs 2 shards (processes) of 1 thread each, on 2 cores
+  5. per fact-checker protocol (binary, seq2seq, causal-lm; random models of 6 layers, hidden 384): end-to-end
+     verify against the bare forward loop, as [1]                                   (target >= 0.95)
 
     .venv/bin/python bench/bench_nli.py [--pairs 48] [--batch-size 16] [--repeats 2] [--recheck-chunks 200]
 """
@@ -30,12 +32,13 @@ from citekeeper.text import split_sentences  # noqa: E402
 from citekeeper.identity import text_hash  # noqa: E402
 from verifiers.nli import load_scorer  # noqa: E402
 from tests.eval_data import HTTPX_DOCS  # noqa: E402
-from tests.random_models import save_random_nli_model  # noqa: E402
+from tests.random_models import save_random_checker, save_random_nli_model  # noqa: E402
 from verifiers.verdict_cache import VerdictCache  # noqa: E402
 from verifiers.engine import verify  # noqa: E402
 from verifiers.verify_output import write_outputs  # noqa: E402
 
 DOCS = HTTPX_DOCS / "0.28.1"
+CHECKER_SHAPES = {"roberta": "binary", "t5": "seq2seq", "qwen2": "causal-lm"}
 
 
 def paragraphs(n: int) -> list[str]:
@@ -116,6 +119,34 @@ def timed(function, *args):
     return time.perf_counter() - started[0], time.process_time() - started[1], value
 
 
+def end_to_end(scorer, recorder, claims, citations, work: Path, repeats: int):
+    """Verify end to end and the bare forward passes over the same batches, `repeats` times in alternating order
+    (the machine is shared: compared per repeat, wall clock and process CPU time; the forward passes are also timed
+    inside each run). Returns the ratios per repeat, pairs scored, the last run's seconds and its batch count."""
+    rows = []
+    for repeat in range(repeats):
+        cache = VerdictCache(work / f"cache{repeat}")  # empty: every pair is scored
+
+        def verify_and_write():
+            result = verify(claims, citations, "v1", scorer, cache=cache, run_id=f"r{repeat}")
+            write_outputs(result, work / "out")
+            cache.flush(f"r{repeat}")
+            return result
+
+        bare_first = repeat % 2 == 1  # ABBA: neither side always runs on the warmer process
+        bare = timed(forward_all, scorer, encode_batches(scorer, *recorder.inputs)) if bare_first else None
+        recorder.forward_s = 0.0
+        e2e = timed(verify_and_write)
+        inside = recorder.forward_s
+        bare = bare or timed(forward_all, scorer, encode_batches(scorer, *recorder.inputs))
+        rows.append((e2e, bare, inside))
+    wall = [bare[0] / e2e[0] for e2e, bare, _ in rows]
+    cpu = [bare[1] / e2e[1] for e2e, bare, _ in rows]
+    in_run = [inside / e2e[0] for e2e, _, inside in rows]
+    n_batches = len(length_batches(scorer, *recorder.inputs))
+    return wall, cpu, in_run, rows[-1][0][2].stats["model_calls"], rows[-1][0][0], n_batches
+
+
 def _fmt(values: list[float]) -> str:
     return "/".join(f"{v:.2f}" for v in values)
 
@@ -141,37 +172,13 @@ def main() -> None:
     scorer.score(evidence[:2], evidence[2:4])  # warm-up
 
     # 1. end-to-end (resolve, lexical tier, windows, cache lookups, batching, scoring, aggregation, Parquet)
-    #    against forward passes alone over the same batches. The machine is shared, so the two are run
-    #    back to back in alternating order and compared per repeat (wall clock and process CPU time), and
-    #    the forward passes are also timed inside each verify run.
-    rows = []
-    for repeat in range(args.repeats):
-        cache = VerdictCache(work / f"cache{repeat}")  # empty: every pair is scored
-
-        def verify_and_write():
-            result = verify(claims, citations, "v1", scorer, cache=cache, run_id=f"r{repeat}")
-            write_outputs(result, work / "out")
-            cache.flush(f"r{repeat}")
-            return result
-
-        bare_first = repeat % 2 == 1  # ABBA: neither side always runs on the warmer process
-        bare = timed(forward_all, scorer, encode_batches(scorer, *recorder.inputs)) if bare_first else None
-        recorder.forward_s = 0.0
-        e2e = timed(verify_and_write)
-        inside = recorder.forward_s
-        bare = bare or timed(forward_all, scorer, encode_batches(scorer, *recorder.inputs))
-        rows.append((e2e, bare, inside))
-    result = rows[-1][0][2]
+    #    against forward passes alone over the same batches.
+    wall, cpu, in_run, n_scored, seconds, n_batches = end_to_end(scorer, recorder, claims, citations, work / "nli", args.repeats)
     premises, hypotheses = recorder.inputs
-    n_scored = result.stats["model_calls"]
-    wall = [bare[0] / e2e[0] for e2e, bare, _ in rows]
-    cpu = [bare[1] / e2e[1] for e2e, bare, _ in rows]
-    in_run = [inside / e2e[0] for e2e, _, inside in rows]
-    print(f"[1] end-to-end verify vs bare forward loop over the same {len(length_batches(scorer, premises, hypotheses))} "
-          f"batches ({n_scored} pairs, {n_scored / rows[-1][0][0]:.2f} pairs/s end to end), throughput ratio per "
-          f"repeat: wall {_fmt(wall)}, CPU time {_fmt(cpu)}; forward time inside each verify run / run time "
-          f"{_fmt(in_run)}; median CPU-time ratio {statistics.median(cpu):.2f}, wall {statistics.median(wall):.2f} "
-          "(target >= 0.95)")  # fmt: skip
+    print(f"[1] end-to-end verify vs bare forward loop over the same {n_batches} batches ({n_scored} pairs, "
+          f"{n_scored / seconds:.2f} pairs/s end to end), throughput ratio per repeat: wall {_fmt(wall)}, CPU time "
+          f"{_fmt(cpu)}; forward time inside each verify run / run time {_fmt(in_run)}; median CPU-time ratio "
+          f"{statistics.median(cpu):.2f}, wall {statistics.median(wall):.2f} (target >= 0.95)")  # fmt: skip
 
     # 2. ONNX int8 vs torch fp32 on the same pairs, both including tokenisation
     export_s, _, onnx = timed(load_scorer, str(model_dir), "onnx", work / "onnx", args.batch_size)
@@ -206,6 +213,20 @@ def main() -> None:
     print(f"[4] {len(premises)} pairs on 2 cores: 1 process x 2 threads {len(premises) / one:.2f} pairs/s, "
           f"2 shards x 1 thread {len(premises) / two:.2f} pairs/s -> {'shards' if two < one else 'threads'} "
           f"faster ({max(one, two) / min(one, two):.2f}x)")  # fmt: skip
+
+    # 5. each fact-checker protocol (verifiers.checkers), the same end-to-end comparison as [1]
+    evidence = paragraphs(args.pairs)
+    claims, citations = frames(evidence)
+    for shape, protocol in CHECKER_SHAPES.items():
+        checker_dir = save_random_checker(work / shape, evidence, shape, max_positions=512, size="bench")
+        checker = load_scorer(str(checker_dir), batch_size=args.batch_size)
+        n_params = sum(p.numel() for p in checker.model.parameters())
+        recorder = Recorder(checker)
+        checker.score(evidence[:2], evidence[2:4])  # warm-up
+        wall, cpu, in_run, n_scored, seconds, _ = end_to_end(checker, recorder, claims, citations, work / shape, args.repeats)
+        print(f"[5] {protocol} ({shape}, {n_params / 1e6:.1f}M parameters, random weights): {n_scored} pairs, "
+              f"{n_scored / seconds:.2f} pairs/s end to end; end-to-end / bare forward per repeat: wall {_fmt(wall)}, "
+              f"CPU time {_fmt(cpu)}; median wall {statistics.median(wall):.2f} (target >= 0.95)")  # fmt: skip
 
 
 def _shard_worker(model_dir, premises, hypotheses, batch_size, threads, barrier, seconds) -> None:

@@ -11,6 +11,7 @@ pull copies models into plain directories to carry to a machine without network 
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -179,6 +180,17 @@ def default_models(setting: str) -> dict[str, str]:
     return roles | {pair.embedding: "embedding" for pair in pairs if pair.embedding}
 
 
+PULLED_FROM = "citekeeper-pulled-from.json"  # in a pulled directory: the spec and commit it was pulled from
+
+
+def pulled_spec(directory: Path | str) -> str | None:
+    """The hub id (or path) a directory `pull` saved was pulled from; None for any other directory."""
+    try:
+        return json.loads((Path(directory) / PULLED_FROM).read_text(encoding="utf-8"))["spec"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def pulled_name(spec: str) -> str:
     """The subdirectory `pull` saves `spec` in: `org--name` for a hub id, the directory's name for a path."""
     path = Path(spec).expanduser()
@@ -202,6 +214,7 @@ def _pull_one(spec: str, to_dir: Path) -> PulledModel:
     try:
         for name in needed_files(os.listdir(source.path)):
             shutil.copyfile(source.path / name, staging / name)  # follows the cache's links to its blobs
+        (staging / PULLED_FROM).write_text(json.dumps({"spec": spec, "commit": source.commit}) + "\n", encoding="utf-8")
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)

@@ -42,10 +42,30 @@ def pull_command(models: tuple[str, ...], to_dir: Path, language: str) -> None:
 
 def _describe(model: PulledModel, role: str | None) -> str:
     """Where `model` went and how to load it on the machine it is copied to."""
+    from verifiers.checkers import preset_for
+
     nli, embedding = f"--model {model.path}", f"CITEKEEPER_EMBEDDING_MODEL={model.path}"
-    use = {"nli": nli, "embedding": embedding}.get(role, f"{nli} (NLI) or {embedding} (embeddings)")
+    preset = preset_for(model.spec)
+    use = {"nli": nli, "embedding": embedding}.get("nli" if preset else role, f"{nli} (NLI) or {embedding} (embeddings)")
     commit = f" @ {model.commit}" if model.commit else ""
-    return f"{model.spec}{commit} -> {model.path}\n  use: {use}"
+    known = f"\n  checker: {_preset_line(preset)}" if preset else ""
+    return f"{model.spec}{commit} -> {model.path}\n  use: {use}{known}"
+
+
+def _preset_line(preset) -> str:
+    bacc = f"LLM-AggreFact {preset.aggrefact_bacc}" if preset.aggrefact_bacc else "not on LLM-AggreFact"
+    chunk = f", chunks of {preset.chunk}" if preset.chunk else ""
+    terms = "" if preset.commercial else " (not for commercial use)"
+    return f"{preset.protocol}, window {preset.window} tokens{chunk}, {bacc}, licence {preset.licence}{terms}"
+
+
+@models_group.command("list")
+def list_command() -> None:
+    """The checkers citekeeper knows by hub id: protocol, window, LLM-AggreFact accuracy, licence."""
+    from verifiers.checkers import PRESETS
+
+    for hub_id, preset in PRESETS.items():
+        click.echo(f"{hub_id}\n  {_preset_line(preset)}")
 
 
 COMMANDS = [models_group]

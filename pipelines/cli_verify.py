@@ -20,8 +20,9 @@ from pipelines.cli_common import language_option, store_option
     help="Verify the answers in this JSONL/Parquet file instead of the registered ones (nothing is registered).",
 )
 @click.option("--model", default=None,
-              help="NLI model: Hugging Face hub id or local directory. [default: the --language default: "
-                   f"{ENGLISH.nli} for en, {MULTILINGUAL.nli} for zh and multi]")  # fmt: skip
+              help="Checker (an NLI model or a fact-checker): Hugging Face hub id or local directory. [default: the "
+                   f"--language default: {ENGLISH.nli} for en ({ENGLISH.gpu_nli} on a GPU), {MULTILINGUAL.nli} for zh "
+                   "and multi]")  # fmt: skip
 @language_option("Corpus language, which picks the default NLI model when --model is not given; auto detects it "
                  "from a sample of the version's chunk texts.")
 @click.option("--checker", type=click.Choice(PROTOCOLS), default=None,
@@ -69,6 +70,7 @@ def verify_command(
     from citekeeper.store import CorpusStore, StoreError
     from verifiers.evidence import AnswersFileError
     from verifiers.checkers import CheckerError, licence_notice
+    from verifiers.devices import gpu_requested
     from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
     from verifiers.verify_store import verify_store
 
@@ -90,7 +92,7 @@ def verify_command(
     scorer = choice = None
     if not no_model:
         choice = choose_nli_model(model, language, lambda: sample_store_texts(store, version),
-                                  source=f"corpus version {version}")  # fmt: skip
+                                  source=f"corpus version {version}", gpu=gpu_requested(device))  # fmt: skip
         click.echo(f"NLI model: {choice.describe()}")
         try:
             scorer = load_scorer(choice.model, backend, onnx_cache_dir=store.layout.onnx_dir, batch_size=batch_size,
@@ -102,7 +104,7 @@ def verify_command(
             )
             raise click.ClickException(f"{exc}{hint}") from exc
         click.echo(f"device: {scorer.placement.device}, {scorer.precision} ({scorer.placement.reason}); checker: {scorer.checker}")
-        if notice := licence_notice(choice.model):
+        if notice := licence_notice(choice.model, scorer.preset):
             click.echo(f"licence: {notice}", err=True)
     try:
         result, _ = verify_store(store, out_dir, version=version, answers_file=answers_file, scorer=scorer,

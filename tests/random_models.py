@@ -119,8 +119,14 @@ CHATML = (
 CHECKER_WORDS = ["Yes", "No", "0", "1", "predict", "Document", "Claim"]  # what the protocols' prompts and verdicts need
 
 
+CHECKER_SIZES = {  # "tiny" for tests; "bench": 6 layers of 384, so forward passes weigh as a small real model's
+    "tiny": dict(hidden=32, layers=2, heads=2, ffn=64),
+    "bench": dict(hidden=384, layers=6, heads=6, ffn=1536),
+}
+
+
 def save_random_checker(directory: Path | str, texts: list[str], shape: str, seed: int = 0, max_positions: int = 128,
-                        vocabulary: list[str] = CHECKER_WORDS) -> Path:  # fmt: skip
+                        vocabulary: list[str] = CHECKER_WORDS, size: str = "tiny") -> Path:  # fmt: skip
     """A random-weight fact-checker of `shape` with a tokenizer trained on `texts` plus `vocabulary`:
     "roberta" or "deberta" (a binary classifier with the generic labels LABEL_0 / LABEL_1, as MiniCheck's are
     published), "t5" (a seq2seq model, as MiniCheck-Flan-T5), "qwen2" (a causal LM with a ChatML chat template, as
@@ -131,26 +137,30 @@ def save_random_checker(directory: Path | str, texts: list[str], shape: str, see
         RobertaConfig, T5Config,
     )  # fmt: skip
 
-    tokenizer = build_tokenizer([*texts, " ".join(vocabulary)], vocab_size=600, model_max_length=max_positions)
+    tokenizer = build_tokenizer([*texts, " ".join(vocabulary)], vocab_size=600 if size == "tiny" else 8000, model_max_length=max_positions)
     tokenizer.eos_token = "[SEP]"
-    size = dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    dims = CHECKER_SIZES[size]
+    encoder = dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, hidden_size=dims["hidden"],
+                   num_hidden_layers=dims["layers"], num_attention_heads=dims["heads"], intermediate_size=dims["ffn"])  # fmt: skip
     if shape == "roberta":  # RoBERTa numbers positions from pad_token_id + 1
-        config = RobertaConfig(**size, **{**TINY_BERT, "max_position_embeddings": max_positions + 2}, num_labels=2)
+        config = RobertaConfig(**encoder, max_position_embeddings=max_positions + 2, num_labels=2)
         load = AutoModelForSequenceClassification
     elif shape == "deberta":
-        config = DebertaV2Config(**size, **{**TINY_BERT, "max_position_embeddings": max_positions}, num_labels=2, type_vocab_size=0)
+        config = DebertaV2Config(**encoder, max_position_embeddings=max_positions, num_labels=2, type_vocab_size=0)
         load = AutoModelForSequenceClassification
     elif shape == "t5":
-        config = T5Config(**size, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2, decoder_start_token_id=tokenizer.pad_token_id,
-                          eos_token_id=tokenizer.convert_tokens_to_ids("[SEP]"))  # fmt: skip
+        config = T5Config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, d_model=dims["hidden"],
+                          d_kv=dims["hidden"] // dims["heads"], d_ff=dims["ffn"], num_layers=dims["layers"], num_heads=dims["heads"],
+                          decoder_start_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.convert_tokens_to_ids("[SEP]"))  # fmt: skip
         load = AutoModelForSeq2SeqLM
     elif shape == "qwen2":  # transformers loads a qwen2 directory's tokenizer as Qwen2Tokenizer: byte-level BPE
         from verifiers.checkers import MINICHECK_SYSTEM_PROMPT, MINICHECK_USER_PROMPT
 
-        tokenizer = qwen2_tokenizer([*texts, " ".join(vocabulary), MINICHECK_SYSTEM_PROMPT, MINICHECK_USER_PROMPT], max_positions)
-        config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                             num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=max_positions,
-                             pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)  # fmt: skip
+        prompts = [MINICHECK_SYSTEM_PROMPT, MINICHECK_USER_PROMPT, *[" ".join(vocabulary)] * 50]  # its own tokens, whatever `texts`
+        tokenizer = qwen2_tokenizer([*texts, *prompts], max_positions, vocab_size=800 if size == "tiny" else 4000)
+        config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=dims["hidden"], intermediate_size=dims["ffn"],
+                             num_hidden_layers=dims["layers"], num_attention_heads=dims["heads"], num_key_value_heads=max(1, dims["heads"] // 2),
+                             max_position_embeddings=max_positions, pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)  # fmt: skip
         load = AutoModelForCausalLM
     else:
         raise ValueError(f"unknown checker shape {shape!r}")
@@ -162,7 +172,7 @@ def save_random_checker(directory: Path | str, texts: list[str], shape: str, see
     return directory
 
 
-def qwen2_tokenizer(texts: list[str], model_max_length: int):
+def qwen2_tokenizer(texts: list[str], model_max_length: int, vocab_size: int = 800):
     """A Qwen2Tokenizer (byte-level BPE) trained on `texts`, with Qwen2's special tokens and ChatML template."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
@@ -170,7 +180,7 @@ def qwen2_tokenizer(texts: list[str], model_max_length: int):
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(vocab_size=800, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)  # fmt: skip
     bpe.train_from_iterator([text for text in texts for _ in range(20)], trainer)
     model = json.loads(bpe.to_str())["model"]

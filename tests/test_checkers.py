@@ -185,3 +185,32 @@ def test_the_dagster_verification_asset_runs_a_checker(world):
     assert pair["p_entailment"] == pytest.approx(expected, abs=1e-4)
     with pytest.raises(ValueError, match="unknown checker protocol 'minicheck'"):
         CitekeeperConfig(nli_checker="minicheck")
+
+
+def test_the_binary_checker_runs_on_onnx_int8(world, tmp_path):
+    from verifiers.checkers import CheckerError
+    from verifiers.nli import load_scorer, model_key
+
+    model = str(world["models"]["roberta"])
+    on_torch, on_onnx = load_scorer(model), load_scorer(model, "onnx", onnx_cache_dir=tmp_path / "onnx")
+    premises, claims = [SHORT, LONG[:300]], CLAIMS
+    assert on_onnx.checker == "binary" and model_key(on_onnx).endswith("/onnx/binary:1")  # int8 is the onnx backend's own precision
+    assert np.allclose(on_torch.score(premises, claims), on_onnx.score(premises, claims), atol=0.02, equal_nan=True)
+    with pytest.raises(CheckerError, match="the onnx backend runs nli and binary checkers, not seq2seq"):
+        load_scorer(str(world["models"]["t5"]), "onnx", onnx_cache_dir=tmp_path / "onnx")
+
+
+def test_a_pulled_preset_keeps_its_window_and_licence(tmp_path, monkeypatch):
+    """A directory `citekeeper models pull` saved from a preset's hub id runs with the preset (window, chunk,
+    protocol), and a non-commercial licence is printed."""
+    from citekeeper.models import PULLED_FROM
+    from verifiers.checkers import PRESETS, licence_notice
+    from verifiers.nli import load_scorer
+
+    directory = save_random_checker(tmp_path / "bespoke", [SHORT], "qwen2", max_positions=512)
+    (directory / PULLED_FROM).write_text(json.dumps({"spec": "bespokelabs/Bespoke-MiniCheck-7B", "commit": None}))
+    scorer = load_scorer(str(directory))
+    preset = PRESETS["bespokelabs/Bespoke-MiniCheck-7B"]
+    assert (scorer.checker, scorer.max_tokens, scorer.chunk_tokens) == ("causal-lm", preset.window, preset.chunk)
+    assert "CC BY-NC 4.0: not for commercial use" in licence_notice(str(directory), scorer.preset)
+    assert licence_notice("lytang/MiniCheck-Flan-T5-Large", PRESETS["lytang/MiniCheck-Flan-T5-Large"]) is None

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+
+from citekeeper.models import pulled_spec
 
 PROTOCOLS = ("nli", "binary", "seq2seq", "causal-lm")
 MINICHECK_SYSTEM_PROMPT = (
@@ -90,13 +93,13 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def preset_for(model: str) -> Preset | None:
-    return PRESETS.get(model)
+def preset_for(model: str, directory: Path | None = None) -> Preset | None:
+    """The preset of a hub id, or of the hub id a directory `citekeeper models pull` saved was pulled from."""
+    return PRESETS.get(model) or (PRESETS.get(pulled_spec(directory) or "") if directory is not None else None)
 
 
-def licence_notice(model: str) -> str | None:
+def licence_notice(model: str, preset: Preset | None) -> str | None:
     """What to tell whoever runs a preset whose licence forbids commercial use; None for the others."""
-    preset = preset_for(model)
     if preset is None or preset.commercial:
         return None
     return f"{model} is licensed {preset.licence}: not for commercial use without the licensor's permission"

@@ -75,3 +75,8 @@ def _on_cpu(spec: str, why: str) -> Placement:
 def is_out_of_memory(error: BaseException) -> bool:
     """A device out-of-memory error (torch.cuda.OutOfMemoryError, or the RuntimeError older builds raise)."""
     return type(error).__name__ == "OutOfMemoryError" or "out of memory" in str(error).lower()
+
+
+def gpu_requested(requested: str | None, cuda=None) -> bool:
+    """Whether `requested` resolves to a GPU here: the default checker of a language depends on it."""
+    return _resolve(requested, cuda).is_cuda

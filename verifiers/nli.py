@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from citekeeper.language import ENGLISH
-from citekeeper.models import ModelSourceError, resolve_model
+from citekeeper.models import PULLED_FROM, ModelSourceError, resolve_model
 from verifiers.checkers import (  # noqa: F401 (LabelSetError and canonical_columns: imported from here too)
     PROTOCOLS, CheckerError, LabelSetError, Preset, build_protocol, canonical_columns, detect_protocol, preset_for,
 )
@@ -237,7 +237,7 @@ def load_scorer(
         local = resolve_model(model)
     except ModelSourceError as exc:
         raise ModelUnavailable(missing_model_message(model, str(exc))) from exc
-    preset = preset_for(model)
+    preset = preset_for(model, local.path)
     try:
         from transformers import AutoConfig, AutoTokenizer
 
@@ -309,7 +309,7 @@ def _content_hash(directory: Path) -> str:
     """The revision of a model directory without a hub commit: a hash of its config and weights."""
     digest = hashlib.sha256()
     for name in sorted(os.listdir(directory)):
-        if name.endswith((".json", ".safetensors", ".bin")) and (directory / name).is_file():
+        if name.endswith((".json", ".safetensors", ".bin")) and name != PULLED_FROM and (directory / name).is_file():
             digest.update(name.encode())
             with open(directory / name, "rb") as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
