@@ -11,7 +11,9 @@ Per (architecture, precision) it prints:
 
 On a GPU machine:    python bench/gpu_check.py                 (cuda, bf16 and fp32, both architectures)
 On the CPU (CI):     python bench/gpu_check.py --device cpu --pairs 8 --architectures deberta-v3-xsmall \
-                         --precisions fp32 --max-batch 8
+                         --precisions fp32 --max-batch 8 --checkers roberta:tiny t5:tiny qwen2:tiny
+The fact-checker protocols (--checkers) run in MiniCheck-RoBERTa-Large's, MiniCheck-Flan-T5-Large's and Qwen2-0.5B's
+shapes (Bespoke-MiniCheck-7B is a Qwen2-7B) with the same measures.
 """
 from __future__ import annotations
 
@@ -25,10 +27,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_nli import encode_batches, frames, paragraphs  # noqa: E402
-from tests.random_models import DEBERTA_V3, save_random_nli_model  # noqa: E402
+from tests.random_models import DEBERTA_V3, save_random_checker, save_random_nli_model  # noqa: E402
 from verifiers.devices import is_out_of_memory  # noqa: E402
 from verifiers.engine import verify  # noqa: E402
 from verifiers.nli import load_scorer  # noqa: E402
+
+# The fact-checker protocols in their published shapes (random weights): binary, seq2seq, causal-lm.
+CHECKERS = {"roberta:roberta-large": "binary", "t5:flan-t5-large": "seq2seq", "qwen2:qwen2-0.5b": "causal-lm"}
 
 
 def pairs_per_second(scorer, claims, citations) -> tuple[float, float]:
@@ -88,6 +93,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=None, help="default: the device's starting size")
     parser.add_argument("--max-batch", type=int, default=8192)
+    parser.add_argument("--checkers", nargs="*", default=list(CHECKERS), metavar="SHAPE:SIZE",
+                        help="fact-checker shapes (tests.random_models.save_random_checker), e.g. roberta:roberta-large")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     evidence = paragraphs(args.pairs)
@@ -100,6 +107,18 @@ def main() -> None:
             end_to_end, bare = pairs_per_second(scorer, claims, citations)
             fits = largest_batch(scorer, evidence, claims["text"].to_list(), args.max_batch)
             print(f"{architecture:<18} {scorer.placement.device:<7} {scorer.precision:<5} batch {scorer.batch_size:>4}: "
+                  f"end to end {end_to_end:9.1f} pairs/s, bare forward {bare:9.1f} pairs/s, ratio "
+                  f"{end_to_end / bare:.2f}; largest batch {fits}", flush=True)  # fmt: skip
+            del scorer
+    for spec in args.checkers:
+        shape, size = spec.split(":")
+        model_dir = save_random_checker(work / spec.replace(":", "-"), evidence, shape, max_positions=2048, size=size)
+        for precision in args.precisions:
+            scorer = load_scorer(str(model_dir), device=args.device, precision=precision, batch_size=args.batch_size)
+            scorer.score(evidence[:2], evidence[2:4])
+            end_to_end, bare = pairs_per_second(scorer, claims, citations)
+            fits = largest_batch(scorer, evidence, claims["text"].to_list(), args.max_batch)
+            print(f"{spec:<18} {scorer.checker:<9} {scorer.placement.device:<7} {scorer.precision:<5} batch {scorer.batch_size:>4}: "
                   f"end to end {end_to_end:9.1f} pairs/s, bare forward {bare:9.1f} pairs/s, ratio "
                   f"{end_to_end / bare:.2f}; largest batch {fits}", flush=True)  # fmt: skip
             del scorer

@@ -122,6 +122,11 @@ CHECKER_WORDS = ["Yes", "No", "0", "1", "predict", "Document", "Claim"]  # what 
 CHECKER_SIZES = {  # "tiny" for tests; "bench": 6 layers of 384, so forward passes weigh as a small real model's
     "tiny": dict(hidden=32, layers=2, heads=2, ffn=64),
     "bench": dict(hidden=384, layers=6, heads=6, ffn=1536),
+    # the published shapes (bench/gpu_check.py): MiniCheck-RoBERTa-Large, MiniCheck-Flan-T5-Large, and Qwen2-0.5B for
+    # the causal protocol (Bespoke-MiniCheck-7B is a Qwen2-7B: hidden 3584, 28 layers)
+    "roberta-large": dict(hidden=1024, layers=24, heads=16, ffn=4096),
+    "flan-t5-large": dict(hidden=1024, layers=24, heads=16, ffn=2816),
+    "qwen2-0.5b": dict(hidden=896, layers=24, heads=14, ffn=4864, kv_heads=2),
 }
 
 
@@ -159,7 +164,7 @@ def save_random_checker(directory: Path | str, texts: list[str], shape: str, see
         prompts = [MINICHECK_SYSTEM_PROMPT, MINICHECK_USER_PROMPT, *[" ".join(vocabulary)] * 50]  # its own tokens, whatever `texts`
         tokenizer = qwen2_tokenizer([*texts, *prompts], max_positions, vocab_size=800 if size == "tiny" else 4000)
         config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=dims["hidden"], intermediate_size=dims["ffn"],
-                             num_hidden_layers=dims["layers"], num_attention_heads=dims["heads"], num_key_value_heads=max(1, dims["heads"] // 2),
+                             num_hidden_layers=dims["layers"], num_attention_heads=dims["heads"], num_key_value_heads=dims.get("kv_heads", max(1, dims["heads"] // 2)),
                              max_position_embeddings=max_positions, pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)  # fmt: skip
         load = AutoModelForCausalLM
     else:

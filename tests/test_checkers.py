@@ -214,3 +214,22 @@ def test_a_pulled_preset_keeps_its_window_and_licence(tmp_path, monkeypatch):
     assert (scorer.checker, scorer.max_tokens, scorer.chunk_tokens) == ("causal-lm", preset.window, preset.chunk)
     assert "CC BY-NC 4.0: not for commercial use" in licence_notice(str(directory), scorer.preset)
     assert licence_notice("lytang/MiniCheck-Flan-T5-Large", PRESETS["lytang/MiniCheck-Flan-T5-Large"]) is None
+
+
+def test_claims_that_share_evidence_share_its_kv_cache(world):
+    """A causal-LM checker runs each evidence prefix once for all the claims citing it (MiniCheck-7B's prefix
+    caching): the verdicts are those of each full prompt run on its own."""
+    from verifiers.nli import HFScorer, load_scorer
+
+    scorer = load_scorer(str(world["models"]["qwen2"]), batch_size=2)  # batches of 2: the cache is copied per batch
+    premises = [SHORT] * 3 + [LONG[:200]]
+    hypotheses = [*CLAIMS, "Sockets stay open.", CLAIMS[0]]
+    assert scorer.protocol.split_prompt(SHORT, CLAIMS[0]) is not None
+    calls = []  # (rows, tokens, padded) of each run of the whole model: a prefix, or a batch of full prompts
+    scorer.model.register_forward_hook(
+        lambda module, args, kwargs, output: calls.append((*kwargs["input_ids"].shape, "attention_mask" in kwargs)), with_kwargs=True
+    )
+    shared = scorer.score(premises, hypotheses)
+    assert [padded for _, _, padded in calls] == [False, True]  # SHORT's prefix once for its 3 claims; the lone pair whole
+    assert calls[1][0] == 1
+    assert np.allclose(shared, HFScorer.score(scorer, premises, hypotheses), atol=1e-6, equal_nan=True)

@@ -15,7 +15,7 @@ SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "gpu_check.py"
 def test_gpu_check_runs_on_the_cpu():
     require_eval(HTTPX_DOCS)
     args = ["--device", "cpu", "--pairs", "8", "--architectures", "deberta-v3-xsmall", "--precisions", "fp32", "bf16",
-            "--batch-size", "4", "--max-batch", "8"]  # fmt: skip
+            "--batch-size", "4", "--max-batch", "8", "--checkers", "roberta:tiny", "t5:tiny", "qwen2:tiny"]  # fmt: skip
     done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith("deberta-v3-xsmall")]
@@ -23,3 +23,7 @@ def test_gpu_check_runs_on_the_cpu():
     for line in lines:
         end_to_end, bare = map(float, re.findall(r"([\d.]+) pairs/s", line))
         assert end_to_end > 0 and bare > 0 and "largest batch 8 (--max-batch 8 reached)" in line
+    checkers = [line for line in done.stdout.splitlines() if line.startswith(("roberta:tiny", "t5:tiny", "qwen2:tiny"))]
+    assert [line.split()[:3] for line in checkers[::2]] == [["roberta:tiny", "binary", "cpu"], ["t5:tiny", "seq2seq", "cpu"],
+                                                            ["qwen2:tiny", "causal-lm", "cpu"]]  # fmt: skip
+    assert len(checkers) == 6 and all("largest batch 8 (--max-batch 8 reached)" in line for line in checkers)

@@ -28,6 +28,7 @@ MINICHECK_SYSTEM_PROMPT = (
 )
 MINICHECK_USER_PROMPT = "Document: [DOCUMENT]\nClaim: [CLAIM]"
 UNTRUNCATED = 1 << 30
+_CLAIM_MARK = "\u2063CLAIM\u2063"  # where the claim goes in a rendered prompt (invisible separators around it)
 
 
 ENTAILMENT, NEUTRAL, CONTRADICTION, NOT_ENTAILMENT = "entailment", "neutral", "contradiction", "not_entailment"
@@ -244,6 +245,16 @@ class CausalLMProtocol(Protocol):
         return dict(self.tokenizer(self.texts(premises, hypotheses), add_special_tokens=False, truncation=True,
                                    max_length=max_length or self.max_tokens, padding=True, padding_side="left",
                                    return_tensors="np"))  # fmt: skip
+
+    def split_prompt(self, premise: str, hypothesis: str) -> tuple[list[int], list[int]] | None:
+        """The prompt's tokens as (evidence prefix, the rest: claim and template tail), so claims that share
+        evidence share the prefix's KV cache; None when the two halves do not tokenise as the whole does."""
+        text = self.prompt(premise, _CLAIM_MARK)
+        at = text.index(_CLAIM_MARK)
+        cut = len(text[:at].rstrip(" "))  # the space before the claim belongs to the claim's first token
+        prefix, rest = text[:cut], text[cut:at] + hypothesis + text[at + len(_CLAIM_MARK):]
+        ids = [self.tokenizer(part, add_special_tokens=False)["input_ids"] for part in (prefix, rest, prefix + rest)]
+        return (ids[0], ids[1]) if ids[0] + ids[1] == ids[2] else None
 
     def to_canonical(self, logits: np.ndarray) -> np.ndarray:
         probs = _softmax(logits[:, -1, :].astype(np.float64))

@@ -187,6 +187,66 @@ class HFScorer:
 class TorchScorer(HFScorer):
     model: object = None
 
+    def score(self, premises: list[str], hypotheses: list[str]) -> np.ndarray:
+        """A causal-LM checker scores the claims that share evidence from one encoding of it (its KV cache);
+        every other protocol, and pairs whose evidence is theirs alone, go through HFScorer.score."""
+        if self.protocol.name != "causal-lm":
+            return super().score(premises, hypotheses)
+        probs = np.empty((len(premises), 3), dtype=np.float64)
+        by_evidence: dict[str, list[int]] = {}
+        for i, premise in enumerate(premises):
+            by_evidence.setdefault(premise, []).append(i)
+        alone = []
+        for premise, indices in by_evidence.items():
+            split = [self.protocol.split_prompt(premise, hypotheses[i]) for i in indices] if len(indices) > 1 else None
+            if split and all(split) and max(len(a) + len(b) for a, b in split) <= self.max_tokens:
+                probs[indices] = self._score_sharing(split[0][0], [rest for _, rest in split])
+            else:
+                alone.extend(indices)
+        if alone:
+            probs[alone] = super().score([premises[i] for i in alone], [hypotheses[i] for i in alone])
+        return probs
+
+    def _score_sharing(self, prefix: list[int], rests: list[list[int]]) -> np.ndarray:
+        """The next-token verdicts of `prefix + rest` for each rest: the prefix runs once, its KV cache is copied to
+        each batch, and only the rests run on it (right-padded; each row read at its own last token)."""
+        import torch
+
+        device = self.placement.device
+        probs, start = np.empty((len(rests), 3), dtype=np.float64), 0
+        with torch.inference_mode():
+            cache = self.model(input_ids=torch.tensor([prefix], device=device), use_cache=True).cache
+            while start < len(rests):
+                size = min(self.batch_size, len(rests) - start)
+                batch = rests[start : start + size]
+                try:
+                    logits = self._rests_on(cache, len(prefix), batch)
+                except Exception as error:  # noqa: BLE001 (only an out-of-memory error is handled)
+                    if not is_out_of_memory(error) or size == 1:
+                        raise
+                    self._halve_batch(error)
+                    continue
+                probs[start : start + size] = self.protocol.to_canonical(logits[:, None, :])
+                self.model_calls += size
+                start += size
+        return probs
+
+    def _rests_on(self, cache, prefix_length: int, rests: list[list[int]]) -> np.ndarray:
+        import copy
+
+        import torch
+
+        device, pad = self.placement.device, self.tokenizer.pad_token_id
+        lengths = torch.tensor([len(rest) for rest in rests], device=device)
+        ids = torch.tensor([rest + [pad] * (int(lengths.max()) - len(rest)) for rest in rests], device=device)
+        mask = torch.cat([torch.ones((len(rests), prefix_length), dtype=torch.long, device=device),
+                          (torch.arange(ids.shape[1], device=device)[None, :] < lengths[:, None]).long()], dim=1)  # fmt: skip
+        shared = copy.deepcopy(cache)
+        shared.batch_repeat_interleave(len(rests))
+        hidden = self.model.base_model(input_ids=ids, attention_mask=mask, cache=shared, use_cache=True).last_hidden_state
+        last = hidden[torch.arange(len(rests), device=device), lengths - 1]
+        return self.model.get_output_embeddings()(last).float().cpu().numpy()
+
     def forward(self, encoded: dict[str, np.ndarray]) -> np.ndarray:
         import torch
 
