@@ -190,12 +190,12 @@ def choose_nli_model(
     setting = language_setting(setting)
     if model:
         return ModelChoice(model, setting, None, f"{explicit} given; the language setting is not used")
-    where = "GPU" if gpu else "CPU"
+    on = " on a GPU" if gpu else ""
     if setting != "auto":
-        return ModelChoice(_default(setting, gpu), setting, setting, f"default checker for language {setting} (set) on a {where}")
+        return ModelChoice(_default(setting, gpu), setting, setting, f"default checker for language {setting} (set){on}")
     detection = detect(texts() if callable(texts) else texts)
     language = detection.language
-    reason = f"default checker for language {language} on a {where}, detected from {source} ({detection.evidence()})"
+    reason = f"default checker for language {language}, detected from {source} ({detection.evidence()}){on}"
     return ModelChoice(_default(language, gpu), setting, language, reason)
 
 

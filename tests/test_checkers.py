@@ -168,21 +168,31 @@ def test_bad_checkers_fail_before_any_pair_is_scored(world, tmp_path):
         assert not list(out.rglob("pairs.parquet"))  # nothing scored, nothing written
 
 
-def test_the_dagster_verification_asset_runs_a_checker(world):
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_dagster_verification_asset_runs_each_checker(world, shape, tmp_path):
     from assets.resources import CitekeeperConfig
     from assets.verification import verification
 
+    store_root = shutil.copytree(world["store"].root, tmp_path / "store")  # runs of its own
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v1"])
-    config = CitekeeperConfig(store_dir=str(world["store"].root), nli_model=str(world["models"]["deberta"]), nli_supported_label=0)
+    label = 0 if SHAPES[shape] == "binary" else None  # the resource's supported label, where the protocol has one
+    config = CitekeeperConfig(store_dir=str(store_root), nli_model=str(world["models"][shape]), nli_supported_label=label)
     result = dg.materialize([verification], partition_key="v1", resources={"citekeeper": config}, instance=instance)
     assert result.success
-    directory = Path(result.asset_materializations_for_node("verification")[0].metadata["output_dir"].value)
-    pairs = pl.read_parquet(directory / "pairs.parquet").filter(pl.col("tier") == "nli")
-    assert set(pairs["checker"]) == {"binary"} and pairs.height == len(CLAIMS) * world["n_chunks"]
-    pair = pairs.row(0, named=True)
-    expected = reference_score("deberta", world["models"]["deberta"], window_text(world["store"], pair), pair["sentence"], supported_label=0)
-    assert pair["p_entailment"] == pytest.approx(expected, abs=1e-4)
+    metadata = result.asset_materializations_for_node("verification")[0].metadata
+    assert metadata["model"].value.endswith(f", {SHAPES[shape]})")
+    pairs = pl.read_parquet(Path(metadata["output_dir"].value) / "pairs.parquet").filter(pl.col("tier") == "nli")
+    assert set(pairs["checker"]) == {SHAPES[shape]} and pairs.height == len(CLAIMS) * world["n_chunks"]
+    for pair in pairs.head(2).iter_rows(named=True):
+        expected = reference_score(shape, world["models"][shape], window_text(world["store"], pair), pair["sentence"],
+                                   supported_label=1 if label is None else label)  # fmt: skip
+        assert pair["p_entailment"] == pytest.approx(expected, abs=1e-4)
+
+
+def test_the_resource_refuses_an_unknown_checker():
+    from assets.resources import CitekeeperConfig
+
     with pytest.raises(ValueError, match="unknown checker protocol 'minicheck'"):
         CitekeeperConfig(nli_checker="minicheck")
 
@@ -233,3 +243,20 @@ def test_claims_that_share_evidence_share_its_kv_cache(world):
     assert [padded for _, _, padded in calls] == [False, True]  # SHORT's prefix once for its 3 claims; the lone pair whole
     assert calls[1][0] == 1
     assert np.allclose(shared, HFScorer.score(scorer, premises, hypotheses), atol=1e-6, equal_nan=True)
+
+
+def test_the_default_checker_depends_on_the_language_and_the_device():
+    from citekeeper.language import choose_nli_model
+    from tests.test_devices import FakeCuda
+    from verifiers.devices import gpu_requested
+
+    h200 = FakeCuda([("NVIDIA H200", (9, 0))])
+    assert gpu_requested("auto", h200) and not gpu_requested("cpu", h200) and not gpu_requested("auto", FakeCuda())
+    on_gpu, on_cpu = choose_nli_model(None, "en", gpu=True), choose_nli_model(None, "en")
+    assert (on_gpu.model, on_cpu.model) == ("lytang/MiniCheck-Flan-T5-Large", "cross-encoder/nli-deberta-v3-xsmall")
+    assert "on a GPU" in on_gpu.reason
+    chinese = choose_nli_model(None, "zh", gpu=True)  # the MiniCheck checkers are English-only
+    assert chinese.model == "MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7"
+    from verifiers.checkers import PRESETS
+
+    assert all(PRESETS[m].commercial for m in (on_gpu.model, on_cpu.model, chinese.model))  # no default is non-commercial
