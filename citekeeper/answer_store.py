@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import shutil
 import uuid
 from collections.abc import Iterable, Iterator
@@ -32,6 +31,7 @@ import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
 from citekeeper.anchor import DocumentTexts, anchor_answers
+from citekeeper.files import atomic_write_text, fsync_file
 from citekeeper.layout import StoreLayout
 from citekeeper.rag_formats import converter
 from citekeeper.store import CorpusStore
@@ -188,6 +188,8 @@ class _PartWriter:
         """Finish the files; False (nothing written) when the add registered nothing."""
         for writer in self._writers.values():
             writer.close()
+        for name in self._writers:  # on disk before the manifest that lists them
+            fsync_file(self.directory / f"{name}.parquet")
         return self.n_answers > 0
 
 
@@ -345,6 +347,4 @@ class AnswerStore:
 
     def _publish(self, parts: list[str]) -> None:
         """The commit: one os.replace makes the new part visible, all three tables at once."""
-        tmp = self.root / f".manifest.json.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"parts": parts}, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, self.manifest_path)
+        atomic_write_text(self.manifest_path, json.dumps({"parts": parts}, indent=1) + "\n")

@@ -250,8 +250,8 @@ def _openai(response) -> tuple[str, list[Cited]]:
                 if isinstance(part, dict) and part.get("type") == "output_text":
                     texts.append((_get(part, "text", f"response.output.{i}.content.{j}.text", str), part.get("annotations") or [], f"response.output.{i}.content.{j}"))
     text, cited, at = "", [], 0
-    for part_text, annotations, field in texts:
-        for k, note in enumerate(annotations):
+    for part_text, notes, field in texts:
+        for k, note in enumerate(notes):
             cited.append(_openai_annotation(note, f"{field}.annotations.{k}", at, len(part_text), passages))
         text += part_text
         at += len(part_text)

@@ -53,6 +53,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from citekeeper.answer_store import AnswerStore
+from citekeeper.files import atomic_write_text
 from citekeeper.locations import is_remote, parquet_filesystem
 from citekeeper.store import (
     DEFAULT_LOCK_TIMEOUT,
@@ -464,7 +465,7 @@ def _prune_lance(store: CorpusStore, kept: list[str], rewrite: bool | None, summ
         rewrite = pending.exists() or any(set(t.tags.list()) - set(kept) for t in tables.values())
     rewrite = rewrite and bool(kept)
     if rewrite:
-        pending.write_text(json.dumps({"kept": kept}) + "\n")
+        atomic_write_text(pending, json.dumps({"kept": kept}) + "\n")
     new_versions: dict[str, dict[str, int]] = {name: {} for name in kept}
     for table, lance_table in tables.items():
         tags = {name: tag["version"] for name, tag in lance_table.tags.list().items()}

@@ -24,7 +24,6 @@ import hashlib
 import itertools
 import json
 import operator
-import os
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -41,6 +40,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from citekeeper import schema
+from citekeeper.files import atomic_write_text
 from citekeeper.layout import StoreLayout, UnsafeName, is_safe_name, safe_name
 from citekeeper.locations import is_remote, locations_from_env, parquet_filesystem
 from citekeeper.tables import ParquetStream, to_arrow
@@ -462,14 +462,7 @@ class CorpusStore:
 
     def _write_manifest(self, manifest: VersionManifest) -> None:
         """Last step of a commit, atomic: the version exists from this rename on."""
-        self.layout.versions_dir.mkdir(parents=True, exist_ok=True)
-        path = self.layout.manifest(manifest.name)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "w") as out:
-            out.write(manifest.to_json())
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+        atomic_write_text(self.layout.manifest(manifest.name), manifest.to_json())
 
 
 def _add_missing_columns(lance_table, stored: pa.Schema) -> None:

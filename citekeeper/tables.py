@@ -1,12 +1,13 @@
 """Polars frames / Arrow tables <-> Parquet with the schemas of citekeeper.schema."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from citekeeper.files import replace_durably, temp_path
 
 
 def to_arrow(frame: pl.DataFrame | pa.Table, schema: pa.Schema) -> pa.Table:
@@ -45,7 +46,7 @@ class ParquetStream:
     def __init__(self, path: Path, schema: pa.Schema):
         self.path, self.schema = Path(path), schema
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self._tmp = temp_path(self.path)
         self._writer = pq.ParquetWriter(self._tmp, schema)
 
     def write(self, frame: pl.DataFrame | pa.Table) -> None:
@@ -57,7 +58,7 @@ class ParquetStream:
     def __exit__(self, error_type, *_) -> None:
         self._writer.close()
         if error_type is None:
-            os.replace(self._tmp, self.path)
+            replace_durably(self._tmp, self.path)
         else:
             self._tmp.unlink(missing_ok=True)
 

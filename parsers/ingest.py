@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from citekeeper import schema
+from citekeeper.files import atomic_write_text
 from citekeeper.sharding import Shard
 from citekeeper.store import (
     DEFAULT_LOCK_TIMEOUT,
@@ -210,7 +211,7 @@ def stage(
     done = {"version": version, "parent": parent.name if parent else None, "config_hash": config_hash(config),
             "parse_settings": parse_settings(config), "reparse_reason": reparse_reason(parent, config),
             "source_dir": str(root), "shard": asdict(shard), "n_skipped": found.n_skipped}
-    (out / STAGE_DONE).write_text(json.dumps(done, indent=2))
+    atomic_write_text(out / STAGE_DONE, json.dumps(done, indent=2))  # the shard's done marker: whole or absent
     return StageResult(version, done["parent"], shard, staged.n_documents, len(reused), found.n_skipped, errors, out)
 
 

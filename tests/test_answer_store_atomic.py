@@ -44,8 +44,14 @@ def writer_or_die(path, schema):
 
 if kill_at == "before_citations":
     answer_store.pq = types.SimpleNamespace(ParquetWriter=writer_or_die)
-else:
-    answer_store.os = types.SimpleNamespace(getpid=os.getpid, replace=die)
+else:  # the rename of the one atomic write (citekeeper.files), after the temp file is written and fsynced
+    from citekeeper import files
+
+    class DyingAtReplace:
+        def __getattr__(self, name):
+            return die if name == "replace" else getattr(os, name)
+
+    files.os = DyingAtReplace()
 answer_store.AnswerStore(store).add(answers_file)
 """
 

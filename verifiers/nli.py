@@ -24,6 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from citekeeper.language import ENGLISH
+from citekeeper.files import replace_durably
 from citekeeper.models import PULLED_FROM, ModelSourceError, resolve_model
 from verifiers.checkers import (  # noqa: F401 (LabelSetError and canonical_columns: imported from here too)
     PROTOCOLS, CheckerError, LabelSetError, Preset, build_protocol, canonical_columns, detect_protocol, preset_for,
@@ -405,7 +406,7 @@ def export_int8_onnx(hf_model, protocol: CheckerProtocol, directory: Path) -> Pa
     try:
         _export_fp32(hf_model, protocol, fp32)
         quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
-        os.replace(int8, quantized)
+        replace_durably(int8, quantized)
     finally:
         fp32.unlink(missing_ok=True)
         int8.unlink(missing_ok=True)

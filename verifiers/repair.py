@@ -27,6 +27,7 @@ import polars as pl
 
 from citekeeper.answer_store import AddResult, AnswerSnapshot, AnswerStore
 from citekeeper.answers import ANCHORED_BY_CHUNK, citation_entries, record_from_rows
+from citekeeper.files import atomic_open, atomic_write_text
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import CITATION_STATUS, LOST_STATUSES, REPAIR_KINDS, REPAIRS
 from citekeeper.scope import REDACTED, crosses_into_internal, internal
@@ -363,7 +364,7 @@ def repair_citations(
     paths["repairs"] = write_parquet(repairs, REPAIRS, layout.repairs_file(target_version))
     result = RepairResult(target_version, repairs, records, applied, paths)
     paths["summary"] = layout.repair_summary_file(target_version)
-    paths["summary"].write_text(json.dumps(result.summary(), indent=1) + "\n", encoding="utf-8")
+    atomic_write_text(paths["summary"], json.dumps(result.summary(), indent=1) + "\n")
     return result
 
 
@@ -380,11 +381,7 @@ def _registered_before(previous: pl.DataFrame, answers: AnswerSnapshot) -> pl.Da
 
 
 def _write_jsonl(records: list[dict], path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
+    with atomic_open(path) as handle:
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    tmp.replace(path)
-    return path
+    return Path(path)

@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.answer_store import AnswerStore
+from citekeeper.files import atomic_write_text
 from citekeeper.schema import CITATION_STATUSES, LOST_STATUSES, NOT_HOLDING_STATUSES
 from citekeeper.scope import REDACTED, redact_status
 from citekeeper.text import printable
@@ -196,7 +197,7 @@ def render_html(
 def write_html(path: Path, *args, **kwargs) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(*args, **kwargs), encoding="utf-8")
+    atomic_write_text(path, render_html(*args, **kwargs))
     return path
 
 
