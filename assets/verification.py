@@ -56,26 +56,26 @@ def verification(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
 
 def configured_scorer(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, store, version: str):
     """(scorer, model choice) of the resource's NLI settings for `version`; (None, None) without a model."""
-    from citekeeper.language import choose_nli_model, sample_store_texts
-    from verifiers.checkers import CheckerError, licence_notice
-    from verifiers.devices import gpu_requested
-    from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
+    from citekeeper.language import sample_store_texts
+    from verifiers.checkers import licence_notice
+    from verifiers.nli import ScorerUnavailable, chosen_scorer
 
     if not citekeeper.nli_model:
         log.warning("event=no_nli_model tiers=anchoring,lexical reason='no NLI model configured (nli_model)'")
         return None, None
     # "auto": the default model of the language setting, or of the language detected from the version
     explicit = None if citekeeper.nli_model.strip().lower() == "auto" else citekeeper.nli_model
-    choice = choose_nli_model(explicit, citekeeper.language, lambda: sample_store_texts(store, version), gpu=gpu_requested(citekeeper.nli_device),
-                              explicit="nli_model", source=f"corpus version {version}")  # fmt: skip
+    try:
+        choice, scorer = chosen_scorer(
+            explicit, citekeeper.language, lambda: sample_store_texts(store, version), f"corpus version {version}",
+            explicit="nli_model", device=citekeeper.nli_device, backend=citekeeper.nli_backend,
+            onnx_cache_dir=store.layout.onnx_dir, threads=citekeeper.nli_threads, checker=citekeeper.nli_checker,
+            supported_label=citekeeper.nli_supported_label,
+        )  # fmt: skip
+    except ScorerUnavailable as exc:
+        raise dg.Failure(f"{exc}\n(NLI model chosen: {exc.choice.reason})") from exc
     log.info(f"event=nli_model_chosen model={choice.model!r} language={choice.language} "
              f"setting={choice.setting} reason={choice.reason!r}")  # fmt: skip
-    try:
-        scorer = load_scorer(choice.model, citekeeper.nli_backend, onnx_cache_dir=store.layout.onnx_dir,
-                             device=citekeeper.nli_device, threads=citekeeper.nli_threads, checker=citekeeper.nli_checker,
-                             supported_label=citekeeper.nli_supported_label)  # fmt: skip
-    except (ModelUnavailable, LabelSetError, CheckerError) as exc:
-        raise dg.Failure(f"{exc}\n(NLI model chosen: {choice.reason})") from exc
     if notice := licence_notice(choice.model, scorer.preset):
         log.warning(f"event=checker_licence notice={notice!r}")
     log.info(f"event=nli_device device={scorer.placement.device} precision={scorer.precision} "

@@ -30,20 +30,18 @@ def nli_model_or_reason(
 
     Without `model`, the default of the `language` setting (None: $CITEKEEPER_LANGUAGE, else auto); auto
     detects the language from the first version's documents under `corpus`."""
-    from citekeeper.language import choose_nli_model
-    from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
+    from verifiers.nli import ScorerUnavailable, chosen_scorer
 
     if no_model:
         return None, "NLI: --no-model given; running the anchoring and lexical tiers only."
     first = (corpus or SAMPLE_CORPUS) / VERSIONS[0]
-    choice = choose_nli_model(model, language, lambda: source_texts(first), source=f"the documents of {first}")
     try:
-        load_scorer(choice.model)
-    except (ModelUnavailable, LabelSetError) as exc:
+        choice, _ = chosen_scorer(model, language, lambda: source_texts(first), f"the documents of {first}")
+    except ScorerUnavailable as exc:
         first_line = str(exc).splitlines()[0]
         return None, (
-            f"NLI: model {choice.model} could not be loaded ({first_line}).\n"
-            f"     It was chosen as the {choice.reason}.\n"
+            f"NLI: model {exc.choice.model} could not be loaded ({first_line}).\n"
+            f"     It was chosen as the {exc.choice.reason}.\n"
             "     Running the anchoring and lexical tiers only: claims they cannot decide are reported as "
             "'unverified', never guessed. Pass --model /local/dir to use a local NLI model."
         )

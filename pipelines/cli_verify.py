@@ -66,12 +66,11 @@ def verify_command(
     run_id: str | None,
 ) -> None:
     """Check every claim against its cited evidence (anchoring, lexical fast path, NLI) and write Parquet."""
-    from citekeeper.language import choose_nli_model, sample_store_texts
+    from citekeeper.language import sample_store_texts
     from citekeeper.store import CorpusStore, StoreError
     from verifiers.evidence import AnswersFileError
-    from verifiers.checkers import CheckerError, licence_notice
-    from verifiers.devices import gpu_requested
-    from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
+    from verifiers.checkers import licence_notice
+    from verifiers.nli import ScorerUnavailable, chosen_scorer
     from verifiers.verify_store import verify_store
 
     from citekeeper.sharding import Shard
@@ -91,18 +90,18 @@ def verify_command(
         raise click.ClickException(str(exc)) from exc
     scorer = choice = None
     if not no_model:
-        choice = choose_nli_model(model, language, lambda: sample_store_texts(store, version),
-                                  source=f"corpus version {version}", gpu=gpu_requested(device))  # fmt: skip
-        click.echo(f"NLI model: {choice.describe()}")
         try:
-            scorer = load_scorer(choice.model, backend, onnx_cache_dir=store.layout.onnx_dir, batch_size=batch_size,
-                                 progress=True, device=device, threads=threads, checker=checker,
-                                 supported_label=supported_label)  # fmt: skip
-        except (ModelUnavailable, LabelSetError, CheckerError) as exc:
+            choice, scorer = chosen_scorer(
+                model, language, lambda: sample_store_texts(store, version), f"corpus version {version}", device=device,
+                backend=backend, onnx_cache_dir=store.layout.onnx_dir, batch_size=batch_size, progress=True,
+                threads=threads, checker=checker, supported_label=supported_label,
+            )  # fmt: skip
+        except ScorerUnavailable as exc:
             hint = "" if model else (
-                f"\n(chosen as the {choice.reason}; --language en|zh|multi or --model overrides the choice)"
+                f"\n(chosen as the {exc.choice.reason}; --language en|zh|multi or --model overrides the choice)"
             )
-            raise click.ClickException(f"{exc}{hint}") from exc
+            raise click.ClickException(f"NLI model: {exc.choice.describe()}\n{exc}{hint}") from exc
+        click.echo(f"NLI model: {choice.describe()}")
         click.echo(f"device: {scorer.placement.device}, {scorer.precision} ({scorer.placement.reason}); checker: {scorer.checker}")
         if notice := licence_notice(choice.model, scorer.preset):
             click.echo(f"licence: {notice}", err=True)

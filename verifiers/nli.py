@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,14 +24,14 @@ from typing import Protocol
 
 import numpy as np
 
-from citekeeper.language import ENGLISH
+from citekeeper.language import ENGLISH, ModelChoice, choose_nli_model
 from citekeeper.files import replace_durably
 from citekeeper.models import PULLED_FROM, ModelSourceError, resolve_model
 from verifiers.checkers import (  # noqa: F401 (LabelSetError and canonical_columns: imported from here too)
     PROTOCOLS, CheckerError, LabelSetError, Preset, build_protocol, canonical_columns, detect_protocol, preset_for,
 )
 from verifiers.checkers import Protocol as CheckerProtocol
-from verifiers.devices import Placement, is_out_of_memory, resolve_device
+from verifiers.devices import Placement, gpu_requested, is_out_of_memory, resolve_device
 
 log = logging.getLogger("citekeeper.nli")
 
@@ -462,3 +463,30 @@ def _onnx_session(path: Path, placement: Placement):
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(str(path), options, providers=onnx_providers(placement, ort.get_available_providers()))
+
+
+class ScorerUnavailable(RuntimeError):
+    """The chosen checker cannot be loaded; `choice` says which it was and why it was chosen."""
+
+    def __init__(self, choice: ModelChoice, error: Exception):
+        super().__init__(str(error))
+        self.choice = choice
+
+
+def chosen_scorer(
+    model: str | None,
+    language: str | None,
+    texts: Callable[[], Iterable[str]],
+    source: str,
+    explicit: str = "--model",
+    device: str | None = "auto",
+    **load: object,
+) -> tuple[ModelChoice, HFScorer]:
+    """The one way a command or an asset builds its checker: `model`, else the default of the language (set, or
+    detected from `texts` of `source`) for the device, loaded with `load` (load_scorer's options). Raises
+    ScorerUnavailable with the choice, before any pair is scored."""
+    choice = choose_nli_model(model, language, texts, explicit=explicit, source=source, gpu=gpu_requested(device))
+    try:
+        return choice, load_scorer(choice.model, device=device, **load)
+    except (ModelUnavailable, LabelSetError, CheckerError) as exc:
+        raise ScorerUnavailable(choice, exc) from exc
