@@ -202,7 +202,8 @@ class AnswerStore:
         corpus: CorpusStore | None = None,
     ):
         """`corpus`: the store citations by document are anchored in (default: the one at `store_root`)."""
-        self.root = StoreLayout(store_root).answers_dir
+        self.layout = StoreLayout(store_root)
+        self.root = self.layout.answers_dir
         self.store_root = store_root
         self._corpus = corpus
         self.max_claims_per_answer = max_claims_per_answer
@@ -274,7 +275,7 @@ class AnswerStore:
         result = AddResult()
         self.root.mkdir(parents=True, exist_ok=True)
         try:
-            with FileLock(self.root / ".lock", timeout=self.lock_timeout), _cycle_collector_paused():
+            with FileLock(self.layout.answers_lock, timeout=self.lock_timeout), _cycle_collector_paused():
                 self._register(batches, source, result, expected_revisions or {})
         except Timeout as exc:
             raise AnswerStoreLocked(

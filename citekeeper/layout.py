@@ -79,6 +79,11 @@ class StoreLayout:
         return self.root / "answers"
 
     @property
+    def answers_lock(self) -> Path:
+        """The answer store's writers' lock: every add, and gc while it rewrites what answers cite."""
+        return self.answers_dir / ".lock"
+
+    @property
     def embeddings_dir(self) -> Path:
         return self.root / "embeddings"
 

@@ -438,9 +438,9 @@ def gc(
 
 
 def _answers_lock(store: CorpusStore, timeout: float) -> filelock.FileLock:
-    """The answer store's writers' lock (citekeeper.answer_store: <answers>/.lock)."""
+    """The answer store's writers' lock (StoreLayout.answers_lock)."""
     store.layout.answers_dir.mkdir(parents=True, exist_ok=True)
-    return filelock.FileLock(str(store.layout.answers_dir / ".lock"), timeout=timeout)
+    return filelock.FileLock(str(store.layout.answers_lock), timeout=timeout)
 
 
 def _check_tags(store: CorpusStore, kept: list[str]) -> None:
