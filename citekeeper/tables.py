@@ -63,6 +63,12 @@ class ParquetStream:
             self._tmp.unlink(missing_ok=True)
 
 
+def counts_of(frame: pl.DataFrame, column: str, values: tuple[str, ...] | None = None) -> dict[str, int]:
+    """Rows per value of `column`: every one of `values` (0 when absent) in their order, else the values found, sorted."""
+    found = dict(frame.group_by(column).len().iter_rows())
+    return {value: found.get(value, 0) for value in values} if values is not None else dict(sorted(found.items()))
+
+
 def read_parquet(path: Path, schema: pa.Schema) -> pl.DataFrame:
     path = Path(path)
     return conform(pl.read_parquet(path), schema) if path.exists() else empty(schema)

@@ -27,7 +27,7 @@ from citekeeper.locate import locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF, LOST_STATUSES
 from citekeeper.scope import ACCESS_SCOPES, INTERNAL, USER_VISIBLE, visible_from
-from citekeeper.tables import ParquetStream, conform, empty, read_parquet, write_parquet
+from citekeeper.tables import ParquetStream, conform, counts_of, empty, read_parquet, write_parquet
 from verifiers.diff import VersionDiff, diff_versions
 from verifiers.reanchor import Reanchorer, reanchor
 
@@ -211,8 +211,7 @@ class CitationCheck:
     blast_radius_path: Path
 
     def counts(self) -> dict[str, int]:
-        found = dict(self.outline.group_by("status").len().iter_rows())
-        return {s: found.get(s, 0) for s in CITATION_STATUSES}
+        return counts_of(self.outline, "status", CITATION_STATUSES)
 
     def read_status(self) -> pl.DataFrame:
         """Every CITATION_STATUS row (texts included): for a report or a repair, not for a million citations."""

@@ -27,7 +27,7 @@ from rapidfuzz import fuzz, process
 
 from citekeeper.native_locator import LOCATOR_COLUMNS
 from citekeeper.schema import CHUNK_DIFF, DOC_DIFF
-from citekeeper.tables import conform, read_parquet, write_parquet
+from citekeeper.tables import conform, counts_of, read_parquet, write_parquet
 
 DOC_COLUMNS = ["doc_id", "doc_content_hash", "source_path"]
 DEFAULT_THRESHOLD = 0.5  # minimum text similarity (0..1) for a chunk to count as a modified successor
@@ -54,7 +54,7 @@ class VersionDiff:
 
 
 def _counts(frame: pl.DataFrame) -> dict[str, int]:
-    return dict(frame.group_by("change").len().sort("change").iter_rows())
+    return counts_of(frame, "change")
 
 
 # ---------------------------------------------------------------- documents

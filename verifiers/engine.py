@@ -15,7 +15,7 @@ import polars as pl
 
 from citekeeper.identity import text_hash
 from citekeeper.schema import CLAIM_STATUSES, HOLDING_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS, NLI_SHARD_TALLY
-from citekeeper.tables import conform
+from citekeeper.tables import conform, counts_of
 from citekeeper.text import sentence_spans
 from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
 from citekeeper.sharding import Shard
@@ -59,9 +59,7 @@ class VerifyResult:
     stats: dict[str, int]
 
     def status_counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(CLAIM_STATUSES, 0)
-        counts.update(dict(self.claims.group_by("status").len().iter_rows()))
-        return counts
+        return counts_of(self.claims, "status", CLAIM_STATUSES)
 
 
 def new_run_id() -> str:

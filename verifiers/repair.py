@@ -31,7 +31,7 @@ from citekeeper.files import atomic_open, atomic_write_text
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import CITATION_STATUS, LOST_STATUSES, REPAIR_KINDS, REPAIRS
 from citekeeper.scope import REDACTED, crosses_into_internal, internal
-from citekeeper.tables import conform, read_parquet, write_parquet
+from citekeeper.tables import conform, counts_of, read_parquet, write_parquet
 from verifiers.citation_status import Suggester, check_citations
 
 DEFAULT_MIN_SCORE = 0.9
@@ -48,8 +48,7 @@ class RepairResult:
     paths: dict[str, Path]
 
     def counts(self) -> dict[str, int]:
-        found = dict(self.repairs.group_by("repair").len().iter_rows())
-        return {kind: found.get(kind, 0) for kind in REPAIR_KINDS}
+        return counts_of(self.repairs, "repair", REPAIR_KINDS)
 
     def summary(self) -> dict:
         return {
