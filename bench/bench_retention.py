@@ -113,7 +113,7 @@ def in_child(target, *args) -> dict:
 
 def scan(root: Path, version: str) -> None:
     """The LanceDB side of a read: the chunks table checked out at the version's tag, every stored column."""
-    table = CorpusStore(root)._lance().open_table("chunks")
+    table = CorpusStore(root).lance_db().open_table("chunks")
     table.checkout(version)
     table.to_lance().to_table()
 

@@ -64,9 +64,9 @@ from citekeeper.store import (
     CorpusStore,
     StoreError,
     StoreLocked,
-    _add_rows,
-    _delete_docs,
-    _index_doc_ids,
+    add_rows,
+    delete_docs,
+    index_doc_ids,
     sorted_batches,
 )
 
@@ -306,7 +306,7 @@ def _remove(store: CorpusStore, removal: Removal) -> None:
 def _merge_index(lance_table) -> None:
     """One doc_id index segment covering every row: reads of this table version consult one segment, and
     compaction, which merges only fragments that a single index segment covers, can merge them all."""
-    _index_doc_ids(lance_table)
+    index_doc_ids(lance_table)
     index = next((i for i in lance_table.list_indices() if i.name == DOC_ID_INDEX), None)
     if index is not None and index.num_segments > 1:
         lance_table.to_lance().optimize.optimize_indices(index_names=[DOC_ID_INDEX],
@@ -357,10 +357,10 @@ def _rewrite(lance_table, kept: Sequence[str], old: dict[str, int], on_step=None
         lance_table.restore(new[kept[-1]])
         then = history.checkout_version(old[name])
         changed = _changed_doc_ids(_row_addresses(then), latest_rows)
-        _delete_docs(lance_table, changed)
+        delete_docs(lance_table, changed)
         if changed:
-            _add_rows(lance_table, then.to_table(filter=pc.field("doc_id").isin(changed)), lance_table.schema)
-        _index_doc_ids(lance_table)
+            add_rows(lance_table, then.to_table(filter=pc.field("doc_id").isin(changed)), lance_table.schema)
+        index_doc_ids(lance_table)
         lance_table.tags.update(name, lance_table.version)
         new[name] = lance_table.version
         if on_step is not None:
@@ -390,7 +390,7 @@ def _cleanup(lance_table) -> int:
 def _update_manifest(store: CorpusStore, name: str, lance_versions: dict[str, int]) -> None:
     manifest = store.manifest(name)
     if manifest.lance_versions != lance_versions:
-        store._write_manifest(replace(manifest, lance_versions={**manifest.lance_versions, **lance_versions}))
+        store.write_manifest(replace(manifest, lance_versions={**manifest.lance_versions, **lance_versions}))
 
 
 def gc(
@@ -445,7 +445,7 @@ def _answers_lock(store: CorpusStore, timeout: float) -> filelock.FileLock:
 
 def _check_tags(store: CorpusStore, kept: list[str]) -> None:
     """Every kept version must be readable by its tag before anything is removed."""
-    db = store._lance()
+    db = store.lance_db()
     for table in TABLES:
         if table in db.table_names() and kept:
             missing = [name for name in kept if name not in db.open_table(table).tags.list()]
@@ -457,7 +457,7 @@ def _prune_lance(store: CorpusStore, kept: list[str], rewrite: bool | None, summ
     """Drop the tags of versions not kept, rewrite the kept ones (by default: when a tag went, that is when a
     version was pruned now or by an interrupted gc, or when an earlier rewrite did not finish), clean up."""
     pending = store.layout.gc_pending
-    db = store._lance()
+    db = store.lance_db()
     tables = {name: db.open_table(name) for name in TABLES if name in db.table_names()}
     if not tables:
         return

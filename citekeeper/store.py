@@ -322,7 +322,7 @@ class CorpusStore:
 
     def _read_tagged(self, table: str, version: str, read: list[str], id_lists: dict[str, list[str]]) -> pa.Table:
         """The `read` columns of a version's rows (those of `id_lists` when given), from the table at its tag."""
-        lance_table = self._lance().open_table(table)
+        lance_table = self.lance_db().open_table(table)
         lance_table.checkout(version)
         dataset = lance_table.to_lance()
         had = set(lance_table.schema.names)  # a version committed before a column existed lacks it
@@ -338,7 +338,7 @@ class CorpusStore:
 
     def _sorted_batches(self, table: str, version: str) -> Iterator[pa.Table]:
         """Every row of a version (READ_SCHEMAS), in the order _read_lance returns them, a batch at a time."""
-        lance_table = self._lance().open_table(table)
+        lance_table = self.lance_db().open_table(table)
         lance_table.checkout(version)
         stored = pa.schema([field for field in STORED_SCHEMAS[table] if field.name in lance_table.schema.names])
         for rows in sorted_batches(lance_table.to_lance(), SORT_KEYS[table]):
@@ -349,7 +349,7 @@ class CorpusStore:
         each page of the table once."""
         name = self.manifest(version).name
         with _lance_errors("chunks", name):
-            lance_table = self._lance().open_table("chunks")
+            lance_table = self.lance_db().open_table("chunks")
             lance_table.checkout(name)
             return self._chunk_offsets(name, lance_table.to_lance())
 
@@ -403,14 +403,14 @@ class CorpusStore:
             raise VersionExists(f"corpus version {name!r} already exists in {self.root}; versions are immutable")
         parent = self.manifest(manifest.parent) if manifest.parent else None
         previous = self.latest()
-        db = self._lance()
+        db = self.lance_db()
         replaced = sorted(set(replaced_doc_ids))
         lance_versions, counts = {}, {}
         for table, rows in (("chunks", chunks), ("documents", documents)):
             lance_table = self._open_at_parent(db, table, parent)
-            _delete_docs(lance_table, replaced)
-            _add_rows(lance_table, rows, STORED_SCHEMAS[table])
-            _index_doc_ids(lance_table)
+            delete_docs(lance_table, replaced)
+            add_rows(lance_table, rows, STORED_SCHEMAS[table])
+            index_doc_ids(lance_table)
             if name in lance_table.tags.list():  # left by a run that died before its manifest
                 lance_table.tags.delete(name)
             lance_table.tags.create(name, lance_table.version)
@@ -426,7 +426,7 @@ class CorpusStore:
                 "lance_versions": lance_versions,
             }
         )
-        self._write_manifest(committed)
+        self.write_manifest(committed)
         # Only the latest version keeps chunk and document exports; the one it replaces goes once this version
         # exists (a crash in between leaves an extra export, which the next commit or `gc` removes).
         for old in {v.name for v in (previous, parent) if v is not None} - {name}:
@@ -434,7 +434,7 @@ class CorpusStore:
                 self.remove_export(table, old)
         return committed
 
-    def _lance(self) -> lancedb.DBConnection:
+    def lance_db(self) -> lancedb.DBConnection:
         import lancedb  # here, not at module level: the CLI and the Dagster code location import this module
 
         return lancedb.connect(self.lance_uri, storage_options=self.storage_options or None)
@@ -460,7 +460,7 @@ class CorpusStore:
             self.write_export(table, version, self._sorted_batches(table, version))
         self.write_export("errors", version, pl.from_arrow(errors).sort(SORT_KEYS["errors"]))
 
-    def _write_manifest(self, manifest: VersionManifest) -> None:
+    def write_manifest(self, manifest: VersionManifest) -> None:
         """Last step of a commit, atomic: the version exists from this rename on."""
         atomic_write_text(self.layout.manifest(manifest.name), manifest.to_json())
 
@@ -484,7 +484,7 @@ def sorted_batches(dataset, keys: list[str]) -> Iterator[pa.Table]:
         yield dataset.take(order[start : start + SORTED_BATCH])
 
 
-def _add_rows(lance_table, rows: pa.Table | pa.RecordBatchReader, schema: pa.Schema) -> None:
+def add_rows(lance_table, rows: pa.Table | pa.RecordBatchReader, schema: pa.Schema) -> None:
     """Append `rows` (cast to `schema`) batch by batch; nothing at all when there are none (no empty fragment)."""
     reader = rows.to_reader() if isinstance(rows, pa.Table) else rows
     batches = (cast for batch in reader for cast in to_arrow(pa.Table.from_batches([batch]), schema).to_batches() if cast.num_rows)
@@ -493,7 +493,7 @@ def _add_rows(lance_table, rows: pa.Table | pa.RecordBatchReader, schema: pa.Sch
         lance_table.add(pa.RecordBatchReader.from_batches(schema, itertools.chain([first], batches)))
 
 
-def _delete_docs(lance_table, doc_ids: list[str]) -> None:
+def delete_docs(lance_table, doc_ids: list[str]) -> None:
     """LanceDB's expression builder, not SQL: ids go in as values, nothing to quote."""
     from lancedb.expr import col  # lazily, like lancedb itself (see _lance)
 
@@ -501,7 +501,7 @@ def _delete_docs(lance_table, doc_ids: list[str]) -> None:
         lance_table.delete(col("doc_id").isin(doc_ids))
 
 
-def _index_doc_ids(lance_table) -> None:
+def index_doc_ids(lance_table) -> None:
     """Keep a BTree index on doc_id covering every row, so reading a few documents' rows (the diff reads
     only changed documents) costs what those rows cost, not a scan of the version. The index is part of
     the table version, so each tagged version carries the index as of its commit."""

@@ -23,7 +23,7 @@ def crash_before_manifest(monkeypatch: pytest.MonkeyPatch) -> None:
     def crash(self, manifest):
         raise Crash("killed after the LanceDB write, before the manifest")
 
-    monkeypatch.setattr(CorpusStore, "_write_manifest", crash)
+    monkeypatch.setattr(CorpusStore, "write_manifest", crash)
 
 
 def hold_lock(store_dir: Path, seconds: float | None) -> subprocess.Popen:

@@ -180,7 +180,7 @@ def test_process_killed_before_manifest_leaves_previous_version(source: Path, st
         import os
         from parsers.ingest import ingest
         from citekeeper.store import CorpusStore
-        CorpusStore._write_manifest = lambda self, manifest: os._exit(9)
+        CorpusStore.write_manifest = lambda self, manifest: os._exit(9)
         ingest({str(source)!r}, CorpusStore({str(store_dir)!r}), version="two")
     """)
     killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
