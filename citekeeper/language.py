@@ -152,14 +152,16 @@ def models_for(language: str) -> LanguageModels:
     return MODELS[language]
 
 
+def sample_of(items: list, max_items: int = SAMPLE_DOCS) -> list:
+    """At most `max_items` of `items`, spread evenly over them: the documents language detection reads, enough
+    to detect the language without reading them all."""
+    return items[:: -(-len(items) // max_items) or 1]
+
+
 def sample_store_texts(store: CorpusStore, version: str, max_docs: int = SAMPLE_DOCS) -> list[str]:
-    """Chunk texts of at most `max_docs` documents of `version`, spread evenly over its sorted doc_ids:
-    enough to detect the language without reading the whole version."""
-    doc_ids = store.read_documents(version, columns=["doc_id"])["doc_id"].to_list()
-    if not doc_ids:
-        return []
-    step = -(-len(doc_ids) // max_docs)
-    return store.read_chunks(version, columns=["text"], doc_ids=doc_ids[::step])["text"].to_list()
+    """Chunk texts of a sample of the documents of `version` (sample_of its sorted doc_ids)."""
+    doc_ids = sample_of(store.read_documents(version, columns=["doc_id"])["doc_id"].to_list(), max_docs)
+    return store.read_chunks(version, columns=["text"], doc_ids=doc_ids)["text"].to_list() if doc_ids else []
 
 
 @dataclass(frozen=True)

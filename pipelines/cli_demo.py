@@ -51,7 +51,7 @@ def nli_model_or_reason(
 def source_texts(source_dir: Path, max_docs: int | None = None) -> list[str]:
     """Canonical texts of at most `max_docs` documents under `source_dir` (spread over the sorted paths),
     parsed as ingest parses them; text formats are preferred over PDF/DOCX; unparseable ones are skipped."""
-    from citekeeper.language import SAMPLE_DOCS
+    from citekeeper.language import SAMPLE_DOCS, sample_of
     from parsers.discover import discover_sources
     from parsers.document import extract_blocks
     from parsers.model import DocumentError, ParseConfig
@@ -59,9 +59,8 @@ def source_texts(source_dir: Path, max_docs: int | None = None) -> list[str]:
     config = ParseConfig()
     sources, _ = discover_sources(source_dir, config)
     sources = [s for s in sources if s.filetype in ("md", "txt", "html", "rst")] or sources
-    step = -(-len(sources) // (max_docs or SAMPLE_DOCS)) or 1
     texts = []
-    for source in sources[::step]:
+    for source in sample_of(sources, max_docs or SAMPLE_DOCS):
         try:
             texts.append(extract_blocks(source, config)[0])
         except DocumentError:
