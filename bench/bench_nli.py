@@ -34,8 +34,8 @@ from verifiers.nli import load_scorer  # noqa: E402
 from tests.eval_data import HTTPX_DOCS  # noqa: E402
 from tests.random_models import save_random_checker, save_random_nli_model  # noqa: E402
 from verifiers.verdict_cache import VerdictCache  # noqa: E402
-from verifiers.engine import verify  # noqa: E402
-from verifiers.verify_output import write_outputs  # noqa: E402
+from tests.verify_helpers import verify  # noqa: E402
+from tests.verify_helpers import write_outputs  # noqa: E402
 
 DOCS = HTTPX_DOCS / "0.28.1"
 CHECKER_SHAPES = {"roberta": "binary", "t5": "seq2seq", "qwen2": "causal-lm"}

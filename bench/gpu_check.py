@@ -3,7 +3,7 @@ architecture and precision, and the largest batch that fits. Random weights in t
 xsmall (the default model's) and base; a tokenizer trained offline; nothing is downloaded.
 
 Per (architecture, precision) it prints:
-  pairs/s end to end  verifiers.engine.verify over claims citing httpx-docs paragraphs (every pair reaches the
+  pairs/s end to end  the engine (verifiers.engine.verify_tables) over claims citing httpx-docs paragraphs (every pair reaches the
                       model: no claim is decided lexically), tokenisation and aggregation included
   pairs/s bare        the scorer's forward passes alone over the same batches, tokenised beforehand
   ratio               end to end / bare
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_nli import encode_batches, frames, paragraphs  # noqa: E402
 from tests.random_models import DEBERTA_V3, save_random_checker, save_random_nli_model  # noqa: E402
 from verifiers.devices import is_out_of_memory  # noqa: E402
-from verifiers.engine import verify  # noqa: E402
+from tests.verify_helpers import verify  # noqa: E402
 from verifiers.nli import load_scorer  # noqa: E402
 
 # The fact-checker protocols in their published shapes (random weights): binary, seq2seq, causal-lm.

@@ -4,7 +4,7 @@ from __future__ import annotations
 import polars as pl
 
 from citekeeper.identity import text_hash
-from verifiers.engine import verify
+from tests.verify_helpers import verify
 
 
 def lexically_supported(cases: pl.DataFrame, corpus: str) -> pl.Series:

@@ -14,6 +14,7 @@ import polars as pl
 from citekeeper.schema import CHUNKS, DOCUMENTS
 from citekeeper.tables import from_rows
 from citekeeper.identity import text_hash
+from verifiers.diff import CHUNK_COLUMNS, DEFAULT_THRESHOLD, ChunkReader, Frame, VersionDiff, diff_changed
 
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
@@ -83,3 +84,22 @@ def write_tree(root: Path, files: dict[str, str]) -> Path:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     return root
+
+
+def diff_frames(
+    old_version: str,
+    new_version: str,
+    old_docs: Frame,
+    new_docs: Frame,
+    old_chunks: Frame,
+    new_chunks: Frame,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> VersionDiff:
+    """Diff two versions given their document and chunk frames (DataFrames or LazyFrames)."""
+    return diff_changed(
+        old_version, new_version, old_docs, new_docs, _frame_reader(old_chunks), _frame_reader(new_chunks), threshold
+    )
+
+
+def _frame_reader(chunks: Frame) -> ChunkReader:
+    return lambda doc_ids: chunks.lazy().filter(pl.col("doc_id").is_in(doc_ids)).select(CHUNK_COLUMNS).collect()

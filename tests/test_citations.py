@@ -15,7 +15,7 @@ from tests.chunk_frames import build_version, doc_id_of
 from tests.conftest import HTTPX_DOCS, require_eval
 from citekeeper.answers import answer_rows, parse_answer
 from verifiers.citation_status import CHUNK_COLUMNS, check_citations, judge
-from verifiers.diff import diff_frames
+from tests.chunk_frames import diff_frames
 
 STABLE = "HTTPX is a fully featured HTTP client for Python 3."
 SHIFT = "Requests are sent with the client.get method and friends."

@@ -12,7 +12,7 @@ import torch
 from tests.random_models import save_random_nli_model
 from tests.verify_helpers import TableScorer, citations_frame, claims_frame
 from verifiers.devices import resolve_device
-from verifiers.engine import verify
+from tests.verify_helpers import verify
 from verifiers.nli import TorchScorer, load_scorer, model_key, onnx_providers
 from verifiers.verdict_cache import VerdictCache
 

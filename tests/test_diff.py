@@ -4,7 +4,7 @@ import polars as pl
 from citekeeper.schema import CHUNK_DIFF, DOC_DIFF
 from citekeeper.identity import text_hash
 from tests.chunk_frames import build_version, doc_id_of
-from verifiers.diff import diff_frames
+from tests.chunk_frames import diff_frames
 
 INTRO = "Intro paragraph that stays exactly as it is."
 SHIFT = "A paragraph that will be pushed down by an insertion above it."

@@ -35,7 +35,7 @@ from tests.verify_helpers import citations_frame, claims_frame
 from verifiers.citation_status import check_citations
 from verifiers.nli import DEFAULT_MODEL, load_scorer
 from tests.random_models import build_tokenizer, save_random_nli_model
-from verifiers.engine import verify
+from tests.verify_helpers import verify
 from verifiers.verify_store import verify_store
 
 ENGLISH_NLI = "cross-encoder/nli-deberta-v3-xsmall"

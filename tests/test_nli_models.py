@@ -11,7 +11,7 @@ import pytest
 from tests.verify_helpers import citations_frame, claims_frame
 from verifiers.nli import LabelSetError, ModelUnavailable, canonical_columns, load_scorer
 from tests.random_models import save_random_nli_model
-from verifiers.engine import verify
+from tests.verify_helpers import verify
 
 TEXTS = [
     "HTTPX is a fully featured HTTP client for Python 3.",

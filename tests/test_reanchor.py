@@ -8,7 +8,7 @@ from citekeeper.tables import from_rows
 from tests.chunk_frames import build_version, doc_id_of
 from citekeeper.answers import answer_rows, parse_answer
 from verifiers.citation_status import CHUNK_COLUMNS, judge
-from verifiers.diff import diff_frames
+from tests.chunk_frames import diff_frames
 from verifiers.reanchor import Reanchorer, reanchor
 
 DOCS = {

@@ -9,7 +9,7 @@ from citekeeper.identity import text_hash
 from tests.chunk_frames import build_version
 from citekeeper.answers import answer_rows, parse_answer
 from verifiers.citation_status import CHUNK_COLUMNS, blast_radius, judge
-from verifiers.diff import diff_frames
+from tests.chunk_frames import diff_frames
 from verifiers.reanchor import Reanchorer, reanchor
 from verifiers.report import REDACTED, render_html, terminal_summary, word_diff
 

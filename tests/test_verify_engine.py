@@ -7,7 +7,8 @@ import pytest
 
 from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
 from tests.verify_helpers import TableScorer, citations_frame, claims_frame
-from verifiers.engine import VerifySettings, pack_windows, verify
+from tests.verify_helpers import verify
+from verifiers.engine import VerifySettings, pack_windows
 
 PARIS = "Paris is the capital of France and its largest city by population."
 TOWER = "The Eiffel Tower was completed in 1889 for the World's Fair."

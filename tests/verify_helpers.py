@@ -6,7 +6,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
 from citekeeper.identity import text_hash
+from verifiers.engine import VerifyResult, VerifySettings, model_values, new_run_id, run_stats, run_table, verify_tables
+from verifiers.verdict_cache import VerdictCache
+from verifiers.nli import Scorer
+from verifiers.verify_output import RunWriter
 
 
 def claims_frame(rows: list[tuple[str, str, str, int]]) -> pl.DataFrame:
@@ -96,3 +104,30 @@ class TableScorer:
             )
             rows.append(probs if self.three_way else (probs[0], 1 - probs[0], float("nan")))
         return np.array(rows, dtype=np.float64)
+
+
+# ---------------------------------------------------------------- the engine over frames, without a store
+
+
+def verify(
+    claims: pl.DataFrame,
+    citations: pl.DataFrame,
+    corpus_version: str,
+    scorer: Scorer | None = None,
+    settings: VerifySettings = VerifySettings(),
+    cache: VerdictCache | None = None,
+    run_id: str | None = None,
+) -> VerifyResult:
+    started_at, clock = datetime.now(timezone.utc), time.perf_counter()
+    run_id = run_id or new_run_id()
+    frames, tally = verify_tables(claims, citations, corpus_version, scorer, settings, cache, run_id)
+    run = run_table(tally, run_id, corpus_version, started_at, time.perf_counter() - clock, model_values(scorer, settings))
+    return VerifyResult(frames["pairs"], frames["claims"], frames["answers"], run, run_stats(run))
+
+
+def write_outputs(result: VerifyResult, out_dir: Path | str) -> dict[str, Path]:
+    """Write pairs/claims/answers/run Parquet under <out>/corpus_version=<v>/run_id=<r>/."""
+    run = result.run.row(0, named=True)
+    with RunWriter(out_dir, run["corpus_version"], run["run_id"]) as out:
+        out.write({"pairs": result.pairs, "claims": result.claims, "answers": result.answers})
+    return out.finish(result.run)

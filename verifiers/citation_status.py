@@ -380,14 +380,3 @@ def check_citations(
     return CitationCheck(
         target_version, outline, radius, out.path, write_parquet(radius, BLAST_RADIUS, store.layout.blast_radius_file(target_version))
     )
-
-
-def citation_status(store, target_version: str) -> pl.DataFrame:
-    """CITATION_STATUS rows for every current citation judged against `target_version`.
-
-    For issue 4 / other callers: also written to
-    <store.root>/citations/target_version=<v>/citation_status.parquet. Columns old_text / new_text carry
-    the cited and successor chunk text; a citation whose claim should be re-verified is one whose
-    status is not `valid`.
-    """
-    return check_citations(store, target_version).read_status()

@@ -305,25 +305,6 @@ def diff_changed(
     )
 
 
-def diff_frames(
-    old_version: str,
-    new_version: str,
-    old_docs: Frame,
-    new_docs: Frame,
-    old_chunks: Frame,
-    new_chunks: Frame,
-    threshold: float = DEFAULT_THRESHOLD,
-) -> VersionDiff:
-    """Diff two versions given their document and chunk frames (DataFrames or LazyFrames)."""
-    return diff_changed(
-        old_version, new_version, old_docs, new_docs, _frame_reader(old_chunks), _frame_reader(new_chunks), threshold
-    )
-
-
-def _frame_reader(chunks: Frame) -> ChunkReader:
-    return lambda doc_ids: chunks.lazy().filter(pl.col("doc_id").is_in(doc_ids)).select(CHUNK_COLUMNS).collect()
-
-
 def _store_reader(store, version: str) -> ChunkReader:
     return lambda doc_ids: store.read_chunks(version, columns=CHUNK_COLUMNS, doc_ids=doc_ids)
 

@@ -7,7 +7,6 @@ citekeeper.schema (verifiers.verify_output writes them, verifiers.verify_store r
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -67,22 +66,6 @@ def new_run_id() -> str:
 
 
 # ------------------------------------------------------------------------------------------ the engine
-
-
-def verify(
-    claims: pl.DataFrame,
-    citations: pl.DataFrame,
-    corpus_version: str,
-    scorer: Scorer | None = None,
-    settings: VerifySettings = VerifySettings(),
-    cache: VerdictCache | None = None,
-    run_id: str | None = None,
-) -> VerifyResult:
-    started_at, clock = datetime.now(timezone.utc), time.perf_counter()
-    run_id = run_id or new_run_id()
-    frames, tally = verify_tables(claims, citations, corpus_version, scorer, settings, cache, run_id)
-    run = run_table(tally, run_id, corpus_version, started_at, time.perf_counter() - clock, model_values(scorer, settings))
-    return VerifyResult(frames["pairs"], frames["claims"], frames["answers"], run, run_stats(run))
 
 
 def verify_tables(

@@ -12,18 +12,10 @@ from citekeeper.layout import run_dir, shard_run_dir
 from citekeeper.schema import NLI_PAIR_KEYS, NLI_SHARD_TALLY
 from citekeeper.sharding import Shard
 from citekeeper.tables import ParquetStream, read_parquet, write_parquet
-from verifiers.engine import TABLES, RunTally, VerifyResult, run_table
+from verifiers.engine import TABLES, RunTally, run_table
 
 BATCH_TABLES = ("pairs", "claims", "answers")  # written batch by batch; the run row once, at the end
 MODEL_COLUMNS = ["model_id", "model_revision", "backend", "precision", "checker", "thresholds"]
-
-
-def write_outputs(result: VerifyResult, out_dir: Path | str) -> dict[str, Path]:
-    """Write pairs/claims/answers/run Parquet under <out>/corpus_version=<v>/run_id=<r>/."""
-    run = result.run.row(0, named=True)
-    with RunWriter(out_dir, run["corpus_version"], run["run_id"]) as out:
-        out.write({"pairs": result.pairs, "claims": result.claims, "answers": result.answers})
-    return out.finish(result.run)
 
 
 class RunWriter:
