@@ -14,7 +14,7 @@ to a fresh worker. A worker that dies by itself (a crash, the out-of-memory kill
 the same way, as WorkerDied. The pool gives exactly what a serial parse gives.
 
 `iter_outcomes` hands each outcome on as soon as it is done (the order of completion), so that ingest can
-write it away and keep only a batch in memory; `parse_sources` collects them in the order of the sources.
+write it away and keep only a batch in memory.
 """
 from __future__ import annotations
 
@@ -57,15 +57,6 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
-
-
-def parse_sources(sources: list[SourceFile], config: ParseConfig, progress: Progress | None = None) -> list[Outcome]:
-    """Each source parsed (a ParsedDocument) or quarantined (an IngestError naming it), in source order.
-    Holds every outcome: for a whole tree, use iter_outcomes."""
-    outcomes: list[Outcome | None] = [None] * len(sources)
-    for index, outcome in iter_outcomes(sources, config, progress):
-        outcomes[index] = outcome
-    return outcomes
 
 
 def iter_outcomes(sources: list[SourceFile], config: ParseConfig,

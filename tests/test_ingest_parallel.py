@@ -16,10 +16,18 @@ from citekeeper.store import CorpusStore
 from parsers.discover import discover_sources
 from parsers.ingest import _load_staged, commit, ingest, stage, staged_rows
 from parsers.model import ParseConfig
-from parsers.parse_pool import iter_outcomes, parse_sources
+from parsers.parse_pool import iter_outcomes
 from tests.conftest import SAMPLE_CORPUS
 
 VOLATILE = ["ingested_at", "corpus_version"]
+
+
+def parse_sources(sources, config):
+    """Every outcome of iter_outcomes, put back in source order."""
+    outcomes = [None] * len(sources)
+    for index, outcome in iter_outcomes(sources, config):
+        outcomes[index] = outcome
+    return outcomes
 
 
 def slow_markdown(n_paragraphs: int = 3000) -> str:

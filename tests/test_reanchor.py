@@ -9,13 +9,18 @@ from tests.chunk_frames import build_version, doc_id_of
 from citekeeper.answers import answer_rows, parse_answer
 from verifiers.citation_status import CHUNK_COLUMNS, judge
 from tests.chunk_frames import diff_frames
-from verifiers.reanchor import Reanchorer, reanchor
+from verifiers.reanchor import Reanchorer, Suggestion, reanchor
 
 DOCS = {
     "timeouts.md": "HTTPX enforces timeouts by default.\n\nThe default timeout is five seconds of network inactivity.",
     "proxies.md": "Proxies are configured with the proxy argument.\n\nSet HTTPS_PROXY to route traffic through a proxy server.",
     "auth.md": "Basic authentication sends a username and password.\n\nDigest authentication hashes the credentials.",
 }
+
+
+def suggest(reanchorer: Reanchorer, evidence: str, prefer_doc_ids) -> Suggestion | None:
+    """One citation's suggestion (Reanchorer.suggest_many of one)."""
+    return reanchorer.suggest_many([(evidence, prefer_doc_ids)])[0]
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +35,7 @@ def doc_text(docs: pl.DataFrame, doc_id: str) -> str:
 def test_exact_prefers_own_document_and_gives_document_offsets(target):
     docs, chunks = target
     quote = "The default timeout is five seconds"
-    found = Reanchorer(docs, chunks).suggest(quote, [doc_id_of("timeouts.md")])
+    found = suggest(Reanchorer(docs, chunks), quote, [doc_id_of("timeouts.md")])
     assert found.method == "exact" and found.score == 1.0
     text = doc_text(docs, doc_id_of("timeouts.md"))
     assert text[found.start_char : found.end_char] == quote
@@ -69,7 +74,7 @@ def test_a_quote_moved_to_the_neighbouring_chunk_of_its_document_is_found_there(
 def test_fuzzy_finds_a_lightly_edited_quote(target):
     docs, chunks = target
     quote = "Set HTTPS_PROXY to route all traffic through the proxy server."
-    found = Reanchorer(docs, chunks).suggest(quote, [doc_id_of("timeouts.md")])
+    found = suggest(Reanchorer(docs, chunks), quote, [doc_id_of("timeouts.md")])
     assert found.method == "fuzzy" and 0.85 <= found.score < 1.0
     text = doc_text(docs, doc_id_of("proxies.md"))
     assert "HTTPS_PROXY" in text[found.start_char : found.end_char]
@@ -79,10 +84,10 @@ def test_hybrid_finds_a_paraphrase_and_misses_nonsense(target, tmp_path):
     docs, chunks = target
     embeddings = EmbeddingStore(tmp_path)
     reanchorer = Reanchorer(docs, chunks, lambda: embeddings.chunk_index("v2", chunks))
-    found = reanchorer.suggest("How long does the client wait before it gives up on a silent connection?", [])
+    found = suggest(reanchorer, "How long does the client wait before it gives up on a silent connection?", [])
     assert found.method == "hybrid"
     assert found.chunk_id == chunks.filter(pl.col("text").str.contains("five seconds"))["chunk_id"].item()
-    assert reanchorer.suggest("zebra quartz polka 1911", []) is None
+    assert suggest(reanchorer, "zebra quartz polka 1911", []) is None
 
 
 def test_unchanged_chunks_are_never_embedded_twice(tmp_path):
@@ -144,9 +149,9 @@ def test_candidates_come_from_the_full_text_index_never_from_a_scan(target):
     docs, chunks = target
     quote = "Set HTTPS_PROXY to route traffic through a proxy server."
     blind = _CountingIndex(memory_text_index(chunks), answer=False)
-    assert Reanchorer(docs, chunks, text_index_factory=lambda: blind).suggest(quote, [doc_id_of("auth.md")]) is None
+    assert suggest(Reanchorer(docs, chunks, text_index_factory=lambda: blind), quote, [doc_id_of("auth.md")]) is None
     assert blind.calls == [1]
-    found = Reanchorer(docs, chunks, text_index_factory=lambda: memory_text_index(chunks)).suggest(quote, [doc_id_of("auth.md")])
+    found = suggest(Reanchorer(docs, chunks, text_index_factory=lambda: memory_text_index(chunks)), quote, [doc_id_of("auth.md")])
     assert found.method == "exact" and doc_text(docs, doc_id_of("proxies.md"))[found.start_char : found.end_char] == quote
 
 
@@ -171,7 +176,7 @@ def test_full_text_queries_are_batched_and_skipped_when_the_own_document_holds_t
 def test_a_quote_across_a_chunk_boundary_of_another_document_is_found_exactly(target):
     docs, chunks = target
     quote = "Proxies are configured with the proxy argument.\n\nSet HTTPS_PROXY"
-    found = Reanchorer(docs, chunks).suggest(quote, [doc_id_of("timeouts.md")])
+    found = suggest(Reanchorer(docs, chunks), quote, [doc_id_of("timeouts.md")])
     assert found.method == "exact" and doc_text(docs, doc_id_of("proxies.md"))[found.start_char : found.end_char] == quote
 
 
@@ -182,7 +187,7 @@ def test_a_quote_in_double_quotes_is_searched_as_words_not_as_a_phrase(tmp_path,
     store = EmbeddingStore(tmp_path, model=str(tmp_path / "no-such-model"), language="en")
     with pytest.warns(EmbeddingModelUnavailable):
         reanchorer = Reanchorer(docs, chunks, lambda: store.chunk_index("v2", chunks), lambda: store.text_index("v2", chunks))
-        found = reanchorer.suggest('"seconds of inactivity before the default timeout"', [])
+        found = suggest(reanchorer, '"seconds of inactivity before the default timeout"', [])
     assert found.method == "fts" and found.chunk_id == chunks.filter(pl.col("text").str.contains("five seconds"))["chunk_id"].item()
 
 
@@ -243,7 +248,7 @@ def test_a_large_vector_table_gets_a_vector_index(tmp_path, monkeypatch):
     assert {i.index_type for i in index.table.list_indices()} == {"FTS", "IvfSq"}
     cited = chunks.filter(pl.col("text").str.ends_with(" 123")).row(0, named=True)
     reordered = " ".join(reversed(cited["text"].split()))  # the same words: the same vector, no fuzzy match
-    found = Reanchorer(docs, chunks, lambda: index).suggest(reordered, [])
+    found = suggest(Reanchorer(docs, chunks, lambda: index), reordered, [])
     assert found.method == "hybrid" and found.chunk_id == cited["chunk_id"] and found.score == pytest.approx(1.0)
 
 

@@ -7,7 +7,7 @@ from citekeeper.embeddings import EmbeddingModelUnavailable, EmbeddingStore
 from citekeeper.language import models_for
 from citekeeper.text import normalize_text
 from tests.chunk_frames import build_version, doc_id_of
-from tests.test_reanchor import doc_text, reanchored_in_place
+from tests.test_reanchor import doc_text, reanchored_in_place, suggest
 from verifiers.reanchor import Reanchorer
 
 DOCS = {
@@ -40,7 +40,7 @@ def test_a_width_quote_and_line_break_variant_is_found_normalised(target):
     docs, chunks = target
     # Full-width Latin and digits, straight instead of curly quotes, and a line break inside the quote.
     quote = '默认超时时间为五秒钟的网络空闲，超过后抛出\n"ＲｅａｄＴｉｍｅｏｕｔ"异常'
-    found = Reanchorer(docs, chunks).suggest(quote, [doc_id_of("认证.md")])
+    found = suggest(Reanchorer(docs, chunks), quote, [doc_id_of("认证.md")])
     assert found.method == "normalized" and found.score == 1.0
     text = doc_text(docs, doc_id_of("超时.md"))
     span = text[found.start_char : found.end_char]
@@ -55,20 +55,20 @@ def test_a_normalised_match_prefers_the_own_document_and_an_exact_one_wins():
     docs, chunks = build_version("v2", texts)
     for own in ("甲.md", "乙.md"):
         # Nulls and repeats in the preferences (a successor in the cited document) are harmless.
-        found = Reanchorer(docs, chunks).suggest("自动重试３次", [None, doc_id_of(own), doc_id_of(own)])
+        found = suggest(Reanchorer(docs, chunks), "自动重试３次", [None, doc_id_of(own), doc_id_of(own)])
         assert found.method == "normalized"
         assert found.chunk_id in chunks.filter(pl.col("doc_id") == doc_id_of(own))["chunk_id"]
         assert doc_text(docs, doc_id_of(own))[found.start_char : found.end_char] == "自动重试3次"
     # An exact occurrence anywhere beats a normalised one in the own document.
     docs, chunks = build_version("v2", texts | {"丙.md": "全角写法：自动重试３次。"})
-    found = Reanchorer(docs, chunks).suggest("自动重试３次", [doc_id_of("甲.md")])
+    found = suggest(Reanchorer(docs, chunks), "自动重试３次", [doc_id_of("甲.md")])
     assert found.method == "exact" and found.chunk_id == chunk_with(chunks, "全角写法")
 
 
 def test_fuzzy_finds_an_edited_chinese_quote_with_code_point_offsets(target):
     docs, chunks = target
     quote = "设置 HTTPS_PROXY 环境变量，让全部流量经过代理服务器转发。"  # 所有 -> 全部
-    found = Reanchorer(docs, chunks).suggest(quote, [doc_id_of("超时.md")])
+    found = suggest(Reanchorer(docs, chunks), quote, [doc_id_of("超时.md")])
     assert found.method == "fuzzy" and 0.85 <= found.score < 1.0
     text = doc_text(docs, doc_id_of("代理.md"))
     span = text[found.start_char : found.end_char]
@@ -112,9 +112,9 @@ def test_ngram_full_text_search_finds_a_chinese_chunk_without_vectors(tmp_path, 
     hits = index.search("客户端的默认超时时间是多少秒")
     assert hits and hits[0].chunk_id == chunk_with(chunks, "五秒钟") and hits[0].method == "fts"
     reanchorer = Reanchorer(docs, chunks, lambda: index)
-    found = reanchorer.suggest("网络空闲五秒后默认会超时", [])  # reworded: fuzzy misses it
+    found = suggest(reanchorer, "网络空闲五秒后默认会超时", [])  # reworded: fuzzy misses it
     assert found.method == "fts" and found.score >= 0.5 and found.chunk_id == chunk_with(chunks, "五秒钟")
-    assert reanchorer.suggest("斑马石英波尔卡舞曲", []) is None
+    assert suggest(reanchorer, "斑马石英波尔卡舞曲", []) is None
 
 
 def test_the_chinese_full_text_index_gives_the_candidates_without_a_model(tmp_path, target):
@@ -125,7 +125,7 @@ def test_the_chinese_full_text_index_gives_the_candidates_without_a_model(tmp_pa
     index = store.text_index("v2", chunks)
     assert index.table.name == "chunks__v2__ngram2-3__fts" and index.embedder is None
     reanchorer = Reanchorer(docs, chunks, text_index_factory=lambda: index)
-    moved = reanchorer.suggest("摘要认证会对凭据进行哈希处理。", [doc_id_of("超时.md")])
+    moved = suggest(reanchorer, "摘要认证会对凭据进行哈希处理。", [doc_id_of("超时.md")])
     assert moved.method == "exact" and moved.chunk_id == chunk_with(chunks, "摘要认证")
-    edited = reanchorer.suggest("设置 HTTPS_PROXY 环境变量，让全部流量经过代理服务器转发。", [doc_id_of("超时.md")])
+    edited = suggest(reanchorer, "设置 HTTPS_PROXY 环境变量，让全部流量经过代理服务器转发。", [doc_id_of("超时.md")])
     assert edited.method == "fuzzy" and edited.chunk_id == chunk_with(chunks, "HTTPS_PROXY")

@@ -230,11 +230,8 @@ class Reanchorer:
 
     # ------------------------------------------------------------ tiers
 
-    def suggest(self, evidence: str, prefer_doc_ids: Iterable[str | None]) -> Suggestion | None:
-        return self.suggest_many([(evidence, prefer_doc_ids)])[0]
-
     def suggest_many(self, items: Sequence[tuple[str, Iterable[str | None]]]) -> list[Suggestion | None]:
-        """suggest() for each (evidence, preferred document ids): the citations' full-text queries (one per
+        """Where each evidence went, for each (evidence, preferred document ids): the citations' full-text queries (one per
         citation whose preferred documents do not hold the evidence) run as one batch, and so do the last
         tier's searches."""
         evidence = [e for e, _ in items]
