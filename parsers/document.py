@@ -109,21 +109,3 @@ def partition_elements(source: SourceFile, config: ParseConfig) -> Partitioned:
     except Exception as exc:  # unstructured and its backends raise anything on malformed input
         reason = f"{source.filetype} parser failed: {type(exc).__name__}: {exc}"
         raise DocumentError(source.source_path, "parse", reason, error_type="ParserError") from exc
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -15,8 +15,8 @@ same version.
 A stage's memory is bounded by the batch size, not by the tree: it writes parse results away as they come
 out of the pool, a row group of `batch_size` documents at a time (or fewer, past STAGE_BATCH_BYTES of
 text); what it holds for the whole tree is metadata, a row per file (path, doc_id, hash, scope, title,
-outcome). A commit reads the staged rows back in batches of `batch_size` rows (staged_rows), but hands them
-to CorpusStore.commit_version as whole tables, which is what it takes today (see _whole).
+outcome). A commit streams the staged rows back to CorpusStore.commit_version in batches of `batch_size`
+rows (staged_rows, as a RecordBatchReader).
 
 A parent's document is reused when the file is the same document as before: same bytes, source_path,
 access_scope and title (and doc_id), parsed under the same parse settings (parse_settings: ParseConfig less

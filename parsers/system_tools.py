@@ -19,7 +19,7 @@ class SystemTool:
 TESSERACT = SystemTool("tesseract", "Tesseract OCR", "OCR of images and scanned PDF pages",
                        "apt-get install tesseract-ocr tesseract-ocr-chi-sim (one tesseract-ocr-<lang> per OCR language)")  # fmt: skip
 PDFTOPPM = SystemTool("pdftoppm", "Poppler", "rendering scanned PDF pages for OCR", "apt-get install poppler-utils")
-LIBREOFFICE = SystemTool("soffice", "LibreOffice", "converting legacy .doc/.ppt/.xls files",
+LIBREOFFICE = SystemTool("soffice", "LibreOffice", "converting legacy .doc/.ppt files",
                          "apt-get install libreoffice-writer-nogui libreoffice-impress-nogui libreoffice-calc-nogui")  # fmt: skip
 
 
