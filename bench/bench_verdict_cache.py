@@ -14,8 +14,7 @@ new/old (new: the plan the cache chooses). The new lookup is also run with each 
 index; scan: one pass over the narrow columns), at --keys and at each of --crossover key counts, which shows
 where POINT_LOOKUP_RATIO puts the switch. Every variant must return the same verdicts.
 
-Also printed, apart from the ratio: one flush of --keys new verdicts into each full cache, and merging the
-old design's parts into a table (what opening an old store's cache does once).
+Also printed, apart from the ratio: one flush of --keys new verdicts into each full cache.
 
     .venv/bin/python bench/bench_verdict_cache.py [--verdicts 1000000] [--runs 100] [--keys 1000]
                                                   [--crossover 100,10000] [--repeat 3] [--work DIR]
@@ -262,15 +261,6 @@ def main() -> None:
     print(f"flush of {args.keys:,} new verdicts into the full cache (with its maintenance): old {t_old * 1000:.0f} ms, "
           f"new {t_new * 1000:.0f} ms")  # fmt: skip
 
-    # what opening an old store's cache does once
-    legacy = work / "legacy-cache"
-    shutil.copytree(old, legacy)
-    t0 = time.perf_counter()
-    VerdictCache(legacy)
-    t_migrate = time.perf_counter() - t0
-    left = len(list(legacy.glob("part-*.parquet")))
-    print(f"opening a cache of the old design: its {args.runs} parts merged into a table in {t_migrate:.1f} s "
-          f"({left} parts left)")  # fmt: skip
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)
 

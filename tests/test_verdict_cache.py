@@ -1,19 +1,18 @@
 """The NLI verdict cache (verifiers.verdict_cache): one LanceDB table upserted by key. Lookups read only the
-keys asked for; concurrent flushes from real processes lose and duplicate nothing; Parquet parts of the
-previous design are merged once, crash-safely; conflicts past Lance's own retries are retried, boundedly."""
+keys asked for; concurrent flushes from real processes lose and duplicate nothing; conflicts past Lance's own
+retries are retried, boundedly."""
 from __future__ import annotations
 
 import multiprocessing
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 import lancedb
 import polars as pl
 import pytest
 
-from citekeeper.tables import write_parquet
 from verifiers import verdict_cache
-from verifiers.verdict_cache import KEY, ROW_SCHEMA, TABLE, VALUES, VerdictCache, no_hits
+from verifiers.verdict_cache import KEY, TABLE, VALUES, VerdictCache, no_hits
 
 MODEL, SETTINGS = "nli-model@rev/torch", "entail>=0.5"
 
@@ -143,80 +142,6 @@ def test_compaction_keeps_every_verdict(tmp_path, monkeypatch):
     assert [p[i] for i in (0, 9, 10, 19, 20, 64)] == [0.0, 0.0, 0.1, 0.1, 0.2, 0.5]
 
 
-# ---------------------------------------------------------------------- caches of the previous design
-
-
-def legacy_cache(directory: Path) -> pl.DataFrame:
-    """Three runs' Parquet parts as the previous VerdictCache.flush wrote them; key 4 is in two runs (the later
-    one wins). Returns what the old lookup gave for keys 0..11."""
-    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    runs = {"20260101T000000000000Z": (range(0, 5), 0.1), "20260102T000000000000Z": (range(4, 9), 0.2),
-            "20260103T000000000000Z": (range(9, 12), 0.3)}  # fmt: skip
-    for n, (run, (ids, p)) in enumerate(runs.items()):
-        rows = verdicts(ids, p).with_columns(
-            model_key=pl.lit(MODEL), settings_key=pl.lit(SETTINGS), created_at=pl.lit(start + timedelta(days=n))
-        )
-        write_parquet(rows, ROW_SCHEMA, directory / f"part-{run}.parquet")
-    return (
-        pl.scan_parquet(sorted(directory.glob("part-*.parquet")))  # the old lookup
-        .filter((pl.col("model_key") == MODEL) & (pl.col("settings_key") == SETTINGS))
-        .unique(subset=KEY[2:], keep="last", maintain_order=True)
-        .select(KEY[2:] + VALUES)
-        .collect()
-    )
-
-
-def test_legacy_parts_are_merged_once_then_removed(tmp_path):
-    before = legacy_cache(tmp_path)
-    cache = VerdictCache(tmp_path)  # opening merges
-    assert not list(tmp_path.glob("part-*.parquet"))
-    rows = stored(tmp_path)
-    assert rows.height == 12 and rows["cache_key"].n_unique() == 12
-    hits = cache.lookup(MODEL, SETTINGS, keys_of(verdicts(range(20))))
-    assert sort(hits).equals(sort(before))
-    assert hits.filter(pl.col("claim_hash") == "sha256:claim4")["p_entailment"].item() == 0.2
-    VerdictCache(tmp_path)  # nothing left to merge
-    assert stored(tmp_path).height == 12
-
-
-def test_a_crash_during_the_merge_loses_and_duplicates_nothing(tmp_path, monkeypatch):
-    before = legacy_cache(tmp_path)
-    monkeypatch.setattr(verdict_cache, "MIGRATE_BATCH_ROWS", 5)  # three groups of one part each
-
-    # a crash after the first group's upsert committed, before its files were deleted
-    def crash(self, missing_ok=False):
-        raise KeyboardInterrupt("killed")
-
-    monkeypatch.setattr(Path, "unlink", crash)
-    with pytest.raises(KeyboardInterrupt):
-        VerdictCache(tmp_path)
-    monkeypatch.undo()
-    assert len(list(tmp_path.glob("part-*.parquet"))) == 3 and stored(tmp_path).height == 5
-
-    # a crash inside the second group's upsert, before its commit
-    monkeypatch.setattr(verdict_cache, "MIGRATE_BATCH_ROWS", 5)
-    real_upsert = VerdictCache._upsert
-    calls = []
-
-    def upsert_then_crash(self, table, rows, what):
-        calls.append(what)
-        if len(calls) == 2:
-            raise KeyboardInterrupt("killed")
-        real_upsert(self, table, rows, what)
-
-    monkeypatch.setattr(VerdictCache, "_upsert", upsert_then_crash)
-    with pytest.raises(KeyboardInterrupt):
-        VerdictCache(tmp_path)
-    monkeypatch.undo()
-    assert len(list(tmp_path.glob("part-*.parquet"))) == 2  # the first group's files went after its commit
-
-    cache = VerdictCache(tmp_path)  # the next open finishes the job
-    assert not list(tmp_path.glob("part-*.parquet"))
-    rows = stored(tmp_path)
-    assert rows.height == 12 and rows["cache_key"].n_unique() == 12
-    assert sort(cache.lookup(MODEL, SETTINGS, keys_of(verdicts(range(20))))).equals(sort(before))
-
-
 # ---------------------------------------------------------------------- concurrent writers
 
 
@@ -225,7 +150,7 @@ def _flush_rounds(directory: str, writer: str, rounds: list[list[int]], barrier,
     opens and starts each flush at the same moment."""
     p = {"a": 0.25, "b": 0.75}[writer]
     barrier.wait()
-    cache = VerdictCache(directory)  # merges legacy parts, if any
+    cache = VerdictCache(directory)
     for ids in rounds:
         cache.add(MODEL, SETTINGS, verdicts(ids, p=p))
         barrier.wait()
@@ -284,17 +209,6 @@ def test_two_processes_flushing_at_once_lose_and_duplicate_nothing(tmp_path, mon
     if indexed:
         writers_of.update({i: {0.5} for i in range(1000, 1050)})
     assert_each_verdict_once(tmp_path, set(writers_of), writers_of)
-
-
-def test_two_processes_opening_a_legacy_cache_at_once_merge_it_once(tmp_path):
-    before = legacy_cache(tmp_path)
-    plans = {"a": [[500, 501]], "b": [[600]]}  # both open the cache (merging the parts), then flush
-    _run_writers(tmp_path, plans)
-    assert not list(tmp_path.glob("part-*.parquet"))
-    rows = stored(tmp_path)
-    assert rows.height == 15 and rows["cache_key"].n_unique() == 15
-    hits = VerdictCache(tmp_path).lookup(MODEL, SETTINGS, keys_of(verdicts(range(12))))
-    assert sort(hits).equals(sort(before))
 
 
 # ---------------------------------------------------------------------- the bounded retry

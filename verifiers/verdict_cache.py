@@ -34,10 +34,6 @@ Maintenance after a flush (best effort: a failure only logs): the BTree index is
 holds INDEX_MIN_ROWS rows and rebuilt once a tenth of the rows are unindexed; small fragments are compacted
 once there are COMPACT_FRAGMENTS of them; table versions older than an hour are removed.
 
-Legacy caches: the previous design wrote one Parquet file per run (`part-<run_id>.parquet`) and every lookup
-scanned them all. Opening a cache merges such files into the table, oldest first (a later run's verdict for
-a key wins, as it did), MIGRATE_BATCH_ROWS rows per upsert, and deletes each group's files once its upsert
-has committed. A crash in between leaves those files, and merging them again upserts the same rows.
 """
 from __future__ import annotations
 
@@ -51,7 +47,6 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from citekeeper.schema import NLI_CACHE
 from citekeeper.tables import empty, to_arrow
@@ -63,21 +58,18 @@ VALUES = ["p_entailment", "p_neutral", "p_contradiction", "window_start", "windo
 MERGE_KEY = "cache_key"
 TABLE = "verdicts"
 INDEX = "cache_key_idx"
-LEGACY_PARTS = "part-*.parquet"
 
 POINT_LOOKUP_RATIO = 1000  # point lookups for at most one key per this many stored rows
 LOOKUP_BATCH = 1000  # keys per IN filter
 SCAN_BATCH_ROWS = 65_536  # stored rows per batch of a scan lookup
 INDEX_MIN_ROWS = 100_000  # below this a scan costs next to nothing, and point lookups would take < 100 keys
 MERGE_ATTEMPTS = 6  # whole-merge attempts, each with Lance's own conflict retries inside
-MIGRATE_BATCH_ROWS = 250_000  # legacy rows per upsert (bounds the migration's memory)
 COMPACT_FRAGMENTS = 32
 KEEP_VERSIONS = timedelta(hours=1)  # a lookup holds its version for seconds, a flush's merge plan for minutes
 
 # Lance's marker for an unenforced primary key.
 PRIMARY_KEY = {"lance-schema:unenforced-primary-key": "true"}
 TABLE_SCHEMA = pa.schema([f.with_metadata(PRIMARY_KEY) if f.name == MERGE_KEY else f for f in NLI_CACHE])
-ROW_SCHEMA = NLI_CACHE.remove(NLI_CACHE.get_field_index(MERGE_KEY))  # a verdict without its digest (legacy parts)
 READ = [MERGE_KEY, *VALUES, "created_at"]  # what a lookup reads of a stored row
 # What lancedb raises (RuntimeError) once Lance's own conflict retries are spent; lance.commit.CommitConflictError
 # (an OSError) says conflict too, and carries `retryable`.
@@ -111,8 +103,6 @@ class VerdictCache:
         # scan statistics), hits.
         self.last_read: dict[str, int | str] = {"plan": "none", "rows_scanned": 0, "bytes_read": 0, "hits": 0}
         self.merge_attempts = 0  # commit attempts of every upsert so far (more than one each: concurrent writers)
-        if self.directory.is_dir() and any(self.directory.glob(LEGACY_PARTS)):
-            self.migrate_legacy_parts()
 
     @property
     def table_path(self) -> Path:
@@ -188,33 +178,6 @@ class VerdictCache:
         self._new = []
         self._maintain(table)
         return self.table_path
-
-    def migrate_legacy_parts(self) -> int:
-        """Merge the directory's `part-*.parquet` files (the previous design) into the table and delete them;
-        returns the rows merged. Safe to run concurrently and after a crash (see the module docstring)."""
-        parts = sorted(self.directory.glob(LEGACY_PARTS))
-        if not parts:
-            return 0
-        table = self._open(create=True)
-        merged = 0
-        for group in _legacy_groups(parts):
-            frames = []
-            for path in group:
-                try:
-                    frames.append(pl.from_arrow(to_arrow(pq.read_table(path), ROW_SCHEMA)))
-                except FileNotFoundError:  # another process merged it: its upsert committed before the delete
-                    continue
-            if frames:
-                rows = pl.concat(frames, how="vertical_relaxed")  # in run order: a later part's row last
-                self._upsert(table, rows, what=f"legacy parts {group[0].name}..{group[-1].name}")
-                merged += rows.height
-            for path in group:
-                path.unlink(missing_ok=True)
-        log.info("verdict cache: merged %d verdicts of %d Parquet parts into %s", merged, len(parts), self.table_path)
-        self._maintain(table)
-        return merged
-
-    # ------------------------------------------------------------------ the table
 
     def _open(self, create: bool = False):
         """The table at its latest version (other processes write it too), or None when there is none and
@@ -302,21 +265,3 @@ def _first_line(error: BaseException) -> str:
 def _batches(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def _legacy_groups(parts: list[Path]) -> Iterator[list[Path]]:
-    """Consecutive runs of parts holding at most MIGRATE_BATCH_ROWS rows together (one part may hold more)."""
-    group: list[Path] = []
-    rows = 0
-    for path in parts:
-        try:
-            n = pq.read_metadata(path).num_rows
-        except FileNotFoundError:
-            continue
-        if group and rows + n > MIGRATE_BATCH_ROWS:
-            yield group
-            group, rows = [], 0
-        group.append(path)
-        rows += n
-    if group:
-        yield group
