@@ -4,8 +4,6 @@ Files under <store_root>/answers/ (StoreLayout.answers_dir):
     manifest.json                          {"parts": [...]}: the committed parts, oldest first
     parts/<n>-<token>/{answers,claims,citations}.parquet   the rows one add registered (ANSWERS, CLAIMS, CITATIONS)
     .lock                                  the writers' lock
-A store written before manifests existed keeps {answers,claims,citations}.parquet directly in answers/; it reads
-as one part, ".", which the first add lists in the manifest it writes.
 
 An add writes its part, then os.replace()s manifest.json: that one rename commits all three tables at once. A
 reader reads the manifest once and then only the parts it lists, so it sees a commit whole or not at all; a part
@@ -43,7 +41,6 @@ from citekeeper.answers import (
 )  # fmt: skip
 
 TABLES = {"answers": ANSWERS, "claims": CLAIMS, "citations": CITATIONS}
-LEGACY_PART = "."  # the pre-manifest layout: the three tables directly in answers/
 PARTS = "parts"
 CURRENT_ORDER = {"answers": ["answer_id"], "claims": ["answer_id", "claim_index"], "citations": ["answer_id", "claim_id", "citation_index"]}
 ANSWER_BATCH = 50_000  # answers per batch of the commands that read the store in batches (stale, verify)
@@ -225,9 +222,8 @@ class AnswerStore:
     def _committed_parts(self) -> tuple[str, ...]:
         try:
             return tuple(json.loads(self.manifest_path.read_text(encoding="utf-8"))["parts"])
-        except FileNotFoundError:
-            legacy = any((self.root / f"{table}.parquet").exists() for table in TABLES)
-            return (LEGACY_PART,) if legacy else ()
+        except FileNotFoundError:  # nothing committed yet
+            return ()
 
     def all_answers(self) -> pl.DataFrame:
         return self.snapshot().all_answers()

@@ -552,10 +552,10 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, object]]:
 
 
 def record_from_rows(answer: dict, claims: list[dict], citations: list[dict]) -> dict:
-    """An input record rebuilt from one revision's ANSWERS, CLAIMS and CITATIONS rows: for an answer whose
-    citations were anchored by document (one given citation may be several chunk citations), structured, each
-    citation naming its chunk and how it was anchored, the record as given (source_record) kept under `given`;
-    for answers registered before records were kept (source_record null), the same form."""
+    """The input record of an answer whose citations were anchored by document (one given citation may be several
+    chunk citations, so the record as given no longer maps onto them), rebuilt from one revision's ANSWERS, CLAIMS
+    and CITATIONS rows: structured, each citation naming its chunk and how it was anchored, the record as given
+    (source_record) kept under `given`."""
     record = {
         key: answer[key] for key in ("answer_id", "question", "answer", "corpus_version") if answer[key] is not None
     }
@@ -564,23 +564,12 @@ def record_from_rows(answer: dict, claims: list[dict], citations: list[dict]) ->
     by_claim: dict[str, list[dict]] = {}
     for row in sorted(citations, key=lambda row: row["citation_index"]):
         by_claim.setdefault(row["claim_id"], []).append(_citation_record(row, answer["corpus_version"]))
-    claims = sorted(claims, key=lambda row: row["claim_index"])
-    anchored = answer["source_record"] is not None
-    if anchored or answer["input_form"] == "structured":
-        record["claims"] = [
-            {"claim_id": claim["source_claim_id"], "text": claim["text"], "citations": by_claim.get(claim["claim_id"], [])}
-            if claim["source_claim_id"] is not None
-            else {"text": claim["text"], "citations": by_claim.get(claim["claim_id"], [])}
-            for claim in claims
-        ]
-        if anchored:
-            record["given"] = json.loads(answer["source_record"])
-        return record
-    references: dict[str, dict] = {}
-    for claim, keys in zip(claims, claim_reference_keys(answer["answer"])):
-        for key, citation in zip(keys, by_claim.get(claim["claim_id"], [])):
-            references.setdefault(key, {"ref": int(key) if key.isdigit() else key, **citation})
-    record["references"] = list(references.values())
+    record["claims"] = [
+        {**({"claim_id": claim["source_claim_id"]} if claim["source_claim_id"] is not None else {}),
+         "text": claim["text"], "citations": by_claim.get(claim["claim_id"], [])}
+        for claim in sorted(claims, key=lambda row: row["claim_index"])
+    ]  # fmt: skip
+    record["given"] = json.loads(answer["source_record"])
     return record
 
 

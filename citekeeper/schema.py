@@ -99,7 +99,7 @@ ANSWERS = pa.schema(
         pa.field("content_hash", pa.string(), nullable=False),
         pa.field("input_form", pa.string(), nullable=False),  # structured | marker | a response format (--from)
         pa.field("source_file", pa.string()),
-        pa.field("source_record", pa.string()),  # the input record as JSON (null: registered before it was kept)
+        pa.field("source_record", pa.string()),  # the input record (or an API's response in its envelope) as JSON
         pa.field("repaired_from", pa.int32()),  # a repair's revision: the revision it was made from
         pa.field("registered_at", TIMESTAMP, nullable=False),
     ]

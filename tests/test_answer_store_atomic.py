@@ -3,7 +3,6 @@ import json
 import signal
 import subprocess
 import sys
-from datetime import datetime, timezone
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -11,9 +10,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from citekeeper.answer_store import AnswerStore
-from citekeeper.answers import answer_rows, parse_answer
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
-from citekeeper.tables import from_rows, write_parquet
 from tests.conftest import REPO
 from tests.test_answers import MARKER, STRUCTURED, write_jsonl
 
@@ -127,26 +124,6 @@ def test_each_add_writes_only_its_own_part(tmp_path):
             assert pq.read_schema(store.root / part / f"{name}.parquet").equals(schema)
     second = pl.read_parquet(store.root / parts[1] / "answers.parquet")
     assert second["answer_id"].to_list() == ["m1"]
-
-
-def test_store_in_the_old_layout_reads_as_one_part_and_takes_new_adds(tmp_path):
-    """Before manifests, answers/ held the three whole tables; such a store keeps working unmigrated."""
-    registered_at = datetime(2025, 1, 1, tzinfo=timezone.utc)
-    rows = answer_rows(parse_answer(STRUCTURED), 1, "old.jsonl", registered_at)
-    answers_dir = tmp_path / "store" / "answers"
-    for name, schema in TABLES.items():
-        write_parquet(from_rows(rows[name], schema), schema, answers_dir / f"{name}.parquet")
-
-    store = AnswerStore(tmp_path / "store")
-    assert store.answers()["answer_id"].to_list() == ["a1"]
-    assert store.claims().height == 2 and store.citations().height == 3
-
-    result = store.add(write_jsonl(tmp_path / "new.jsonl", [STRUCTURED, MARKER]))
-    assert result.unchanged == ["a1"] and result.added == ["m1"]  # same content hash as when first stored
-    assert store.snapshot().parts[0] == "."
-    assert store.answers()["answer_id"].to_list() == ["a1", "m1"]
-    assert store.all_answers().filter(pl.col("answer_id") == "a1")["registered_at"].to_list() == [registered_at]
-    assert_consistent(store)
 
 
 # Adds a fresh revision of every answer, again and again, while the test reads.

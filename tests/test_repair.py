@@ -203,7 +203,7 @@ def test_apply_refuses_an_answer_revised_since(store, tmp_path):
      "references": [{"ref": 1, "chunk_id": "ck_1", "quote": "x"}, {"ref": "D2", "chunk_id": "ck_2"}]},
 ])  # fmt: skip
 def test_a_record_rebuilt_from_the_tables_parses_to_the_same_content(record):
-    """Answers registered before their input records were kept are rebuilt from the tables for repair."""
+    """A record rebuilt from the tables (as repair rebuilds an answer anchored by document) parses to the same content."""
     if "references" in record:
         record["answer"] = record["answer"].replace("[2]", "[D2]").replace("【2】", "【D2】")
     parsed = parse_answer(record)

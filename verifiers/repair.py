@@ -247,9 +247,9 @@ def repaired_records(repairs: pl.DataFrame, answers: AnswerSnapshot, target_vers
     if affected.is_empty():
         return []
     current = answers.answers().filter(pl.col("answer_id").is_in(affected["answer_id"].unique().implode()))
-    # Records whose citations are not the rows one for one (anchored by document) or that were not kept: rebuilt.
+    # Records whose citations are not the rows one for one (anchored by document): rebuilt from the rows.
     by_document = answers.citations().filter(pl.col("anchored_by").fill_null(ANCHORED_BY_CHUNK) != ANCHORED_BY_CHUNK)["answer_id"]
-    needs_rows = current.filter(pl.col("source_record").is_null() | pl.col("answer_id").is_in(by_document.implode()))["answer_id"]
+    needs_rows = current.filter(pl.col("answer_id").is_in(by_document.implode()))["answer_id"]
     rebuilt = _rebuilt_records(answers, needs_rows) if needs_rows.len() else {}
     rows_by_answer: dict[str, list[dict]] = {}
     for row in affected.sort("answer_id", "claim_index", "citation_index").iter_rows(named=True):
