@@ -175,5 +175,6 @@ def latest_run_dir(out_dir: Path | str, version: str) -> Path | None:
     rows = sorted((Path(out_dir) / f"corpus_version={version}").glob("run_id=*/run.parquet"))
     if not rows:
         return None
-    started = pl.scan_parquet(rows, include_file_paths="path").select("started_at", "path").collect()
+    # extra_columns: runs written by different releases differ in their other columns (a newer one has `checker`)
+    started = pl.scan_parquet(rows, include_file_paths="path", extra_columns="ignore").select("started_at", "path").collect()
     return Path(started.sort("started_at", "path")["path"][-1]).parent

@@ -279,3 +279,16 @@ def test_the_latest_run_is_the_one_that_started_last_not_the_name_that_sorts_las
     later, paths = verify_store(world["store"].root, out, version="v2", scorer=None)  # a timestamped id, < "nightly"
     assert paths["run"].parent.name < "run_id=nightly"
     assert latest_run_dir(out, "v2") == paths["run"].parent
+
+
+def test_the_latest_run_is_found_among_runs_of_older_releases(tmp_path):
+    """A store verified before the `checker` column existed keeps its old run rows beside the new ones."""
+    from datetime import datetime, timezone
+
+    base = tmp_path / "corpus_version=v1"
+    old, new = base / "run_id=a-old", base / "run_id=b-new"
+    for directory in (old, new):
+        directory.mkdir(parents=True)
+    pl.DataFrame({"run_id": ["a-old"], "started_at": [datetime(2026, 1, 1, tzinfo=timezone.utc)]}).write_parquet(old / "run.parquet")
+    pl.DataFrame({"run_id": ["b-new"], "started_at": [datetime(2026, 2, 1, tzinfo=timezone.utc)], "checker": ["nli"]}).write_parquet(new / "run.parquet")
+    assert latest_run_dir(tmp_path, "v1") == new
