@@ -7,14 +7,12 @@ cache under <store>/verify/cache makes a re-run after a document update score on
 import hashlib
 import os
 from datetime import timezone
-from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
 from assets.partitions import corpus_versions
-from citekeeper.language import LANGUAGE_ENV, validate_language
 from assets.resources import CitekeeperConfig
 from citekeeper.layout import StoreLayout, latest_run_dir, run_dir, run_table_files
 from verifiers.engine import VerifySettings
@@ -24,24 +22,30 @@ CITATION_STATUS = dg.AssetKey("citation_status")
 REPAIRED_ANSWERS = dg.AssetKey("repaired_answers")  # applied repairs are verified, their unchanged pairs from cache
 
 
-def code_version(env: Mapping[str, str] = os.environ) -> str:
-    """The thresholds/window settings and the model, backend and language the Definitions configure (the same
-    env vars as pipelines/definitions.py), so changing any of them marks the asset stale."""
+def code_version(config: CitekeeperConfig) -> str:
+    """The thresholds/window settings and the checker settings of the resource the Definitions are built with,
+    so changing any of them marks the asset stale."""
     setting = "|".join([
-        env.get("CITEKEEPER_NLI_MODEL") or "no-model",
-        env.get("CITEKEEPER_NLI_BACKEND", "torch"),
-        validate_language(env.get(LANGUAGE_ENV) or "auto"),
+        config.nli_model or "no-model", config.nli_backend, config.language, config.nli_checker or "detected",
+        str(config.nli_supported_label),
     ])  # fmt: skip
     return "verify-" + hashlib.sha256(f"{VerifySettings().key()}|{setting}".encode()).hexdigest()[:12]
 
 
-CODE_VERSION = code_version()
+def with_code_version(assets: list, config: CitekeeperConfig) -> list:
+    """`assets` with the verification asset's code_version that of `config` (build_definitions' own)."""
+    version = code_version(config)
+    return [
+        asset.map_asset_specs(lambda spec: spec.replace_attributes(code_version=version))
+        if isinstance(asset, dg.AssetsDefinition) and VERIFICATION in asset.keys else asset
+        for asset in assets
+    ]  # fmt: skip
 
 
 @dg.asset(
     partitions_def=corpus_versions,
     deps=[CITATION_STATUS, REPAIRED_ANSWERS],
-    code_version=CODE_VERSION,
+    code_version=code_version(CitekeeperConfig()),  # the defaults'; build_definitions sets the configured one
     group_name="verification",
     description="Claim-level NLI verification of every registered answer against the corpus version.",
 )

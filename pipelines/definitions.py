@@ -28,7 +28,7 @@ def _executor() -> dg.ExecutorDefinition:
 def build_definitions(config: CitekeeperConfig) -> dg.Definitions:
     """Everything in the code location, bound to one store/source configuration (tests pass tmp dirs)."""
     return dg.Definitions(
-        assets=dg.load_assets_from_modules(ASSET_MODULES),
+        assets=verification.with_code_version(dg.load_assets_from_modules(ASSET_MODULES), config),
         asset_checks=dg.load_asset_checks_from_modules(ASSET_MODULES),
         jobs=automation.jobs,
         schedules=automation.schedules,

@@ -39,6 +39,18 @@ def test_code_location_loads_with_the_repo_instance_config(tmp_path: Path) -> No
     assert ingest_node.pool == "citekeeper_store_writer"
     assert "citekeeper" in defs.resources
 
+    from assets.resources import CitekeeperConfig
+    from pipelines.definitions import build_definitions
+
+    def verification_code_version(config: CitekeeperConfig) -> str:
+        graph = build_definitions(config).resolve_asset_graph()
+        return graph.get(dg.AssetKey("verification")).code_version
+
+    default = verification_code_version(CitekeeperConfig())
+    assert verification_code_version(CitekeeperConfig(language="zh")) != default  # from the definitions' own config
+    assert verification_code_version(CitekeeperConfig(nli_model="auto", nli_checker="binary")) != default
+    assert verification_code_version(CitekeeperConfig(store_dir="/elsewhere")) == default  # not a verdict setting
+
 
 def test_dagster_yaml_limits_store_writers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # dagster.yaml's storage paths are relative to the working directory

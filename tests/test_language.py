@@ -319,8 +319,8 @@ def test_resource_language_is_validated_and_read_from_env():
     assert config_from_env({}).language == "auto"
     with pytest.raises(Exception, match="unknown language"):
         config_from_env({lang.LANGUAGE_ENV: "fr"})
-    versions = {code_version({lang.LANGUAGE_ENV: v}) for v in ("auto", "en", "zh")}
-    assert len(versions) == 3 and code_version({}) == code_version({lang.LANGUAGE_ENV: "auto"})
+    versions = {code_version(config_from_env({lang.LANGUAGE_ENV: v})) for v in ("auto", "en", "zh")}
+    assert len(versions) == 3 and code_version(config_from_env({})) == code_version(CitekeeperConfig())
 
 
 def materialize_verification(store: CorpusStore, **config):
