@@ -22,13 +22,12 @@ import dagster as dg
 
 from assets.corpus import fail_if_unchanged
 from assets.partitions import corpus_versions
-from assets.resources import STORE_WRITER_POOL, STORE_WRITER_TAG, CitekeeperConfig
+from assets.resources import STORE_WRITER_POOL, CitekeeperConfig
 
 # Static: a shard's files are fixed by the hash of their source_path, so n must not change between
 # stage and commit. Set CITEKEEPER_INGEST_SHARDS before the code location loads.
 N_SHARDS = int(os.environ.get("CITEKEEPER_INGEST_SHARDS", "4"))
 SHARD_GROUP = "ingest_shards"
-SHARDED_INGEST_JOB = "citekeeper_ingest_sharded"
 
 with warnings.catch_warnings():  # the mapping is marked beta; it is the documented way to fan shards in
     warnings.simplefilter("ignore", dg.BetaWarning)
@@ -130,14 +129,3 @@ def commit_doc_shards(context: dg.OpExecutionContext, citekeeper: CitekeeperConf
     version = context.partition_key
     metadata = commit_shards(context.log, citekeeper, version)
     context.log_event(dg.AssetMaterialization(ingest_shard_commit.key, partition=version, metadata=metadata))
-
-
-@dg.job(
-    name=SHARDED_INGEST_JOB,
-    partitions_def=corpus_versions,
-    tags={STORE_WRITER_TAG: "1"},  # its last step writes the store
-    description="Backfill every doc_shard partition of a corpus version in one run: the shards' stage steps "
-    "in parallel (one process, or pod, each), then the commit.",
-)
-def ingest_sharded_job():
-    commit_doc_shards(**{f"shard_{index}": op() for index, op in enumerate(STAGE_OPS)})

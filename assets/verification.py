@@ -149,7 +149,6 @@ def every_claim_has_one_status(
 # Static, like the ingest shards: an answer's shard is a stable hash of its answer_id mod n. Set
 # CITEKEEPER_VERIFY_SHARDS before the code location loads.
 N_VERIFY_SHARDS = int(os.environ.get("CITEKEEPER_VERIFY_SHARDS", "2"))
-SHARDED_VERIFY_JOB = "citekeeper_verify_sharded"
 
 
 def sharded_run_id(context: dg.OpExecutionContext) -> str:
@@ -190,13 +189,3 @@ def merge_verification_shards(context: dg.OpExecutionContext, citekeeper: Citeke
     directory = run_dir(runs_dir, context.partition_key, run_id)
     context.log_event(dg.AssetMaterialization(VERIFICATION, partition=context.partition_key,
                                               metadata=run_metadata(run, directory, citekeeper, None)))
-
-
-@dg.job(
-    name=SHARDED_VERIFY_JOB,
-    partitions_def=corpus_versions,
-    description="Verify every answer shard of a corpus version in one run: the shards in parallel (one process, "
-    "or pod, each; they share the verdict cache), then the merge of their run metrics.",
-)
-def verify_sharded_job():
-    merge_verification_shards(**{f"shard_{index}": op() for index, op in enumerate(VERIFY_SHARD_OPS)})

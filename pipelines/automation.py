@@ -13,12 +13,12 @@ from pathlib import Path
 import dagster as dg
 
 from assets.partitions import corpus_versions
-from assets.sharding import SHARD_GROUP, ingest_shard_commit, ingest_shard_stage, ingest_sharded_job, shard_x_version
+from assets.sharding import STAGE_OPS, SHARD_GROUP, commit_doc_shards, ingest_shard_commit, ingest_shard_stage, shard_x_version
 from parsers.ingest import config_hash, latest_if_equal, tree_hash
 from parsers.discover import discover_sources
 from citekeeper.retention import gc
 from assets.resources import STORE_WRITER_POOL, STORE_WRITER_TAG, CitekeeperConfig
-from assets.verification import verify_sharded_job
+from assets.verification import VERIFY_SHARD_OPS, merge_verification_shards
 
 WRITER_TAGS = {
     STORE_WRITER_TAG: "1",
@@ -179,6 +179,33 @@ def weekly_gc_schedule(context: dg.ScheduleEvaluationContext, citekeeper: Citeke
         return dg.SkipReason("gc_keep_last is not set (CITEKEEPER_GC_KEEP_LAST); nothing to do")
     return dg.RunRequest(run_key=f"gc-{context.scheduled_execution_time:%Y%m%dT%H%M%SZ}",
                          tags={"citekeeper/trigger": "schedule"})
+
+
+# ---------------------------------------------------------------------- the sharded runs (op jobs)
+
+SHARDED_INGEST_JOB = "citekeeper_ingest_sharded"
+SHARDED_VERIFY_JOB = "citekeeper_verify_sharded"
+
+
+@dg.job(
+    name=SHARDED_INGEST_JOB,
+    partitions_def=corpus_versions,
+    tags={STORE_WRITER_TAG: "1"},  # its last step writes the store
+    description="Backfill every doc_shard partition of a corpus version in one run: the shards' stage steps "
+    "in parallel (one process, or pod, each), then the commit.",
+)
+def ingest_sharded_job():
+    commit_doc_shards(**{f"shard_{index}": op() for index, op in enumerate(STAGE_OPS)})
+
+
+@dg.job(
+    name=SHARDED_VERIFY_JOB,
+    partitions_def=corpus_versions,
+    description="Verify every answer shard of a corpus version in one run: the shards in parallel (one process, "
+    "or pod, each; they share the verdict cache), then the merge of their run metrics.",
+)
+def verify_sharded_job():
+    merge_verification_shards(**{f"shard_{index}": op() for index, op in enumerate(VERIFY_SHARD_OPS)})
 
 
 jobs = [pipeline_job, ingest_job, shard_stage_job, shard_commit_job, ingest_sharded_job, verify_sharded_job, gc_job]

@@ -11,14 +11,8 @@ import dagster as dg
 import polars as pl
 
 from assets.resources import CitekeeperConfig
-from assets.sharding import (
-    N_SHARDS,
-    SHARDED_INGEST_JOB,
-    ingest_shard_commit,
-    ingest_shard_stage,
-    ingest_sharded_job,
-    shard_partition_key,
-)
+from assets.sharding import N_SHARDS, ingest_shard_commit, ingest_shard_stage, shard_partition_key
+from pipelines.automation import SHARDED_INGEST_JOB, ingest_sharded_job
 from citekeeper.store import CorpusStore
 from parsers.ingest import Shard, ingest
 

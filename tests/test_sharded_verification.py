@@ -11,7 +11,8 @@ import dagster as dg
 import polars as pl
 
 from assets.resources import CitekeeperConfig
-from assets.verification import N_VERIFY_SHARDS, SHARDED_VERIFY_JOB, verify_sharded_job
+from assets.verification import N_VERIFY_SHARDS
+from pipelines.automation import SHARDED_VERIFY_JOB, verify_sharded_job
 from citekeeper.answer_store import AnswerStore
 from citekeeper.layout import latest_run_dir
 from citekeeper.store import CorpusStore

@@ -253,7 +253,8 @@ def test_dagster_sharded_verification_job(world):
     """citekeeper_verify_sharded: one step per answer shard, then the merge, recorded as the verification
     partition; its run is the latest complete run of the version and equals an unsharded run."""
     from assets.resources import CitekeeperConfig
-    from assets.verification import N_VERIFY_SHARDS, SHARDED_VERIFY_JOB, verify_sharded_job
+    from assets.verification import N_VERIFY_SHARDS
+    from pipelines.automation import SHARDED_VERIFY_JOB, verify_sharded_job
 
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v2"])
