@@ -165,7 +165,7 @@ def run_reanchor(out: Path, result: Path) -> None:
     )
     # One citation first, to time apart what a run does once: open the full-text index, index the documents
     # and chunks by doc_id (a sentence of the first chunk, cited from the last document, is found there).
-    reanchorer.suggest(chunks["text"][0].split(". ")[0], [docs["doc_id"][-1]])
+    reanchorer.suggest_many([(chunks["text"][0].split(". ")[0], [docs["doc_id"][-1]])])
     setup = time.perf_counter() - started
     suggestions = reanchor(citations, reanchorer)
     seconds = time.perf_counter() - started

@@ -47,7 +47,7 @@ def citekeeper_config() -> CitekeeperConfig:
 
 def backfill_job() -> dg.JobDefinition:
     """What each step process rebuilds (dg.reconstructable), from the environment the child set."""
-    from assets.sharding import SHARDED_INGEST_JOB, ingest_sharded_job
+    from pipelines.automation import SHARDED_INGEST_JOB, ingest_sharded_job
 
     defs = dg.Definitions(jobs=[ingest_sharded_job], resources={"citekeeper": citekeeper_config()},
                           executor=dg.multiprocess_executor)

@@ -40,7 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from citekeeper.tables import write_parquet  # noqa: E402
 from verifiers import verdict_cache  # noqa: E402
-from verifiers.verdict_cache import KEY, ROW_SCHEMA, VALUES, VerdictCache  # noqa: E402
+from citekeeper.schema import NLI_CACHE  # noqa: E402
+from verifiers.verdict_cache import KEY, MERGE_KEY, VALUES, VerdictCache  # noqa: E402
+
+ROW_SCHEMA = NLI_CACHE.remove(NLI_CACHE.get_field_index(MERGE_KEY))  # a verdict of the old design (no digest)
 
 MODEL_KEY = "cross-encoder/nli-deberta-v3-xsmall@0123456789abcdef0123456789abcdef01234567/torch"
 SETTINGS_KEY = "entail>=0.5;contradict>=0.5;claim_reserve=96;overlap=1;lcs>=0.8;content>=0.8;min_words=4"

@@ -105,10 +105,10 @@ def test_stale_rejects_unknown_status_and_version(store_root):
 
 
 def test_citation_status_function_matches_stored_parquet(store_root):
-    from verifiers.citation_status import citation_status
+    from verifiers.citation_status import check_citations
 
     run("answers", "add", str(store_root.parent / "answers.jsonl"), "--store", str(store_root))
-    frame = citation_status(CorpusStore(store_root), "v1")
+    frame = check_citations(CorpusStore(store_root), "v1").read_status()
     stored = pl.read_parquet(store_root / "citations" / "target_version=v1" / "citation_status.parquet")
     assert frame.equals(stored)
     assert set(frame["status"]) == {"valid"} and frame.height == 3
