@@ -13,7 +13,7 @@ class SystemTool:
     command: str
     name: str
     needed_for: str
-    install: str  # Debian/Ubuntu; the README lists the others
+    install: str  # Debian/Ubuntu; docs/ingest.md lists the others
 
 
 TESSERACT = SystemTool("tesseract", "Tesseract OCR", "OCR of images and scanned PDF pages",

@@ -3,7 +3,7 @@ retries, one store writer at a time.
 
 One explicit job runs a corpus version end to end (ingest -> diff -> citation status -> verification ->
 report) rather than declarative automation: a single run per version holds the store-writer slot once,
-retries as a unit, and stops at the first failed blocking check; see README "Running in Dagster".
+retries as a unit, and stops at the first failed blocking check; see docs/dagster.md.
 """
 import hashlib
 import os

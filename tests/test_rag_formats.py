@@ -326,8 +326,8 @@ def test_the_readme_examples_read_as_documented():
     from citekeeper.rag_formats import parse_response
     from tests.conftest import REPO
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = readme.split("```jsonl\n", 1)[1].split("```", 1)[0]
+    reference = (REPO / "docs" / "answers.md").read_text(encoding="utf-8")
+    block = reference.split("```jsonl\n", 1)[1].split("```", 1)[0]
     lines = [json.loads(line) for line in block.strip().splitlines()]
     assert sorted(line["answer_id"].split("-")[0] for line in lines) == sorted(CASES)
     for line in lines:

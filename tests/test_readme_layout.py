@@ -1,5 +1,6 @@
 """The README's layout table stays true: every path it names exists, and it names every module of the five
-packages (a package row names its modules as `module.py`)."""
+packages (a package row names its modules as `module.py`). The README stays short, and its links to the
+reference in docs/ resolve, one for every page there."""
 from __future__ import annotations
 
 import re
@@ -43,3 +44,14 @@ def test_every_module_of_the_packages_is_in_the_layout_table():
     }
     assert sorted(modules - named_paths()) == []
     assert {f"{package}/" for package in PACKAGES} <= layout_rows().keys()
+
+
+def test_the_readme_is_short_and_links_every_page_of_docs():
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    linked = set(re.findall(r"\]\((docs/[\w-]+\.md)\)", readme))
+    pages = {path.relative_to(REPO).as_posix() for path in (REPO / "docs").glob("*.md")}
+    assert linked == pages
+    for page in pages:  # every relative link of a page resolves too
+        for target in re.findall(r"\]\((?!https?:)([^)#]+)", (REPO / page).read_text()):
+            assert (REPO / page).parent.joinpath(target).resolve().exists(), f"{page} links {target}"

@@ -31,4 +31,4 @@ class Format:
     filetype: str  # the `filetype` column
     extensions: tuple[str, ...]  # lower case, with the dot
     partition: Callable[[SourceFile, bytes, ParseConfig], Partitioned]
-    description: str  # for the README's format table and error messages
+    description: str  # for the format table (docs/ingest.md) and error messages
