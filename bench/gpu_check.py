@@ -101,28 +101,24 @@ def main() -> None:
     claims, citations = frames(evidence)
     for architecture in args.architectures:
         model_dir = save_random_nli_model(work / architecture, evidence, architecture=architecture)
-        for precision in args.precisions:
-            scorer = load_scorer(str(model_dir), device=args.device, precision=precision, batch_size=args.batch_size)
-            scorer.score(evidence[:2], evidence[2:4])  # warm-up: kernels, allocator
-            end_to_end, bare = pairs_per_second(scorer, claims, citations)
-            fits = largest_batch(scorer, evidence, claims["text"].to_list(), args.max_batch)
-            print(f"{architecture:<18} {scorer.placement.device:<7} {scorer.precision:<5} batch {scorer.batch_size:>4}: "
-                  f"end to end {end_to_end:9.1f} pairs/s, bare forward {bare:9.1f} pairs/s, ratio "
-                  f"{end_to_end / bare:.2f}; largest batch {fits}", flush=True)  # fmt: skip
-            del scorer
+        report(model_dir, lambda scorer: f"{architecture:<18}", args, evidence, claims, citations)
     for spec in args.checkers:
         shape, size = spec.split(":")
         model_dir = save_random_checker(work / spec.replace(":", "-"), evidence, shape, max_positions=2048, size=size)
-        for precision in args.precisions:
-            scorer = load_scorer(str(model_dir), device=args.device, precision=precision, batch_size=args.batch_size)
-            scorer.score(evidence[:2], evidence[2:4])
-            end_to_end, bare = pairs_per_second(scorer, claims, citations)
-            fits = largest_batch(scorer, evidence, claims["text"].to_list(), args.max_batch)
-            print(f"{spec:<18} {scorer.checker:<9} {scorer.placement.device:<7} {scorer.precision:<5} batch {scorer.batch_size:>4}: "
-                  f"end to end {end_to_end:9.1f} pairs/s, bare forward {bare:9.1f} pairs/s, ratio "
-                  f"{end_to_end / bare:.2f}; largest batch {fits}", flush=True)  # fmt: skip
-            del scorer
+        report(model_dir, lambda scorer: f"{spec:<18} {scorer.checker:<9}", args, evidence, claims, citations)
 
+
+def report(model_dir: Path, label, args, evidence: list[str], claims, citations) -> None:
+    """One line per precision for the model in `model_dir`, starting with `label(scorer)`."""
+    for precision in args.precisions:
+        scorer = load_scorer(str(model_dir), device=args.device, precision=precision, batch_size=args.batch_size)
+        scorer.score(evidence[:2], evidence[2:4])  # warm-up: kernels, allocator
+        end_to_end, bare = pairs_per_second(scorer, claims, citations)
+        fits = largest_batch(scorer, evidence, claims["text"].to_list(), args.max_batch)
+        print(f"{label(scorer)} {scorer.placement.device:<7} {scorer.precision:<5} batch {scorer.batch_size:>4}: "
+              f"end to end {end_to_end:9.1f} pairs/s, bare forward {bare:9.1f} pairs/s, ratio "
+              f"{end_to_end / bare:.2f}; largest batch {fits}", flush=True)  # fmt: skip
+        del scorer
 
 if __name__ == "__main__":
     main()
