@@ -195,23 +195,23 @@ def _index(value: object, field: str) -> int | None:
     return value
 
 
-def _text_blocks(blocks: list, field: str, text_key: str = "text") -> list[tuple[int, dict, int, int]]:
+def _text_blocks(blocks: list) -> list[tuple[int, dict, int, int]]:
     """(index, block, start, end) of each text block in order, the spans into the blocks' joined text."""
     out, at = [], 0
     for i, block in enumerate(blocks):
-        if isinstance(block, dict) and isinstance(block.get(text_key), str) and block.get("type", "text") in ("text", "output_text"):
-            out.append((i, block, at, at + len(block[text_key])))
-            at += len(block[text_key])
+        if isinstance(block, dict) and isinstance(block.get("text"), str) and block.get("type", "text") in ("text", "output_text"):
+            out.append((i, block, at, at + len(block["text"])))
+            at += len(block["text"])
     return out
 
 
-def _joined(blocks: list[tuple[int, dict, int, int]], text_key: str = "text") -> str:
-    return "".join(block[text_key] for _, block, _, _ in blocks)
+def _joined(blocks: list[tuple[int, dict, int, int]]) -> str:
+    return "".join(block["text"] for _, block, _, _ in blocks)
 
 
 def _anthropic(response) -> tuple[str, list[Cited]]:
     """Messages API: text blocks, each with the `citations` that support it."""
-    blocks = _text_blocks(_get(response, "content", "response.content", list), "response.content")
+    blocks = _text_blocks(_get(response, "content", "response.content", list))
     cited = []
     for i, block, start, end in blocks:
         for j, citation in enumerate(block.get("citations") or []):
@@ -291,7 +291,7 @@ def _cohere(response) -> tuple[str, list[Cited]]:
     """Chat v2: message.content text blocks; message.citations with start/end into the text and their sources."""
     message = _get(response, "message", "response.message", dict)
     content = message.get("content")
-    blocks = _text_blocks(content, "response.message.content") if isinstance(content, list) else []
+    blocks = _text_blocks(content) if isinstance(content, list) else []
     text = content if isinstance(content, str) else _joined(blocks)
     cited = []
     for i, citation in enumerate(message.get("citations") or []):
@@ -335,7 +335,7 @@ def _gemini(response) -> tuple[str, list[Cited]]:
         raise ShapeError("response.candidates", "is empty")
     candidate = candidates[0]
     parts = _get(_get(candidate, "content", "response.candidates.0.content", dict), "parts", "response.candidates.0.content.parts", list)
-    blocks = _text_blocks(parts, "response.candidates.0.content.parts")
+    blocks = _text_blocks(parts)
     by_part = {i: (block["text"], start) for i, block, start, _ in blocks}
     grounding = candidate.get("groundingMetadata") or {}
     chunks = grounding.get("groundingChunks") or []
@@ -423,7 +423,7 @@ def _langchain(response) -> tuple[str, list[Cited]]:
     raw = response if isinstance(response, list) else _get(response, blocks_field.split(".")[1], blocks_field, (list, str))
     if isinstance(raw, str):
         return raw, []
-    blocks = _text_blocks(raw, blocks_field)
+    blocks = _text_blocks(raw)
     cited = []
     for i, block, start, end in blocks:
         for j, note in enumerate(block.get("annotations") or []):
