@@ -17,7 +17,7 @@ from rapidfuzz import fuzz
 
 from citekeeper.answers import DocumentRef, LineError, ParsedAnswer, ParsedCitation, ParsedClaim
 from citekeeper.locate import locate_quote
-from citekeeper.text import snap_to_words
+from citekeeper.text import snap_to_words, trim_span
 
 ANCHOR_METHODS = ("chunk_id", "exact", "normalized", "fuzzy", "offsets", "document", "unanchored")
 REVIEW_METHODS = ("fuzzy", "offsets")  # anchored, but a person should look: flagged in exports
@@ -217,19 +217,11 @@ def _pieces(document: _Document, start: int, end: int) -> list[tuple[str, int, i
     for chunk_start, chunk_end, chunk_id in touching:
         if chunk_end <= at:
             continue
-        piece_start, piece_end = _trimmed(document.text, max(at, chunk_start), min(end, chunk_end))
+        piece_start, piece_end = trim_span(document.text, max(at, chunk_start), min(end, chunk_end))
         if piece_start < piece_end:
             pieces.append((chunk_id, piece_start, piece_end))
         at = min(end, chunk_end)
     return pieces
-
-
-def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
 
 
 def _piece(citation: ParsedCitation, chunk_id: str, quote: str | None, span: _Span, given_index: int) -> ParsedCitation:

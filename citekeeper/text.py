@@ -89,6 +89,11 @@ def snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
         start += 1
     while inside_word(end):
         end += 1
+    return trim_span(text, start, end)
+
+
+def trim_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """text[start:end] without the whitespace at its edges, as a span."""
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
@@ -159,10 +164,7 @@ def _ends_in_abbreviation(text: str, sentence_start: int, match: re.Match) -> bo
 
 
 def _append_trimmed(spans: list[tuple[int, int]], text: str, start: int, end: int) -> None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
+    start, end = trim_span(text, start, end)
     if start < end:
         spans.append((start, end))
 
