@@ -156,12 +156,8 @@ class HFScorer:
                 encoded = upcoming.result()[2]
                 # The next batch is tokenised while this one runs through the model.
                 upcoming = tokeniser.submit(encode, start + size, size) if start + size < len(order) else None
-                try:
-                    logits = self.forward(encoded)
-                except Exception as error:  # noqa: BLE001 (only an out-of-memory error is handled)
-                    if not is_out_of_memory(error) or size == 1:
-                        raise
-                    self._halve_batch(error)
+                logits = self._forward_or_halve(size, lambda: self.forward(encoded))
+                if logits is None:
                     continue
                 batch = order[start : start + size]
                 probs[batch] = self.to_canonical(logits)
@@ -169,6 +165,17 @@ class HFScorer:
                 bar.update(len(batch))
                 start += size
         return probs
+
+    def _forward_or_halve(self, size: int, forward) -> np.ndarray | None:
+        """`forward()`'s logits; None when a batch of `size` > 1 ran out of memory and the batch size was halved
+        (the caller retries the pass). Any other error is raised."""
+        try:
+            return forward()
+        except Exception as error:  # noqa: BLE001 (only an out-of-memory error is handled)
+            if not is_out_of_memory(error) or size == 1:
+                raise
+            self._halve_batch(error)
+            return None
 
     def _halve_batch(self, error: BaseException) -> None:
         self.batch_size = max(1, self.batch_size // 2)
@@ -221,12 +228,8 @@ class TorchScorer(HFScorer):
             while start < len(rests):
                 size = min(self.batch_size, len(rests) - start)
                 batch = rests[start : start + size]
-                try:
-                    logits = self._rests_on(cache, len(prefix), batch)
-                except Exception as error:  # noqa: BLE001 (only an out-of-memory error is handled)
-                    if not is_out_of_memory(error) or size == 1:
-                        raise
-                    self._halve_batch(error)
+                logits = self._forward_or_halve(size, lambda: self._rests_on(cache, len(prefix), batch))
+                if logits is None:
                     continue
                 probs[start : start + size] = self.protocol.to_canonical(logits[:, None, :])
                 self.model_calls += size
