@@ -234,7 +234,7 @@ def test_claims_that_share_evidence_share_its_kv_cache(world):
     scorer = load_scorer(str(world["models"]["qwen2"]), batch_size=2)  # batches of 2: the cache is copied per batch
     premises = [SHORT] * 3 + [LONG[:200]]
     hypotheses = [*CLAIMS, "Sockets stay open.", CLAIMS[0]]
-    assert scorer.protocol.split_prompt(SHORT, CLAIMS[0]) is not None
+    assert scorer.protocol.split_prompt(SHORT, [CLAIMS[0]]) is not None
     calls = []  # (rows, tokens, padded) of each run of the whole model: a prefix, or a batch of full prompts
     scorer.model.register_forward_hook(
         lambda module, args, kwargs, output: calls.append((*kwargs["input_ids"].shape, "attention_mask" in kwargs)), with_kwargs=True

@@ -246,15 +246,25 @@ class CausalLMProtocol(Protocol):
                                    max_length=max_length or self.max_tokens, padding=True, padding_side="left",
                                    return_tensors="np"))  # fmt: skip
 
-    def split_prompt(self, premise: str, hypothesis: str) -> tuple[list[int], list[int]] | None:
-        """The prompt's tokens as (evidence prefix, the rest: claim and template tail), so claims that share
-        evidence share the prefix's KV cache; None when the two halves do not tokenise as the whole does."""
+    def split_prompt(self, premise: str, hypotheses: list[str]) -> tuple[list[int], list[list[int]]] | None:
+        """The prompts' tokens as (the evidence prefix they share, each one's rest: claim and template tail), so
+        claims that share evidence share the prefix's KV cache; None when for some claim the two halves do not
+        tokenise as the whole does. The prefix is rendered and tokenised once."""
         text = self.prompt(premise, _CLAIM_MARK)
         at = text.index(_CLAIM_MARK)
         cut = len(text[:at].rstrip(" "))  # the space before the claim belongs to the claim's first token
-        prefix, rest = text[:cut], text[cut:at] + hypothesis + text[at + len(_CLAIM_MARK):]
-        ids = [self.tokenizer(part, add_special_tokens=False)["input_ids"] for part in (prefix, rest, prefix + rest)]
-        return (ids[0], ids[1]) if ids[0] + ids[1] == ids[2] else None
+        prefix, (before, after) = text[:cut], (text[cut:at], text[at + len(_CLAIM_MARK):])
+
+        def tokenize(part: str) -> list[int]:
+            return self.tokenizer(part, add_special_tokens=False)["input_ids"]
+
+        prefix_ids, rests = tokenize(prefix), []
+        for hypothesis in hypotheses:
+            rest = before + hypothesis + after
+            rests.append(tokenize(rest))
+            if prefix_ids + rests[-1] != tokenize(prefix + rest):
+                return None
+        return prefix_ids, rests
 
     def to_canonical(self, logits: np.ndarray) -> np.ndarray:
         probs = _softmax(logits[:, -1, :].astype(np.float64))

@@ -207,9 +207,9 @@ class TorchScorer(HFScorer):
             by_evidence.setdefault(premise, []).append(i)
         alone = []
         for premise, indices in by_evidence.items():
-            split = [self.protocol.split_prompt(premise, hypotheses[i]) for i in indices] if len(indices) > 1 else None
-            if split and all(split) and max(len(a) + len(b) for a, b in split) <= self.max_tokens:
-                probs[indices] = self._score_sharing(split[0][0], [rest for _, rest in split])
+            split = self.protocol.split_prompt(premise, [hypotheses[i] for i in indices]) if len(indices) > 1 else None
+            if split and len(split[0]) + max(map(len, split[1])) <= self.max_tokens:
+                probs[indices] = self._score_sharing(*split)
             else:
                 alone.extend(indices)
         if alone:
