@@ -1,6 +1,6 @@
 """Diff, citation status and stale-report assets (one partition per corpus version).
 
-The logic lives in verifiers/; these assets read and write the store themselves:
+The logic lives in changes/ and reports/; these assets read and write the store themselves:
 - chunk_diff       <store>/diffs/<parent>__<version>/{chunk_diff,doc_diff}.parquet
 - citation_status  <store>/citations/target_version=<version>/{citation_status,blast_radius}.parquet
 - stale_report     <store>/citations/target_version=<version>/report.html
@@ -14,9 +14,9 @@ import polars as pl
 
 from assets.corpus import CHUNKS, DOCUMENTS
 from assets.partitions import corpus_versions
-from assets.resources import CitekeeperConfig
+from assets.resources import AnswersResource, StoreResource
 from assets.table_metadata import table_metadata
-from verifiers.repair import DEFAULT_MIN_SCORE
+from changes.repair import DEFAULT_MIN_SCORE
 
 GROUP = "citations"
 
@@ -30,24 +30,24 @@ def _count_metadata(counts: dict[str, int], prefix: str) -> dict[str, int]:
 
 
 @dg.asset(partitions_def=corpus_versions, deps=[DOCUMENTS, CHUNKS], group_name=GROUP)
-def chunk_diff(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
+def chunk_diff(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
     """Chunk- and document-level diff of a corpus version against its parent version."""
-    from verifiers.diff import diff_versions
+    from changes.diff import diff_versions
 
     started = time.perf_counter()
-    store = citekeeper.corpus_store()
+    corpus = store.corpus_store()
     version = context.partition_key
-    parent = store.manifest(version).parent
-    if parent is None or not store.has_version(parent):
+    parent = corpus.manifest(version).parent
+    if parent is None or not corpus.has_version(parent):
         note = "first corpus version" if parent is None else f"parent {parent} was pruned by gc"
         return dg.MaterializeResult(metadata={"parent": parent or "", "note": f"{note}: nothing to diff",
                                               "duration_s": _seconds_since(started)})
-    diff = diff_versions(store, parent, version)
+    diff = diff_versions(corpus, parent, version)
     changed = diff.changed_docs().select("change", "old_source_path", "new_source_path")
     return dg.MaterializeResult(
         metadata={
             "parent": parent,
-            "path": str(store.layout.diff_dir(parent, version)),
+            "path": str(corpus.layout.diff_dir(parent, version)),
             **_count_metadata(diff.doc_counts(), "documents_"),
             **_count_metadata(diff.chunk_counts(), "chunks_"),
             "changed_documents": table_metadata(changed),
@@ -57,25 +57,27 @@ def chunk_diff(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) 
 
 
 @dg.asset(partitions_def=corpus_versions, deps=[chunk_diff], group_name=GROUP)
-def citation_status(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
+def citation_status(
+    context: dg.AssetExecutionContext, store: StoreResource, answers: AnswersResource
+) -> dg.MaterializeResult:
     """One status per registered citation against this version, re-anchoring suggestions, blast radius.
 
     Registers `answers_path` (resource config) first when it is set; bad lines are logged, not fatal.
     """
     from citekeeper.answer_store import AnswerStore
-    from verifiers.citation_status import check_citations
+    from changes.citation_status import check_citations
 
     started = time.perf_counter()
-    store = citekeeper.corpus_store()
+    corpus = store.corpus_store()
     registered = {}
-    if citekeeper.answers_path:
-        answers = AnswerStore(store.root, max_claims_per_answer=citekeeper.max_claims_per_answer, corpus=store)
-        added = answers.add(citekeeper.answers_path, response_format=citekeeper.answers_format)
+    if answers.answers_path:
+        answer_store = AnswerStore(corpus.root, max_claims_per_answer=answers.max_claims_per_answer, corpus=corpus)
+        added = answer_store.add(answers.answers_path, response_format=answers.answers_format)
         for error in [*added.errors, *added.unanchored]:
-            context.log.warning(f"event=answer_input_error file={citekeeper.answers_path!r} error={str(error)!r}")
+            context.log.warning(f"event=answer_input_error file={answers.answers_path!r} error={str(error)!r}")
         registered = {"answers_registered": added.n_registered, "answer_input_errors": len(added.errors),
                       "citations_of_missing_documents": len(added.unanchored)}  # fmt: skip
-    check = check_citations(store, context.partition_key)
+    check = check_citations(corpus, context.partition_key)
     reanchored = check.outline.filter(pl.col("suggested_chunk_id").is_not_null()).height
     return dg.MaterializeResult(
         metadata={
@@ -99,14 +101,14 @@ class RepairConfig(dg.Config):
 
 @dg.asset(partitions_def=corpus_versions, deps=[citation_status], group_name=GROUP)
 def repaired_answers(
-    context: dg.AssetExecutionContext, config: RepairConfig, citekeeper: CitekeeperConfig
+    context: dg.AssetExecutionContext, config: RepairConfig, store: StoreResource
 ) -> dg.MaterializeResult:
     """Every answer with a citation that can be re-pointed, as a new revision citing this version (JSONL and the
     per-citation repairs as Parquet); registered only when the run config says `apply: true`."""
-    from verifiers.repair import repair_citations
+    from changes.repair import repair_citations
 
     started = time.perf_counter()
-    result = repair_citations(citekeeper.corpus_store(), context.partition_key, min_score=config.min_score, apply=config.apply)
+    result = repair_citations(store.corpus_store(), context.partition_key, min_score=config.min_score, apply=config.apply)
     if result.applied is not None:
         for error in result.applied.errors:
             context.log.warning(f"event=repair_not_applied error={str(error)!r}")
@@ -128,18 +130,19 @@ def repaired_answers(
 
 
 @dg.asset(partitions_def=corpus_versions, deps=[citation_status, repaired_answers], group_name=GROUP)
-def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
+def stale_report(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
     """Self-contained HTML report of the citation status of this version."""
     from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
-    from verifiers.report import terminal_summary, write_store_report
+    from reports.html import write_store_report
+    from reports.terminal import terminal_summary
     from citekeeper.tables import read_parquet
 
     started = time.perf_counter()
-    store = citekeeper.corpus_store()
+    corpus = store.corpus_store()
     version = context.partition_key
-    status = read_parquet(store.layout.citation_status_file(version), CITATION_STATUS)
-    radius = read_parquet(store.layout.blast_radius_file(version), BLAST_RADIUS)
-    path = write_store_report(store.layout.report_file(version), store, version, status, radius)
+    status = read_parquet(corpus.layout.citation_status_file(version), CITATION_STATUS)
+    radius = read_parquet(corpus.layout.blast_radius_file(version), BLAST_RADIUS)
+    path = write_store_report(corpus.layout.report_file(version), corpus, version, status, radius)
     summary = terminal_summary(status, radius, version)
     context.log.info(summary)
     return dg.MaterializeResult(metadata={"path": str(path), "summary": dg.MetadataValue.md(f"```\n{summary}\n```"),
@@ -151,13 +154,13 @@ def stale_report(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig
     partitions_def=corpus_versions,
     description="No registered citation references a chunk that never existed in any corpus version.",
 )
-def citations_reference_existing_chunks(citekeeper: CitekeeperConfig) -> dg.AssetCheckResult:
+def citations_reference_existing_chunks(store: StoreResource) -> dg.AssetCheckResult:
     from citekeeper.answer_store import AnswerStore
 
-    store = citekeeper.corpus_store()
-    citations = AnswerStore(store.root).citations().select("answer_id", "citation_id", "chunk_id", "corpus_version")
+    corpus = store.corpus_store()
+    citations = AnswerStore(corpus.root).citations().select("answer_id", "citation_id", "chunk_id", "corpus_version")
     cited = citations["chunk_id"].unique().to_list()  # only these are read, from each version
-    known = [store.read_chunks(v.name, columns=["chunk_id"], chunk_ids=cited) for v in store.versions()]
+    known = [corpus.read_chunks(v.name, columns=["chunk_id"], chunk_ids=cited) for v in corpus.versions()]
     ever = pl.concat(known).unique() if known else pl.DataFrame(schema={"chunk_id": pl.String})
     phantom = citations.join(ever, on="chunk_id", how="anti")
     return dg.AssetCheckResult(

@@ -10,7 +10,7 @@ import dagster as dg
 
 from assets.partitions import corpus_versions
 from citekeeper.store import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
-from assets.resources import STORE_WRITER_POOL, CitekeeperConfig
+from assets.resources import STORE_WRITER_POOL, IngestResource, StoreResource
 from assets.table_metadata import table_metadata
 
 DOCUMENTS = dg.AssetKey("documents")
@@ -27,24 +27,23 @@ MAX_LISTED = 20  # offending rows shown in check metadata
     pool=STORE_WRITER_POOL,
     group_name="ingest",
 )
-def ingested_corpus(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig):
+def ingested_corpus(context: dg.AssetExecutionContext, store: StoreResource, ingest: IngestResource):
     """Ingest the source directory as the corpus version named by the partition key."""
-    from parsers.ingest import ingest
+    from parsers.ingest import ingest as ingest_tree
 
     version = context.partition_key
-    store = citekeeper.corpus_store()
-    result = ingest(citekeeper.source_path, store, version=version,
-                    config=citekeeper.parse_config())
-    fail_if_unchanged(result, citekeeper, version)
+    corpus = store.corpus_store()
+    result = ingest_tree(ingest.source_path, corpus, version=version, config=ingest.parse_config())
+    fail_if_unchanged(result, ingest, version)
     manifest = result.manifest
     common = {
         "corpus_version": manifest.name,
         "parent": manifest.parent or "",
         "created": result.created,
         "corpus_hash": manifest.corpus_hash,
-        "store_dir": str(store.root),
-        "lance_uri": store.lance_uri,
-        "chunks_parquet": str(store.parquet_path("chunks", manifest.name)),
+        "store_dir": str(corpus.root),
+        "lance_uri": corpus.lance_uri,
+        "chunks_parquet": str(corpus.parquet_path("chunks", manifest.name)),
     }
     quarantined = {e.source_path: f"{e.stage}: {e.reason}" for e in result.errors}
     context.log.info(f"event=ingested version={manifest.name} created={result.created} parsed={result.n_parsed} "
@@ -72,11 +71,11 @@ def ingested_corpus(context: dg.AssetExecutionContext, citekeeper: CitekeeperCon
     yield dg.MaterializeResult(asset_key=CHUNKS, metadata={**common, "n_chunks": manifest.n_chunks})
 
 
-def fail_if_unchanged(result, citekeeper: CitekeeperConfig, version: str) -> None:
+def fail_if_unchanged(result, ingest: IngestResource, version: str) -> None:
     """An ingest or commit that created no version `version` because the tree equals an earlier one fails."""
     if not result.created and result.equals != version:
         raise dg.Failure(
-            f"source tree {citekeeper.source_dir} is unchanged since corpus version {result.equals}; "
+            f"source tree {ingest.source_dir} is unchanged since corpus version {result.equals}; "
             f"no version {version!r} was created. Materialize partition {result.equals!r} instead.",
         )
 
@@ -107,12 +106,12 @@ def _check_spec(name: str, description: str, **kwargs) -> dg.AssetCheckSpec:
                     additional_deps=[DOCUMENTS]),
     ],
 )
-def chunk_integrity_checks(context: dg.AssetCheckExecutionContext, citekeeper: CitekeeperConfig):
+def chunk_integrity_checks(context: dg.AssetCheckExecutionContext, store: StoreResource):
     """The committed version read back once (its text is the costly column) and judged three ways."""
-    store = citekeeper.corpus_store()
-    chunks = store.read_chunks(context.partition_key,
-                               columns=["chunk_id", "doc_id", "start_char", "end_char", "text", "text_hash"])
-    documents = store.read_documents(context.partition_key, columns=["doc_id", "text"])
+    corpus = store.corpus_store()
+    chunks = corpus.read_chunks(context.partition_key,
+                                columns=["chunk_id", "doc_id", "start_char", "end_char", "text", "text_hash"])
+    documents = corpus.read_documents(context.partition_key, columns=["doc_id", "text"])
     yield _check_result("chunk_ids_unique", duplicate_chunk_ids(chunks), "duplicate_chunk_ids")
     yield _check_result("text_hash_matches_text", mismatched_text_hashes(chunks), "mismatched_chunks")
     yield _check_result("offsets_reproduce_text", misplaced_offsets(chunks, documents), "misplaced_chunks")

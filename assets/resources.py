@@ -1,6 +1,8 @@
-"""Dagster resources: where the store and the source documents live, and how store writers are serialised."""
+"""Dagster resources, one per concern (store, ingest, answers, verifier), the settings a Definitions is built
+from, and how store writers are serialised."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
@@ -20,41 +22,10 @@ STORE_WRITER_POOL = "citekeeper_store_writer"
 STORE_WRITER_TAG = "citekeeper/store-writer"
 
 
-class CitekeeperConfig(dg.ConfigurableResource):
-    """Paths and knobs shared by every citekeeper asset."""
+class StoreResource(dg.ConfigurableResource):
+    """Where the corpus store lives, and what retention keeps of it."""
 
     store_dir: str = ".citekeeper/store"
-    source_dir: str = "pipelines/sample_corpus/v1"
-    answers_path: str | None = None  # JSONL/Parquet of answers to register before citation checks
-    # Each line of answers_path is an LLM API's response in its envelope: anthropic | openai | cohere | gemini |
-    # llamaindex | langchain (citekeeper.rag_formats); None: answer records.
-    answers_format: str | None = None
-    # hub id or local dir; "auto": the default model of `language`; None runs the model-free tiers only
-    nli_model: str | None = None
-    nli_backend: str = "torch"
-    # The model's protocol (verifiers.checkers.PROTOCOLS); None: the preset's, else what its config implies.
-    nli_checker: str | None = None
-    nli_supported_label: int | None = None  # binary: the output index that means supported (None: 1, MiniCheck's)
-    nli_device: str = "auto"  # auto | cpu | cuda | cuda:N (verifiers.devices); auto takes a GPU torch sees
-    nli_threads: int | None = None  # torch intra-op threads; None: torch's default, one per core
-    # auto (detected from each version's chunk texts) | en | zh | multi; picks the model when nli_model="auto"
-    language: str = "auto"
-    max_chunk_chars: int = ParseConfig.max_chunk_chars
-    # Globs on source_path relative to source_dir (`**` spans folders; see parsers.discover.glob_regex):
-    # with includes only matching files are ingested, excluded ones never; both are counted as skipped.
-    include: list[str] = []
-    exclude: list[str] = []
-    # Processes parsing documents at once; None: one per CPU the run may use, 1: serially in the run.
-    parse_workers: int | None = None
-    ocr_languages: list[str] = list(ParseConfig.ocr_languages)  # Tesseract codes, one language pack each
-    # What one document may cost (parsers.model.ParseConfig): over a limit it is quarantined as LimitExceeded.
-    parse_timeout_s: float | None = ParseConfig.parse_timeout_s
-    max_file_bytes: int = ParseConfig.max_file_bytes
-    max_decompressed_bytes: int = ParseConfig.max_decompressed_bytes
-    max_rows_per_sheet: int = ParseConfig.max_rows_per_sheet
-    max_chunks_per_document: int = ParseConfig.max_chunks_per_document
-    worker_memory_bytes: int | None = ParseConfig.worker_memory_bytes
-    max_claims_per_answer: int = MAX_CLAIMS_PER_ANSWER  # a registered answer of more claims is refused
     # Object-store locations of the LanceDB tables / Parquet exports (None: under store_dir) and their
     # LanceDB storage options; see citekeeper.locations for the keys.
     lance_uri: str | None = None
@@ -64,24 +35,6 @@ class CitekeeperConfig(dg.ConfigurableResource):
     # versions (None: the schedule skips) plus those in gc_keep; the latest and every cited version always stay.
     gc_keep_last: int | None = None
     gc_keep: list[str] = []
-
-    @field_validator("answers_format")
-    @classmethod
-    def _known_format(cls, value: str | None) -> str | None:
-        converter(value)  # UnknownFormat (a ValueError) names the formats
-        return value
-
-    @field_validator("nli_checker")
-    @classmethod
-    def _known_checker(cls, value: str | None) -> str | None:
-        if value is not None and value not in PROTOCOLS:
-            raise ValueError(f"unknown checker protocol {value!r}: use one of {', '.join(PROTOCOLS)}")
-        return value
-
-    @field_validator("language")
-    @classmethod
-    def _known_language(cls, value: str) -> str:
-        return validate_language(value)  # a LanguageError names the choices
 
     @field_validator("gc_keep_last")
     @classmethod
@@ -97,6 +50,27 @@ class CitekeeperConfig(dg.ConfigurableResource):
     def corpus_store(self) -> CorpusStore:
         return CorpusStore(self.store_path, self.lance_uri, self.parquet_uri, self.storage_options)
 
+
+class IngestResource(dg.ConfigurableResource):
+    """Which documents make a corpus version, and what parsing one may cost."""
+
+    source_dir: str = "pipelines/sample_corpus/v1"
+    max_chunk_chars: int = ParseConfig.max_chunk_chars
+    # Globs on source_path relative to source_dir (`**` spans folders; see parsers.discover):
+    # with includes only matching files are ingested, excluded ones never; both are counted as skipped.
+    include: list[str] = []
+    exclude: list[str] = []
+    # Processes parsing documents at once; None: one per CPU the run may use, 1: serially in the run.
+    parse_workers: int | None = None
+    ocr_languages: list[str] = list(ParseConfig.ocr_languages)  # Tesseract codes, one language pack each
+    # What one document may cost (parsers.model.ParseConfig): over a limit it is quarantined as LimitExceeded.
+    parse_timeout_s: float | None = ParseConfig.parse_timeout_s
+    max_file_bytes: int = ParseConfig.max_file_bytes
+    max_decompressed_bytes: int = ParseConfig.max_decompressed_bytes
+    max_rows_per_sheet: int = ParseConfig.max_rows_per_sheet
+    max_chunks_per_document: int = ParseConfig.max_chunks_per_document
+    worker_memory_bytes: int | None = ParseConfig.worker_memory_bytes
+
     @property
     def source_path(self) -> Path:
         return Path(self.source_dir)
@@ -108,3 +82,74 @@ class CitekeeperConfig(dg.ConfigurableResource):
                            max_file_bytes=self.max_file_bytes, max_decompressed_bytes=self.max_decompressed_bytes,
                            max_rows_per_sheet=self.max_rows_per_sheet, max_chunks_per_document=self.max_chunks_per_document,
                            worker_memory_bytes=self.worker_memory_bytes)  # fmt: skip
+
+
+class AnswersResource(dg.ConfigurableResource):
+    """The answers registered before each citation check."""
+
+    answers_path: str | None = None  # JSONL/Parquet of answers; None: register nothing
+    # Each line of answers_path is an LLM API's response in its envelope: anthropic | openai | cohere | gemini |
+    # llamaindex | langchain (citekeeper.rag_formats); None: answer records.
+    answers_format: str | None = None
+    max_claims_per_answer: int = MAX_CLAIMS_PER_ANSWER  # a registered answer of more claims is refused
+
+    @field_validator("answers_format")
+    @classmethod
+    def _known_format(cls, value: str | None) -> str | None:
+        converter(value)  # UnknownFormat (a ValueError) names the formats
+        return value
+
+
+class VerifierResource(dg.ConfigurableResource):
+    """The checker claims are verified with, and where it runs."""
+
+    # hub id or local dir; "auto": the default model of `language`; None runs the model-free tiers only
+    nli_model: str | None = None
+    nli_backend: str = "torch"
+    # The model's protocol (verifiers.checkers.PROTOCOLS); None: the preset's, else what its config implies.
+    nli_checker: str | None = None
+    nli_supported_label: int | None = None  # binary: the output index that means supported (None: 1, MiniCheck's)
+    nli_device: str = "auto"  # auto | cpu | cuda | cuda:N (verifiers.devices); auto takes a GPU torch sees
+    nli_threads: int | None = None  # torch intra-op threads; None: torch's default, one per core
+    # auto (detected from each version's chunk texts) | en | zh | multi; picks the model when nli_model="auto"
+    language: str = "auto"
+
+    @field_validator("nli_checker")
+    @classmethod
+    def _known_checker(cls, value: str | None) -> str | None:
+        if value is not None and value not in PROTOCOLS:
+            raise ValueError(f"unknown checker protocol {value!r}: use one of {', '.join(PROTOCOLS)}")
+        return value
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, value: str) -> str:
+        return validate_language(value)  # a LanguageError names the choices
+
+
+EXECUTORS = ("multiprocess", "k8s")
+
+
+@dataclass(frozen=True)
+class CitekeeperSettings:
+    """Everything a Definitions is built from: the resources by concern, and what fixes the graph's shape."""
+
+    store: StoreResource = field(default_factory=StoreResource)
+    ingest: IngestResource = field(default_factory=IngestResource)
+    answers: AnswersResource = field(default_factory=AnswersResource)
+    verifier: VerifierResource = field(default_factory=VerifierResource)
+    # Static shard counts: a shard's files (answers) are fixed by a hash mod n, so n must not change between
+    # a run's steps; it sets the doc_shard partitions and the sharded jobs' steps.
+    ingest_shards: int = 4
+    verify_shards: int = 2
+    executor: str = "multiprocess"  # multiprocess | k8s (each step in its own pod: deploy/k8s/)
+
+    def __post_init__(self) -> None:
+        for name in ("ingest_shards", "verify_shards"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be 1 or more, not {getattr(self, name)}")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"unknown executor {self.executor!r}: use one of {', '.join(EXECUTORS)}")
+
+    def resources(self) -> dict[str, dg.ConfigurableResource]:
+        return {"store": self.store, "ingest": self.ingest, "answers": self.answers, "verifier": self.verifier}

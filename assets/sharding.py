@@ -1,49 +1,44 @@
 """Sharded ingest: static document shards x dynamic corpus versions, then one commit per version.
 
-Each `ingest_shard_stage` partition (shard i of n, version v) reads and parses only the files whose stable
-source_path hash falls in shard i, into the store's staging area: no lock, so all n run at once (one run,
-hence one pod with the K8sRunLauncher, per partition). `ingest_shard_commit` then merges the n staged
-shards into corpus version v under the store's writer lock. The committed version is identical to a
-single-process ingest (tests/test_sharding.py); the regular `chunks` asset of the same version then
-finds the tree already committed and the rest of the pipeline runs as usual.
-
-`ingest_sharded_job` is the backfill of one version's `doc_shard` partitions in a single run: one stage
-step per shard, which the multiprocess executor runs in parallel processes (with k8s_job_executor, pods),
-then the commit step. Each step records the materialization of the asset partition it made
-(`ingest_shard_stage[v|i]`, `ingest_shard_commit[v]`) with the metadata the assets record, so the asset
-catalogue shows the same partitions materialized as after n stage runs and one commit run
-(tests/test_sharded_backfill.py; bench/bench_shards.py times it).
+Each `ingest_shard_stage` partition (shard i of n, version v) parses only the files whose source_path hash falls
+in shard i, into staging, without the lock, so all n run at once; `ingest_shard_commit` merges them into version
+v under the writer lock, identical to a single-process ingest. n is the Definitions' `ingest_shards`.
 """
 
-import os
 import warnings
+from dataclasses import dataclass
 
 import dagster as dg
 
 from assets.corpus import fail_if_unchanged
 from assets.partitions import corpus_versions
-from assets.resources import STORE_WRITER_POOL, CitekeeperConfig
+from assets.resources import STORE_WRITER_POOL, IngestResource, StoreResource
 
-# Static: a shard's files are fixed by the hash of their source_path, so n must not change between
-# stage and commit. Set CITEKEEPER_INGEST_SHARDS before the code location loads.
-N_SHARDS = int(os.environ.get("CITEKEEPER_INGEST_SHARDS", "4"))
 SHARD_GROUP = "ingest_shards"
+STAGE = dg.AssetKey("ingest_shard_stage")
+COMMIT = dg.AssetKey("ingest_shard_commit")
 
 with warnings.catch_warnings():  # the mapping is marked beta; it is the documented way to fan shards in
     warnings.simplefilter("ignore", dg.BetaWarning)
     version_of_shard = dg.MultiToSingleDimensionPartitionMapping("corpus_version")
 
-doc_shards = dg.StaticPartitionsDefinition([str(i) for i in range(N_SHARDS)])
-shard_x_version = dg.MultiPartitionsDefinition({"corpus_version": corpus_versions, "doc_shard": doc_shards})
+
+def shard_x_version(n_shards: int) -> dg.MultiPartitionsDefinition:
+    doc_shards = dg.StaticPartitionsDefinition([str(i) for i in range(n_shards)])
+    return dg.MultiPartitionsDefinition({"corpus_version": corpus_versions, "doc_shard": doc_shards})
 
 
-def stage_shard(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, version: str, index: int) -> dict:
-    """Stage shard `index` of N_SHARDS of `version`; the materialization metadata of its partition."""
+def shard_partition_key(version: str, index: int) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"corpus_version": version, "doc_shard": str(index)})
+
+
+def stage_shard(log: dg.DagsterLogManager, store: StoreResource, ingest: IngestResource, version: str, index: int,
+                n_shards: int) -> dict:
+    """Stage shard `index` of `n_shards` of `version`; the materialization metadata of its partition."""
     from parsers.ingest import Shard, stage
 
-    shard = Shard(index, N_SHARDS)
-    result = stage(citekeeper.source_path, citekeeper.corpus_store(), version, shard=shard,
-                   config=citekeeper.parse_config())
+    shard = Shard(index, n_shards)
+    result = stage(ingest.source_path, store.corpus_store(), version, shard=shard, config=ingest.parse_config())
     log.info(f"event=shard_staged version={version} shard={shard.index}/{shard.count} "
              f"parsed={result.n_parsed} reused={result.n_reused} skipped={result.n_skipped} "
              f"quarantined={len(result.errors)}")
@@ -59,19 +54,20 @@ def stage_shard(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, version
     }
 
 
-def commit_shards(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, version: str) -> dict:
-    """Commit the N_SHARDS staged shards of `version`; the materialization metadata of its partition."""
+def commit_shards(log: dg.DagsterLogManager, store: StoreResource, ingest: IngestResource, version: str,
+                  n_shards: int) -> dict:
+    """Commit the `n_shards` staged shards of `version`; the materialization metadata of its partition."""
     from parsers.ingest import commit
 
-    result = commit(citekeeper.corpus_store(), version, n_shards=N_SHARDS)
-    fail_if_unchanged(result, citekeeper, version)
+    result = commit(store.corpus_store(), version, n_shards=n_shards)
+    fail_if_unchanged(result, ingest, version)
     manifest = result.manifest
     log.info(f"event=shards_committed version={manifest.name} created={result.created} "
-             f"shards={N_SHARDS} chunks={manifest.n_chunks}")
+             f"shards={n_shards} chunks={manifest.n_chunks}")
     return {
         "corpus_version": manifest.name,
         "created": result.created,
-        "n_shards": N_SHARDS,
+        "n_shards": n_shards,
         "n_documents": manifest.n_documents,
         "n_chunks": manifest.n_chunks,
         "n_parsed": result.n_parsed,
@@ -82,50 +78,52 @@ def commit_shards(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, versi
     }
 
 
-def shard_partition_key(version: str, index: int) -> dg.MultiPartitionKey:
-    return dg.MultiPartitionKey({"corpus_version": version, "doc_shard": str(index)})
+@dataclass(frozen=True)
+class ShardedIngest:
+    """The shard assets, and the ops of the one run that stages every shard of a version then commits."""
+
+    partitions: dg.MultiPartitionsDefinition
+    assets: list[dg.AssetsDefinition]
+    stage_ops: list[dg.OpDefinition]
+    commit_op: dg.OpDefinition
 
 
-@dg.asset(partitions_def=shard_x_version, group_name=SHARD_GROUP)
-def ingest_shard_stage(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
-    """Parse one document shard of a corpus version into the staging area (nothing committed yet)."""
-    keys = context.partition_key.keys_by_dimension
-    return dg.MaterializeResult(metadata=stage_shard(context.log, citekeeper, keys["corpus_version"],
-                                                     int(keys["doc_shard"])))
+def sharded_ingest(n_shards: int) -> ShardedIngest:
+    partitions = shard_x_version(n_shards)
 
+    @dg.asset(key=STAGE, partitions_def=partitions, group_name=SHARD_GROUP)
+    def ingest_shard_stage(context: dg.AssetExecutionContext, store: StoreResource,
+                           ingest: IngestResource) -> dg.MaterializeResult:
+        """Parse one document shard of a corpus version into the staging area (nothing committed yet)."""
+        keys = context.partition_key.keys_by_dimension
+        return dg.MaterializeResult(metadata=stage_shard(context.log, store, ingest, keys["corpus_version"],
+                                                         int(keys["doc_shard"]), n_shards))
 
-@dg.asset(
-    partitions_def=corpus_versions,
-    group_name=SHARD_GROUP,
-    deps=[dg.AssetDep(ingest_shard_stage, partition_mapping=version_of_shard)],
-    pool=STORE_WRITER_POOL,
-)
-def ingest_shard_commit(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
-    """Merge all staged shards of a corpus version into one committed version, under the writer lock."""
-    return dg.MaterializeResult(metadata=commit_shards(context.log, citekeeper, context.partition_key))
+    @dg.asset(key=COMMIT, partitions_def=corpus_versions, group_name=SHARD_GROUP, pool=STORE_WRITER_POOL,
+              deps=[dg.AssetDep(STAGE, partition_mapping=version_of_shard)])
+    def ingest_shard_commit(context: dg.AssetExecutionContext, store: StoreResource,
+                            ingest: IngestResource) -> dg.MaterializeResult:
+        """Merge all staged shards of a corpus version into one committed version, under the writer lock."""
+        return dg.MaterializeResult(metadata=commit_shards(context.log, store, ingest, context.partition_key, n_shards))
 
-
-# ---------------------------------------------------------------------- all shards of a version in one run
-
-
-def _stage_op(index: int) -> dg.OpDefinition:
-    @dg.op(name=f"stage_doc_shard_{index}", out=dg.Out(dg.Nothing),
-           description=f"Stage doc_shard {index} of {N_SHARDS}: the partition ingest_shard_stage[version|{index}].")
-    def stage_doc_shard(context: dg.OpExecutionContext, citekeeper: CitekeeperConfig) -> None:
+    @dg.op(ins={f"shard_{index}": dg.In(dg.Nothing) for index in range(n_shards)}, pool=STORE_WRITER_POOL,
+           description="Commit the staged shards: the partition ingest_shard_commit[version].")
+    def commit_doc_shards(context: dg.OpExecutionContext, store: StoreResource, ingest: IngestResource) -> None:
         version = context.partition_key
-        metadata = stage_shard(context.log, citekeeper, version, index)
-        context.log_event(dg.AssetMaterialization(ingest_shard_stage.key, partition=shard_partition_key(version, index),
+        metadata = commit_shards(context.log, store, ingest, version, n_shards)
+        context.log_event(dg.AssetMaterialization(COMMIT, partition=version, metadata=metadata))
+
+    return ShardedIngest(partitions, [ingest_shard_stage, ingest_shard_commit],
+                         [_stage_op(index, n_shards) for index in range(n_shards)], commit_doc_shards)
+
+
+def _stage_op(index: int, n_shards: int) -> dg.OpDefinition:
+    @dg.op(name=f"stage_doc_shard_{index}", out=dg.Out(dg.Nothing),
+           description=f"Stage doc_shard {index} of {n_shards}: the partition ingest_shard_stage[version|{index}].")
+    def stage_doc_shard(context: dg.OpExecutionContext, store: StoreResource, ingest: IngestResource) -> None:
+        version = context.partition_key
+        metadata = stage_shard(context.log, store, ingest, version, index, n_shards)
+        context.log_event(dg.AssetMaterialization(STAGE, partition=shard_partition_key(version, index),
                                                   metadata=metadata))
 
     return stage_doc_shard
-
-
-STAGE_OPS = [_stage_op(index) for index in range(N_SHARDS)]
-
-
-@dg.op(ins={f"shard_{index}": dg.In(dg.Nothing) for index in range(N_SHARDS)}, pool=STORE_WRITER_POOL,
-       description="Commit the staged shards: the partition ingest_shard_commit[version].")
-def commit_doc_shards(context: dg.OpExecutionContext, citekeeper: CitekeeperConfig) -> None:
-    version = context.partition_key
-    metadata = commit_shards(context.log, citekeeper, version)
-    context.log_event(dg.AssetMaterialization(ingest_shard_commit.key, partition=version, metadata=metadata))

@@ -5,7 +5,6 @@ cache under <store>/verify/cache makes a re-run after a document update score on
 """
 
 import hashlib
-import os
 from datetime import timezone
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import dagster as dg
 import polars as pl
 
 from assets.partitions import corpus_versions
-from assets.resources import CitekeeperConfig
+from assets.resources import StoreResource, VerifierResource
 from citekeeper.layout import StoreLayout, latest_run_dir, run_dir, run_table_files
 from verifiers.engine import VerifySettings
 
@@ -22,19 +21,19 @@ CITATION_STATUS = dg.AssetKey("citation_status")
 REPAIRED_ANSWERS = dg.AssetKey("repaired_answers")  # applied repairs are verified, their unchanged pairs from cache
 
 
-def code_version(config: CitekeeperConfig) -> str:
-    """The thresholds/window settings and the checker settings of the resource the Definitions are built with,
-    so changing any of them marks the asset stale."""
+def code_version(verifier: VerifierResource) -> str:
+    """The thresholds/window settings and the checker settings the Definitions are built with, so changing any
+    of them marks the asset stale."""
     setting = "|".join([
-        config.nli_model or "no-model", config.nli_backend, config.language, config.nli_checker or "detected",
-        str(config.nli_supported_label),
+        verifier.nli_model or "no-model", verifier.nli_backend, verifier.language,
+        verifier.nli_checker or "detected", str(verifier.nli_supported_label),
     ])  # fmt: skip
     return "verify-" + hashlib.sha256(f"{VerifySettings().key()}|{setting}".encode()).hexdigest()[:12]
 
 
-def with_code_version(assets: list, config: CitekeeperConfig) -> list:
-    """`assets` with the verification asset's code_version that of `config` (build_definitions' own)."""
-    version = code_version(config)
+def with_code_version(assets: list, verifier: VerifierResource) -> list:
+    """`assets` with the verification asset's code_version that of `verifier` (build_definitions' own)."""
+    version = code_version(verifier)
     return [
         asset.map_asset_specs(lambda spec: spec.replace_attributes(code_version=version))
         if isinstance(asset, dg.AssetsDefinition) and VERIFICATION in asset.keys else asset
@@ -43,38 +42,39 @@ def with_code_version(assets: list, config: CitekeeperConfig) -> list:
 
 
 @dg.asset(
+    name=VERIFICATION.path[-1],
     partitions_def=corpus_versions,
     deps=[CITATION_STATUS, REPAIRED_ANSWERS],
-    code_version=code_version(CitekeeperConfig()),  # the defaults'; build_definitions sets the configured one
+    code_version=code_version(VerifierResource()),  # the defaults'; build_definitions sets the configured one
     group_name="verification",
     description="Claim-level NLI verification of every registered answer against the corpus version.",
 )
-def verification(context: dg.AssetExecutionContext, citekeeper: CitekeeperConfig) -> dg.MaterializeResult:
+def verification(context: dg.AssetExecutionContext, store: StoreResource, verifier: VerifierResource) -> dg.MaterializeResult:
     from verifiers.verify_store import verify_store
 
-    store = citekeeper.corpus_store()
-    scorer, choice = configured_scorer(context.log, citekeeper, store, context.partition_key)
-    result, _ = verify_store(store, store.layout.runs_dir, version=context.partition_key, scorer=scorer)
-    return dg.MaterializeResult(metadata=run_metadata(result.run, result.directory, citekeeper, choice))
+    corpus = store.corpus_store()
+    scorer, choice = configured_scorer(context.log, verifier, corpus, context.partition_key)
+    result, _ = verify_store(corpus, corpus.layout.runs_dir, version=context.partition_key, scorer=scorer)
+    return dg.MaterializeResult(metadata=run_metadata(result.run, result.directory, verifier, choice))
 
 
-def configured_scorer(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, store, version: str):
+def configured_scorer(log: dg.DagsterLogManager, verifier: VerifierResource, store, version: str):
     """(scorer, model choice) of the resource's NLI settings for `version`; (None, None) without a model."""
     from citekeeper.language import sample_store_texts
     from verifiers.checkers import licence_notice
     from verifiers.nli import ScorerUnavailable, chosen_scorer
 
-    if not citekeeper.nli_model:
+    if not verifier.nli_model:
         log.warning("event=no_nli_model tiers=anchoring,lexical reason='no NLI model configured (nli_model)'")
         return None, None
     # "auto": the default model of the language setting, or of the language detected from the version
-    explicit = None if citekeeper.nli_model.strip().lower() == "auto" else citekeeper.nli_model
+    explicit = None if verifier.nli_model.strip().lower() == "auto" else verifier.nli_model
     try:
         choice, scorer = chosen_scorer(
-            explicit, citekeeper.language, lambda: sample_store_texts(store, version), f"corpus version {version}",
-            explicit="nli_model", device=citekeeper.nli_device, backend=citekeeper.nli_backend,
-            onnx_cache_dir=store.layout.onnx_dir, threads=citekeeper.nli_threads, checker=citekeeper.nli_checker,
-            supported_label=citekeeper.nli_supported_label,
+            explicit, verifier.language, lambda: sample_store_texts(store, version), f"corpus version {version}",
+            explicit="nli_model", device=verifier.nli_device, backend=verifier.nli_backend,
+            onnx_cache_dir=store.layout.onnx_dir, threads=verifier.nli_threads, checker=verifier.nli_checker,
+            supported_label=verifier.nli_supported_label,
         )  # fmt: skip
     except ScorerUnavailable as exc:
         raise dg.Failure(f"{exc}\n(NLI model chosen: {exc.choice.reason})") from exc
@@ -87,7 +87,7 @@ def configured_scorer(log: dg.DagsterLogManager, citekeeper: CitekeeperConfig, s
     return scorer, choice
 
 
-def run_metadata(run_row: pl.DataFrame, directory: Path, citekeeper: CitekeeperConfig, choice) -> dict:
+def run_metadata(run_row: pl.DataFrame, directory: Path, verifier: VerifierResource, choice) -> dict:
     """The materialization metadata of a verification run (its run row, unsharded or merged)."""
     from verifiers.claim_metrics import status_counts
 
@@ -98,7 +98,7 @@ def run_metadata(run_row: pl.DataFrame, directory: Path, citekeeper: CitekeeperC
         "output_dir": str(directory),
         "model": f"{run['model_id']}@{run['model_revision']} ({run['backend']}, {run['precision']}, {run['checker']})" if run["model_id"] else "none",
         "model_choice": choice.reason if choice else "no NLI model configured (nli_model unset)",
-        "language_setting": citekeeper.language,
+        "language_setting": verifier.language,
         "language": (choice.language if choice else None) or "n/a",
         "thresholds": run["thresholds"],
         "status_counts": dg.MetadataValue.json(status_counts(run)),
@@ -115,16 +115,16 @@ def run_metadata(run_row: pl.DataFrame, directory: Path, citekeeper: CitekeeperC
 @dg.asset_check(asset=VERIFICATION, partitions_def=corpus_versions, blocking=True,
                 description="Every current claim has exactly one status, from the known set.")  # fmt: skip
 def every_claim_has_one_status(
-    context: dg.AssetCheckExecutionContext, citekeeper: CitekeeperConfig
+    context: dg.AssetCheckExecutionContext, store: StoreResource
 ) -> dg.AssetCheckResult:
     from citekeeper.answer_store import AnswerStore
     from citekeeper.schema import CLAIM_STATUSES
 
-    run_dir = latest_run_dir(StoreLayout(citekeeper.store_path).runs_dir, context.partition_key)
+    run_dir = latest_run_dir(StoreLayout(store.store_path).runs_dir, context.partition_key)
     if run_dir is None:
         return dg.AssetCheckResult(passed=False, metadata={"reason": "no verification run for this version"})
     verdicts = pl.scan_parquet(run_table_files(run_dir, "claims")).select("answer_id", "claim_id", "status").collect()
-    expected = AnswerStore(citekeeper.store_path).claims().select("answer_id", "claim_id")
+    expected = AnswerStore(store.store_path).claims().select("answer_id", "claim_id")
     counts = expected.join(
         verdicts.filter(pl.col("status").is_in(CLAIM_STATUSES)).group_by("answer_id", "claim_id").len(),
         on=["answer_id", "claim_id"],
@@ -146,46 +146,45 @@ def every_claim_has_one_status(
 # ---------------------------------------------------------------------- verification sharded by answer
 
 
-# Static, like the ingest shards: an answer's shard is a stable hash of its answer_id mod n. Set
-# CITEKEEPER_VERIFY_SHARDS before the code location loads.
-N_VERIFY_SHARDS = int(os.environ.get("CITEKEEPER_VERIFY_SHARDS", "2"))
-
-
 def sharded_run_id(context: dg.OpExecutionContext) -> str:
     """One verification run id for every step of a Dagster run (each shard step may be its own process or pod):
-    the run's creation time, in the form of verifiers.engine.new_run_id, so runs sort by time."""
+    the run's creation time, in the form of verifiers.run_tally.new_run_id, so runs sort by time."""
     created = context.instance.get_run_record_by_id(context.run_id).create_timestamp
     return f"{created.astimezone(timezone.utc):%Y%m%dT%H%M%S%f}Z-{context.run_id[:8]}"
 
 
-def _verify_shard_op(index: int) -> dg.OpDefinition:
+def verify_shard_op(index: int, n_shards: int) -> dg.OpDefinition:
+    """The step verifying answer shard `index` of `n_shards` (static: an answer's shard is a hash of its id mod n)."""
+
     @dg.op(name=f"verify_answer_shard_{index}", out=dg.Out(dg.Nothing),
-           description=f"Verify answer shard {index} of {N_VERIFY_SHARDS} against the partition's corpus version.")
-    def verify_answer_shard(context: dg.OpExecutionContext, citekeeper: CitekeeperConfig) -> None:
+           description=f"Verify answer shard {index} of {n_shards} against the partition's corpus version.")
+    def verify_answer_shard(context: dg.OpExecutionContext, store: StoreResource, verifier: VerifierResource) -> None:
         from citekeeper.sharding import Shard
         from verifiers.verify_store import verify_store
 
-        store, version = citekeeper.corpus_store(), context.partition_key
-        scorer, _ = configured_scorer(context.log, citekeeper, store, version)
-        result, _ = verify_store(store, store.layout.runs_dir, version=version, scorer=scorer,
-                                 run_id=sharded_run_id(context), shard=Shard(index, N_VERIFY_SHARDS))  # fmt: skip
+        corpus, version = store.corpus_store(), context.partition_key
+        scorer, _ = configured_scorer(context.log, verifier, corpus, version)
+        result, _ = verify_store(corpus, corpus.layout.runs_dir, version=version, scorer=scorer,
+                                 run_id=sharded_run_id(context), shard=Shard(index, n_shards))  # fmt: skip
         run = result.run.row(0, named=True)
-        context.log.info(f"event=verify_shard_done version={version} shard={index}/{N_VERIFY_SHARDS} "
+        context.log.info(f"event=verify_shard_done version={version} shard={index}/{n_shards} "
                          f"answers={run['n_answers']} claims={run['n_claims']} model_calls={run['model_calls']}")  # fmt: skip
 
     return verify_answer_shard
 
 
-VERIFY_SHARD_OPS = [_verify_shard_op(index) for index in range(N_VERIFY_SHARDS)]
+def merge_shards_op(n_shards: int) -> dg.OpDefinition:
+    @dg.op(name="merge_verification_shards", ins={f"shard_{index}": dg.In(dg.Nothing) for index in range(n_shards)},
+           description="Merge the shards' run metrics into the run row: the partition verification[version].")
+    def merge_verification_shards(
+        context: dg.OpExecutionContext, store: StoreResource, verifier: VerifierResource
+    ) -> None:
+        from verifiers.verify_output import merge_shards
 
+        runs_dir, run_id = StoreLayout(store.store_path).runs_dir, sharded_run_id(context)
+        run = merge_shards(runs_dir, context.partition_key, run_id)
+        directory = run_dir(runs_dir, context.partition_key, run_id)
+        context.log_event(dg.AssetMaterialization(VERIFICATION, partition=context.partition_key,
+                                                  metadata=run_metadata(run, directory, verifier, None)))
 
-@dg.op(ins={f"shard_{index}": dg.In(dg.Nothing) for index in range(N_VERIFY_SHARDS)},
-       description="Merge the shards' run metrics into the run row: the partition verification[version].")
-def merge_verification_shards(context: dg.OpExecutionContext, citekeeper: CitekeeperConfig) -> None:
-    from verifiers.verify_output import merge_shards
-
-    runs_dir, run_id = StoreLayout(citekeeper.store_path).runs_dir, sharded_run_id(context)
-    run = merge_shards(runs_dir, context.partition_key, run_id)
-    directory = run_dir(runs_dir, context.partition_key, run_id)
-    context.log_event(dg.AssetMaterialization(VERIFICATION, partition=context.partition_key,
-                                              metadata=run_metadata(run, directory, citekeeper, None)))
+    return merge_verification_shards

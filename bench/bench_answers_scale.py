@@ -6,7 +6,7 @@ process (bench_diff.generate; the citations of bench_repair.citations, none lost
 citation is a search of its own, measured by bench_reanchor.py), then each command runs
 in a fresh child process of its own, so its peak RSS is its own:
   add     citekeeper.answer_store.AnswerStore.add           (what `citekeeper answers add FILE` runs)
-  stale   verifiers.citation_status.check_citations         (`citekeeper stale --against new`)
+  stale   changes.citation_status.check_citations         (`citekeeper stale --against new`)
   verify  verifiers.verify_store.verify_store, scorer=None  (`citekeeper verify --version new --no-model`)
 and, as the baseline of `stale`, a bare polars join of the citations' chunk ids to both versions' chunk ids and
 text hashes (read from the answer store's Parquet and the LanceDB tables). Prints per size each command's wall
@@ -59,7 +59,7 @@ def run_command(command: str, root: Path, out: multiprocessing.Queue) -> None:
     if command == "add":
         done = AnswerStore(root).add(root.parent / "answers.jsonl").n_registered
     elif command == "stale":
-        from verifiers.citation_status import check_citations
+        from changes.citation_status import check_citations
 
         done = check_citations(CorpusStore(root), NEW).outline.height
     elif command == "verify":

@@ -1,7 +1,7 @@
 """Diff benchmark: two synthetic corpus versions of 1,000,000 chunks with 1% of the chunks changed.
 
 Both versions are committed to a real CorpusStore (LanceDB tables + Parquet exports), as ingest would.
-Prints the time of `citekeeper diff` (verifiers.diff.diff_versions, its cache cleared before each run)
+Prints the time of `citekeeper diff` (changes.diff.diff_versions, its cache cleared before each run)
 against a bare polars scan of the chunk_id and text_hash columns of both versions' Parquet exports,
 measured in the same run (target: diff <= 2x the scan), and the peak RSS of this process (target <= 2 GB).
 The store is built in a child process, so building it does not count towards the peak.
@@ -30,7 +30,7 @@ from citekeeper.schema import INGEST_ERRORS  # noqa: E402
 from citekeeper.store import STORED_SCHEMAS, CorpusStore, VersionManifest  # noqa: E402
 from citekeeper.tables import to_arrow  # noqa: E402
 from citekeeper.layout import StoreLayout  # noqa: E402
-from verifiers.diff import diff_versions  # noqa: E402
+from changes.diff import diff_versions  # noqa: E402
 
 CHUNKS_PER_DOC = 100
 CHANGES_PER_DOC = 20  # of which: modified 12, removed 4, added 4

@@ -15,8 +15,8 @@ chunk is gone), each with a successor/cited document that no longer holds the ev
 Per size, in child processes (so each peak RSS is its own): the corpus is written to Parquet; the version's
 full-text index (citekeeper.embeddings.EmbeddingStore.text_index, what `citekeeper stale` builds on first
 need and then reuses) is built and timed on its own; then, in a fresh process, the documents and chunks are
-read as `stale` reads them and the citations re-anchored (verifiers.reanchor.reanchor with the Reanchorer
-that verifiers.citation_status builds: candidates from the persisted full-text index; the last tier from
+read as `stale` reads them and the citations re-anchored (changes.reanchor.reanchor with the Reanchorer
+that changes.citation_status builds: candidates from the persisted full-text index; the last tier from
 EmbeddingStore.chunk_index). The embedding model is made unavailable on purpose (a missing model
 directory), so the last tier is full-text only (`fts`): embedding 1,000,000 chunks on CPU would take hours
 and is a one-time cost per text_hash, not part of re-anchoring. Prints, per size: index build time,
@@ -149,7 +149,7 @@ def build_index(out: Path, result: Path) -> None:
 
 
 def run_reanchor(out: Path, result: Path) -> None:
-    from verifiers.reanchor import Reanchorer, reanchor
+    from changes.reanchor import Reanchorer, reanchor
 
     chunks = pl.read_parquet(out / "chunks.parquet")
     docs = pl.read_parquet(out / "documents.parquet")

@@ -7,9 +7,9 @@ against `new` are mixed: valid, relocated (moved chunks), drifted (a modified ch
 successor), stale (a modified chunk, quote gone from it), removed, and a few invalid ones (a wrong text_hash).
 The store is built and the answers registered in a child process, so that does not count towards the peak.
 
-Then, in this process, per repeat: the `stale` run (verifiers.citation_status.check_citations, what
+Then, in this process, per repeat: the `stale` run (changes.citation_status.check_citations, what
 `citekeeper stale --against new` runs; the cached diff removed first) and right after it the repair
-(verifiers.repair.repair_citations, apply=False, what `citekeeper repair --against new` runs; it reuses the
+(changes.repair.repair_citations, apply=False, what `citekeeper repair --against new` runs; it reuses the
 status the stale run stored). Prints both times, the ratio repair/stale (target <= 1x), the status mix, the
 repair kinds and the peak RSS of this process. Unless --no-apply, one more repair with apply=True then runs on
 a copy of the store taken after the last stale run (untimed copy; printed apart, not in the ratio).
@@ -43,9 +43,9 @@ from citekeeper.answer_store import AnswerStore  # noqa: E402
 from citekeeper.layout import StoreLayout  # noqa: E402
 from citekeeper.schema import CITATION_STATUSES, REPAIR_KINDS  # noqa: E402
 from citekeeper.store import CorpusStore  # noqa: E402
-from verifiers.citation_status import check_citations  # noqa: E402
-from verifiers.diff import diff_versions  # noqa: E402
-from verifiers.repair import DEFAULT_MIN_SCORE, repair_citations  # noqa: E402
+from changes.citation_status import check_citations  # noqa: E402
+from changes.diff import diff_versions  # noqa: E402
+from changes.repair import DEFAULT_MIN_SCORE, repair_citations  # noqa: E402
 
 OLD, NEW = "old", "new"
 # Shares of the citations per intended status (valid takes the rest); stale and removed come from --lost, 3:2.

@@ -34,34 +34,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dagster as dg  # noqa: E402
 
-from assets.resources import CitekeeperConfig  # noqa: E402
+from assets.resources import CitekeeperSettings, IngestResource, StoreResource  # noqa: E402
 from bench.bench_ingest_scale import generate  # noqa: E402
 
 TARGET = 1.6
 STORE_ENV, SOURCE_ENV, SHARDS_ENV = "CITEKEEPER_STORE", "CITEKEEPER_SOURCE", "CITEKEEPER_INGEST_SHARDS"
 
 
-def citekeeper_config() -> CitekeeperConfig:
-    return CitekeeperConfig(store_dir=os.environ[STORE_ENV], source_dir=os.environ[SOURCE_ENV], parse_workers=1)
+def child_settings() -> CitekeeperSettings:
+    return CitekeeperSettings(store=StoreResource(store_dir=os.environ[STORE_ENV]),
+                              ingest=IngestResource(source_dir=os.environ[SOURCE_ENV], parse_workers=1),
+                              ingest_shards=int(os.environ[SHARDS_ENV]))
 
 
 def backfill_job() -> dg.JobDefinition:
     """What each step process rebuilds (dg.reconstructable), from the environment the child set."""
-    from pipelines.automation import SHARDED_INGEST_JOB, ingest_sharded_job
+    from pipelines.automation import SHARDED_INGEST_JOB
+    from pipelines.definitions import build_definitions
 
-    defs = dg.Definitions(jobs=[ingest_sharded_job], resources={"citekeeper": citekeeper_config()},
-                          executor=dg.multiprocess_executor)
-    return defs.resolve_job_def(SHARDED_INGEST_JOB)
+    return build_definitions(child_settings()).resolve_job_def(SHARDED_INGEST_JOB)
 
 
 def measure(start_method: str) -> dict:
     """In a child whose environment names the shards, store, source and DAGSTER_HOME: one backfill run."""
-    from assets.sharding import N_SHARDS
     from citekeeper.store import CorpusStore
 
+    n_shards = child_settings().ingest_shards
     method = {"spawn": {}} if start_method == "spawn" else {
         "forkserver": {"preload_modules": ["assets.sharding", "parsers.warm_worker"]}}
-    run_config = {"execution": {"config": {"max_concurrent": N_SHARDS, "start_method": method}}}
+    run_config = {"execution": {"config": {"max_concurrent": n_shards, "start_method": method}}}
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions("corpus_version", ["v1"])
         started = time.time()
@@ -79,7 +80,7 @@ def measure(start_method: str) -> dict:
     stage_start, stage_end = min(times("STEP_START", "stage_doc_shard_")), max(times("STEP_SUCCESS", "stage_doc_shard_"))
     manifest = CorpusStore(os.environ[STORE_ENV]).manifest("v1")
     return {
-        "n_shards": N_SHARDS, "staging_s": stage_end - stage_start, "run_s": run_wall,
+        "n_shards": n_shards, "staging_s": stage_end - stage_start, "run_s": run_wall,
         "before_staging_s": stage_start - started,
         "commit_s": max(times("STEP_SUCCESS", "commit_doc_shards")) - min(times("STEP_START", "commit_doc_shards")),
         "stage_steps": len(times("STEP_SUCCESS", "stage_doc_shard_")),

@@ -209,7 +209,7 @@ CITATION_STATUS = pa.schema(
         pa.field("suggested_start_char", pa.int64()),
         pa.field("suggested_end_char", pa.int64()),
         pa.field("suggested_score", pa.float64()),
-        pa.field("suggested_method", pa.string()),  # exact | normalized | fuzzy | hybrid | fts (verifiers.reanchor)
+        pa.field("suggested_method", pa.string()),  # exact | normalized | fuzzy | hybrid | fts (changes.reanchor)
         # Did re-anchoring search for a lost (stale/removed) citation's evidence: false after `stale --no-reanchor`
         # (readers that need suggestions re-anchor those rows); null for the statuses never re-anchored.
         pa.field("reanchored", pa.bool_()),
@@ -289,7 +289,7 @@ BLAST_RADIUS = pa.schema(
 )
 
 # ---------------------------------------------------------------- repair
-# One row per current citation judged against a target version: what repair did to it (verifiers.repair).
+# One row per current citation judged against a target version: what repair did to it (changes.repair).
 # Stored as <store>/repairs/target_version=<v>/repairs.parquet.
 
 REPAIR_KINDS = (
@@ -317,7 +317,7 @@ REPAIRS = pa.schema(
         pa.field("needs_review", pa.bool_(), nullable=False),
         pa.field("reason", pa.string(), nullable=False),
         pa.field("score", pa.float64()),  # the suggestion's score, for repairs that used one
-        pa.field("method", pa.string()),  # the suggestion's method (verifiers.reanchor)
+        pa.field("method", pa.string()),  # the suggestion's method (changes.reanchor)
         pa.field("old_chunk_id", pa.string(), nullable=False),
         pa.field("old_version", pa.string(), nullable=False),
         pa.field("old_start_char", pa.int64()),

@@ -13,12 +13,12 @@ from pathlib import Path
 import dagster as dg
 
 from assets.partitions import corpus_versions
-from assets.sharding import STAGE_OPS, SHARD_GROUP, commit_doc_shards, ingest_shard_commit, ingest_shard_stage, shard_x_version
+from assets.sharding import COMMIT, SHARD_GROUP, STAGE, ShardedIngest
 from parsers.ingest import config_hash, latest_if_equal, tree_hash
 from parsers.discover import discover_sources
 from citekeeper.retention import gc
-from assets.resources import STORE_WRITER_POOL, STORE_WRITER_TAG, CitekeeperConfig
-from assets.verification import VERIFY_SHARD_OPS, merge_verification_shards
+from assets.resources import STORE_WRITER_POOL, STORE_WRITER_TAG, IngestResource, StoreResource
+from assets.verification import merge_shards_op, verify_shard_op
 
 WRITER_TAGS = {
     STORE_WRITER_TAG: "1",
@@ -41,13 +41,6 @@ pipeline_job = _job("citekeeper_pipeline", dg.AssetSelection.all() - dg.AssetSel
                     "One corpus version end to end: ingest, diff, citation status, re-verification, report.")
 ingest_job = _job("citekeeper_ingest", dg.AssetSelection.groups("ingest"),
                   "Ingest one corpus version (documents and chunks) and nothing downstream.")
-# Sharded ingest (assets/sharding.py): one run per (version, shard) partition, without the store-writer tag
-# since staging takes no lock; then one commit run per version, which does write.
-shard_stage_job = _job("citekeeper_ingest_shard_stage", dg.AssetSelection.assets(ingest_shard_stage),
-                       "Parse one document shard of a corpus version into staging; run all shards in parallel.",
-                       partitions_def=shard_x_version, writes_store=False)
-shard_commit_job = _job("citekeeper_ingest_shard_commit", dg.AssetSelection.assets(ingest_shard_commit),
-                        "Commit the staged shards of a corpus version as one version.")
 
 
 def source_fingerprint(source_root: Path, settings: str = "") -> str:
@@ -73,18 +66,18 @@ def version_name(prefix: str, when: datetime, fingerprint: str | None = None) ->
     return f"{prefix}-{stamp}" + (f"-{fingerprint[:8]}" if fingerprint else "")
 
 
-def unchanged_since(citekeeper: CitekeeperConfig) -> str | None:
+def unchanged_since(store: StoreResource, ingest: IngestResource) -> str | None:
     """The committed version whose documents equal the source tree's (bytes, names, scopes, titles), if any.
 
     Reads and hashes the files but parses nothing; it keeps a touched-but-identical tree from starting
     a run that would only fail with "unchanged since version X".
     """
-    store = citekeeper.corpus_store()
-    if store.latest() is None:
+    corpus = store.corpus_store()
+    if corpus.latest() is None:
         return None
-    config = citekeeper.parse_config()
-    sources, _ = discover_sources(citekeeper.source_path, config)
-    equal = latest_if_equal(store, tree_hash(sources), config_hash(config))
+    config = ingest.parse_config()
+    sources, _ = discover_sources(ingest.source_path, config)
+    equal = latest_if_equal(corpus, tree_hash(sources), config_hash(config))
     return equal.name if equal else None
 
 
@@ -95,14 +88,14 @@ def unchanged_since(citekeeper: CitekeeperConfig) -> str | None:
     description="Fingerprints the source root (paths, sizes, mtimes; no parsing) and starts a new corpus "
     "version when it changed.",
 )
-def source_change_sensor(context: dg.SensorEvaluationContext, citekeeper: CitekeeperConfig):
-    source_root = citekeeper.source_path
+def source_change_sensor(context: dg.SensorEvaluationContext, store: StoreResource, ingest: IngestResource):
+    source_root = ingest.source_path
     if not source_root.is_dir():
         return dg.SkipReason(f"source root {source_root} is not a directory")
-    fingerprint = source_fingerprint(source_root, repr(citekeeper.parse_config()))
+    fingerprint = source_fingerprint(source_root, repr(ingest.parse_config()))
     if fingerprint == context.cursor:
         return dg.SkipReason(f"no change under {source_root}")
-    equal = unchanged_since(citekeeper)
+    equal = unchanged_since(store, ingest)
     if equal is not None:
         context.update_cursor(fingerprint)
         return dg.SkipReason(f"files under {source_root} were touched but their content equals version {equal}")
@@ -123,10 +116,10 @@ def source_change_sensor(context: dg.SensorEvaluationContext, citekeeper: Citeke
     description="Nightly reindex of the configured source directory into a new corpus version "
     "(skipped when the tree's content equals the latest version).",
 )
-def nightly_reindex_schedule(context: dg.ScheduleEvaluationContext, citekeeper: CitekeeperConfig):
-    if not citekeeper.source_path.is_dir():
-        return dg.SkipReason(f"source root {citekeeper.source_path} is not a directory")
-    equal = unchanged_since(citekeeper)
+def nightly_reindex_schedule(context: dg.ScheduleEvaluationContext, store: StoreResource, ingest: IngestResource):
+    if not ingest.source_path.is_dir():
+        return dg.SkipReason(f"source root {ingest.source_path} is not a directory")
+    equal = unchanged_since(store, ingest)
     if equal is not None:
         return dg.SkipReason(f"source tree unchanged since corpus version {equal}")
     # Schedules cannot return dynamic-partition requests, so the partition is added here directly.
@@ -136,11 +129,11 @@ def nightly_reindex_schedule(context: dg.ScheduleEvaluationContext, citekeeper: 
 
 
 @dg.op(pool=STORE_WRITER_POOL, description="citekeeper gc with the resource's gc_keep_last and gc_keep.")
-def corpus_gc(context: dg.OpExecutionContext, citekeeper: CitekeeperConfig) -> dg.Output:
-    if citekeeper.gc_keep_last is None:
+def corpus_gc(context: dg.OpExecutionContext, store: StoreResource) -> dg.Output:
+    if store.gc_keep_last is None:
         raise dg.Failure("gc_keep_last is not set (CITEKEEPER_GC_KEEP_LAST): refusing to guess how many versions "
                          "to keep", allow_retries=False)
-    summary = gc(citekeeper.corpus_store(), citekeeper.gc_keep_last, citekeeper.gc_keep)
+    summary = gc(store.corpus_store(), store.gc_keep_last, store.gc_keep)
     # A pruned version's corpus_version partition names a version that no longer exists: it goes too.
     partitions = set(context.instance.get_dynamic_partitions(corpus_versions.name))
     for version in summary.pruned:
@@ -174,40 +167,49 @@ def gc_job():
     description="Weekly retention (Sunday 04:00 UTC), off until turned on: citekeeper gc with gc_keep_last and "
     "gc_keep; skipped while gc_keep_last is unset.",
 )
-def weekly_gc_schedule(context: dg.ScheduleEvaluationContext, citekeeper: CitekeeperConfig):
-    if citekeeper.gc_keep_last is None:
+def weekly_gc_schedule(context: dg.ScheduleEvaluationContext, store: StoreResource):
+    if store.gc_keep_last is None:
         return dg.SkipReason("gc_keep_last is not set (CITEKEEPER_GC_KEEP_LAST); nothing to do")
     return dg.RunRequest(run_key=f"gc-{context.scheduled_execution_time:%Y%m%dT%H%M%SZ}",
                          tags={"citekeeper/trigger": "schedule"})
 
 
-# ---------------------------------------------------------------------- the sharded runs (op jobs)
+# ---------------------------------------------------------------------- the sharded jobs
 
 SHARDED_INGEST_JOB = "citekeeper_ingest_sharded"
 SHARDED_VERIFY_JOB = "citekeeper_verify_sharded"
 
 
-@dg.job(
-    name=SHARDED_INGEST_JOB,
-    partitions_def=corpus_versions,
-    tags={STORE_WRITER_TAG: "1"},  # its last step writes the store
-    description="Backfill every doc_shard partition of a corpus version in one run: the shards' stage steps "
-    "in parallel (one process, or pod, each), then the commit.",
-)
-def ingest_sharded_job():
-    commit_doc_shards(**{f"shard_{index}": op() for index, op in enumerate(STAGE_OPS)})
+def sharded_jobs(ingest: ShardedIngest, verify_shards: int) -> list[dg.JobDefinition]:
+    """The jobs whose shape the shard counts fix: per-partition runs of the shard assets, and the one-run
+    backfills of a version's ingest shards and answer shards."""
+    # One run per (version, shard) partition, without the store-writer tag since staging takes no lock; then
+    # one commit run per version, which does write.
+    stage = _job("citekeeper_ingest_shard_stage", dg.AssetSelection.assets(STAGE),
+                 "Parse one document shard of a corpus version into staging; run all shards in parallel.",
+                 partitions_def=ingest.partitions, writes_store=False)
+    commit = _job("citekeeper_ingest_shard_commit", dg.AssetSelection.assets(COMMIT),
+                  "Commit the staged shards of a corpus version as one version.")
+
+    @dg.job(name=SHARDED_INGEST_JOB, partitions_def=corpus_versions,
+            tags={STORE_WRITER_TAG: "1"},  # its last step writes the store
+            description="Backfill every doc_shard partition of a corpus version in one run: the shards' stage "
+            "steps in parallel (one process, or pod, each), then the commit.")
+    def ingest_sharded_job():
+        ingest.commit_op(**{f"shard_{index}": op() for index, op in enumerate(ingest.stage_ops)})
+
+    verify_ops = [verify_shard_op(index, verify_shards) for index in range(verify_shards)]
+    merge = merge_shards_op(verify_shards)
+
+    @dg.job(name=SHARDED_VERIFY_JOB, partitions_def=corpus_versions,
+            description="Verify every answer shard of a corpus version in one run: the shards in parallel (one "
+            "process, or pod, each; they share the verdict cache), then the merge of their run metrics.")
+    def verify_sharded_job():
+        merge(**{f"shard_{index}": op() for index, op in enumerate(verify_ops)})
+
+    return [stage, commit, ingest_sharded_job, verify_sharded_job]
 
 
-@dg.job(
-    name=SHARDED_VERIFY_JOB,
-    partitions_def=corpus_versions,
-    description="Verify every answer shard of a corpus version in one run: the shards in parallel (one process, "
-    "or pod, each; they share the verdict cache), then the merge of their run metrics.",
-)
-def verify_sharded_job():
-    merge_verification_shards(**{f"shard_{index}": op() for index, op in enumerate(VERIFY_SHARD_OPS)})
-
-
-jobs = [pipeline_job, ingest_job, shard_stage_job, shard_commit_job, ingest_sharded_job, verify_sharded_job, gc_job]
+jobs = [pipeline_job, ingest_job, gc_job]
 schedules = [nightly_reindex_schedule, weekly_gc_schedule]
 sensors = [source_change_sensor]

@@ -13,7 +13,7 @@ from citekeeper.scope import write_shared_status
 from citekeeper.text import printable
 from citekeeper.store import CorpusStore, StoreError
 from pipelines.cli_common import include_internal_text_option, store_option
-from verifiers.repair import DEFAULT_MIN_SCORE
+from changes.repair import DEFAULT_MIN_SCORE
 
 
 @click.group("answers")
@@ -122,7 +122,7 @@ def answers_export(out: Path, answer_id: str | None, include_internal_text: bool
 def diff_command(old: str, new: str, out: Path | None, as_json: bool, store_dir: Path) -> None:
     """Diff corpus versions OLD and NEW at document and chunk level."""
     from citekeeper.schema import CHUNK_DIFF
-    from verifiers.diff import diff_versions
+    from changes.diff import diff_versions
     from citekeeper.tables import write_parquet
 
     try:
@@ -175,8 +175,9 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
 
     Exits 0 unless a status listed in --fail-on occurs (then 1).
     """
-    from verifiers.citation_status import check_citations
-    from verifiers.report import terminal_summary, write_store_report
+    from changes.citation_status import check_citations
+    from reports.html import write_store_report
+    from reports.terminal import terminal_summary
 
     store = CorpusStore.from_env(store_dir)
     try:
@@ -220,7 +221,7 @@ def repair_command(target: str, min_score: float, out: Path | None, apply: bool,
     --min-score (needs_review); the rest stay as they are (unresolved). Invalid citations are never repaired.
     Without --apply nothing is registered.
     """
-    from verifiers.repair import repair_citations
+    from changes.repair import repair_citations
 
     try:
         result = repair_citations(CorpusStore.from_env(store_dir), target, min_score=min_score, out=out, apply=apply,

@@ -72,15 +72,17 @@ def run_version(instance, store_dir: Path, version: str, source: Path, answers: 
     """Materialize every asset of one corpus version with the pipeline job; raise with the failing steps."""
     from citekeeper.locations import locations_from_env
     from pipelines.definitions import build_definitions
-    from assets.resources import CitekeeperConfig
+    from assets.resources import AnswersResource, CitekeeperSettings, IngestResource, StoreResource, VerifierResource
 
     if not instance.has_dynamic_partition("corpus_version", version):
         instance.add_dynamic_partitions("corpus_version", [version])
-    config = CitekeeperConfig(
-        store_dir=str(store_dir), source_dir=str(source), answers_path=str(answers), nli_model=nli_model,
-        **locations_from_env(),
+    settings = CitekeeperSettings(
+        store=StoreResource(store_dir=str(store_dir), **locations_from_env()),
+        ingest=IngestResource(source_dir=str(source)),
+        answers=AnswersResource(answers_path=str(answers)),
+        verifier=VerifierResource(nli_model=nli_model),
     )
-    job = build_definitions(config).resolve_job_def("citekeeper_pipeline")
+    job = build_definitions(settings).resolve_job_def("citekeeper_pipeline")
     result = job.execute_in_process(
         partition_key=version, instance=instance, run_config=QUIET_RUN_CONFIG, raise_on_error=False
     )
@@ -106,7 +108,7 @@ def summary(store_dir: Path, nli_note: str) -> str:
 
     from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
     from citekeeper.store import CorpusStore
-    from verifiers.report import terminal_summary
+    from reports.terminal import terminal_summary
     from citekeeper.layout import latest_run_dir
     from citekeeper.tables import read_parquet
 

@@ -21,7 +21,8 @@ def history_command(answer_id: str, as_json: bool, store_dir: Path) -> None:
     (nothing is written but cached diffs).
     """
     from citekeeper.store import CorpusStore, StoreError
-    from verifiers.history import UnknownAnswer, answer_history, format_history
+    from changes.history import UnknownAnswer, answer_history
+    from reports.history import format_history
 
     try:
         history = answer_history(CorpusStore.from_env(store_dir), [answer_id])

@@ -68,7 +68,7 @@ def verify_command(
     """Check every claim against its cited evidence (anchoring, lexical fast path, NLI) and write Parquet."""
     from citekeeper.language import sample_store_texts
     from citekeeper.store import CorpusStore, StoreError
-    from verifiers.evidence import AnswersFileError
+    from changes.evidence import AnswersFileError
     from verifiers.checkers import licence_notice
     from verifiers.nli import ScorerUnavailable, chosen_scorer
     from verifiers.verify_store import verify_store

@@ -14,7 +14,7 @@ import polars as pl
 from citekeeper.schema import CHUNKS, DOCUMENTS
 from citekeeper.tables import from_rows
 from citekeeper.identity import text_hash
-from verifiers.diff import CHUNK_COLUMNS, DEFAULT_THRESHOLD, ChunkReader, Frame, VersionDiff, diff_changed
+from changes.diff import CHUNK_COLUMNS, DEFAULT_THRESHOLD, ChunkReader, Frame, VersionDiff, diff_changed
 
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 

@@ -12,7 +12,7 @@ from assets import corpus as ingest_assets
 from assets.partitions import corpus_versions
 from citekeeper.schema import BLAST_RADIUS, CHUNK_DIFF, CITATION_STATUS, DOC_DIFF
 from citekeeper.store import CorpusStore
-from assets.resources import CitekeeperConfig
+from tests.dagster_settings import settings
 from tests.chunk_frames import write_tree
 
 ASSETS = [
@@ -26,8 +26,8 @@ ASSETS = [
 
 def materialize(instance, source: Path, store_dir: Path, version: str, answers: Path | None = None):
     instance.add_dynamic_partitions(corpus_versions.name, [version])
-    config = CitekeeperConfig(store_dir=str(store_dir), source_dir=str(source), answers_path=str(answers) if answers else None)
-    return dg.materialize(ASSETS, instance=instance, partition_key=version, resources={"citekeeper": config})
+    config = settings(store_dir=str(store_dir), source_dir=str(source), answers_path=str(answers) if answers else None)
+    return dg.materialize(ASSETS, instance=instance, partition_key=version, resources=config.resources())
 
 
 def check_metadata(result) -> dict:

@@ -13,7 +13,7 @@ from assets.partitions import corpus_versions
 from citekeeper import schema
 from citekeeper.store import STORED_SCHEMAS, CorpusStore
 from citekeeper.tables import to_arrow
-from assets.resources import CitekeeperConfig
+from tests.dagster_settings import settings
 
 CHECKS = [ingest_assets.chunk_integrity_checks]
 
@@ -25,7 +25,7 @@ def materialize(instance: dg.DagsterInstance, source: Path, store_dir: Path, ver
         [ingest_assets.ingested_corpus, *CHECKS, downstream_of_chunks],
         instance=instance,
         partition_key=version,
-        resources={"citekeeper": CitekeeperConfig(store_dir=str(store_dir), source_dir=str(source))},
+        resources=settings(store_dir=str(store_dir), source_dir=str(source)).resources(),
         raise_on_error=raise_on_error,
     )
 

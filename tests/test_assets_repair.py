@@ -9,7 +9,7 @@ import dagster as dg
 import polars as pl
 
 from assets import citations as citation_assets
-from assets.resources import CitekeeperConfig
+from tests.dagster_settings import settings
 from assets.verification import verification
 from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import REPAIRS
@@ -48,13 +48,13 @@ def test_repaired_answers_asset_applies_on_request_and_verification_reuses_the_c
                        {"ref": 2, "chunk_id": cite("proxy URL"), "quote": MOVED}],
     }) + "\n")  # fmt: skip
     model = save_random_nli_model(tmp_path / "model", list(V1.values()) + list(V2.values()), favour_label="entailment")
-    config = CitekeeperConfig(store_dir=str(store.root), answers_path=str(answers), nli_model=str(model))
+    config = settings(store_dir=str(store.root), answers_path=str(answers), nli_model=str(model))
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v2"])
 
     def materialize(apply: bool) -> dict:
         run_config = {"ops": {"repaired_answers": {"config": {"apply": apply}}}}
-        result = dg.materialize(ASSETS, partition_key="v2", instance=instance, resources={"citekeeper": config}, run_config=run_config)
+        result = dg.materialize(ASSETS, partition_key="v2", instance=instance, resources=config.resources(), run_config=run_config)
         return {e.asset_key.path[-1]: {k: v.value for k, v in e.materialization.metadata.items()}
                 for e in result.get_asset_materialization_events()}  # fmt: skip
 

@@ -18,7 +18,7 @@ from assets import citations as citation_assets
 from assets import corpus as ingest_assets
 from assets import verification as verification_assets
 from assets.partitions import corpus_versions
-from assets.resources import CitekeeperConfig
+from tests.dagster_settings import settings
 from citekeeper.scope import RAW_TEXT_KEY
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
@@ -196,9 +196,9 @@ def test_no_dagster_asset_or_its_metadata_holds_the_canary(tmp_path):
         if version == 2:
             answers_path = base / "answers.jsonl"
             answers_path.write_text("\n".join(json.dumps(a) for a in answers(CorpusStore(store_dir))) + "\n")
-        config = CitekeeperConfig(store_dir=str(store_dir), source_dir=str(source), parse_workers=1,
+        config = settings(store_dir=str(store_dir), source_dir=str(source), parse_workers=1,
                                   answers_path=str(answers_path) if version == 2 else None)  # fmt: skip
-        result = dg.materialize(assets, instance=instance, partition_key=name, resources={"citekeeper": config},
+        result = dg.materialize(assets, instance=instance, partition_key=name, resources=config.resources(),
                                 run_config={"ops": {"repaired_answers": {"config": {"apply": True, "min_score": 0.5}}}})  # fmt: skip
         assert result.success
         for event in result.all_events:

@@ -170,15 +170,15 @@ def test_bad_checkers_fail_before_any_pair_is_scored(world, tmp_path):
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_the_dagster_verification_asset_runs_each_checker(world, shape, tmp_path):
-    from assets.resources import CitekeeperConfig
+    from tests.dagster_settings import settings
     from assets.verification import verification
 
     store_root = shutil.copytree(world["store"].root, tmp_path / "store")  # runs of its own
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v1"])
     label = 0 if SHAPES[shape] == "binary" else None  # the resource's supported label, where the protocol has one
-    config = CitekeeperConfig(store_dir=str(store_root), nli_model=str(world["models"][shape]), nli_supported_label=label)
-    result = dg.materialize([verification], partition_key="v1", resources={"citekeeper": config}, instance=instance)
+    config = settings(store_dir=str(store_root), nli_model=str(world["models"][shape]), nli_supported_label=label)
+    result = dg.materialize([verification], partition_key="v1", resources=config.resources(), instance=instance)
     assert result.success
     metadata = result.asset_materializations_for_node("verification")[0].metadata
     assert metadata["model"].value.endswith(f", {SHAPES[shape]})")
@@ -191,10 +191,10 @@ def test_the_dagster_verification_asset_runs_each_checker(world, shape, tmp_path
 
 
 def test_the_resource_refuses_an_unknown_checker():
-    from assets.resources import CitekeeperConfig
+    from tests.dagster_settings import settings
 
     with pytest.raises(ValueError, match="unknown checker protocol 'minicheck'"):
-        CitekeeperConfig(nli_checker="minicheck")
+        settings(nli_checker="minicheck")
 
 
 def test_the_binary_checker_runs_on_onnx_int8(world, tmp_path):

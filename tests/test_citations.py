@@ -14,7 +14,7 @@ from citekeeper.identity import text_hash
 from tests.chunk_frames import build_version, doc_id_of
 from tests.conftest import HTTPX_DOCS, require_eval
 from citekeeper.answers import answer_rows, parse_answer
-from verifiers.citation_status import CHUNK_COLUMNS, check_citations, judge
+from changes.citation_status import CHUNK_COLUMNS, check_citations, judge
 from tests.chunk_frames import diff_frames
 
 STABLE = "HTTPX is a fully featured HTTP client for Python 3."
@@ -203,7 +203,7 @@ def test_real_httpx_store_diff_reads_only_changed_documents(httpx_check, monkeyp
     """diff_versions reads chunks through the doc_id index for changed documents only, and finds what a
     diff of the two whole versions finds."""
     from citekeeper.store import CorpusStore
-    from verifiers.diff import diff_versions
+    from changes.diff import diff_versions
 
     store, _ = httpx_check
     whole = diff_frames(

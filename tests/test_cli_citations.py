@@ -105,7 +105,7 @@ def test_stale_rejects_unknown_status_and_version(store_root):
 
 
 def test_citation_status_function_matches_stored_parquet(store_root):
-    from verifiers.citation_status import check_citations
+    from changes.citation_status import check_citations
 
     run("answers", "add", str(store_root.parent / "answers.jsonl"), "--store", str(store_root))
     frame = check_citations(CorpusStore(store_root), "v1").read_status()

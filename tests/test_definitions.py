@@ -37,19 +37,35 @@ def test_code_location_loads_with_the_repo_instance_config(tmp_path: Path) -> No
     }
     ingest_node = graph.get(dg.AssetKey("chunks")).assets_def.node_def
     assert ingest_node.pool == "citekeeper_store_writer"
-    assert "citekeeper" in defs.resources
+    assert set(defs.resources) == {"store", "ingest", "answers", "verifier"}
 
-    from assets.resources import CitekeeperConfig
+    from tests.dagster_settings import settings
     from pipelines.definitions import build_definitions
 
-    def verification_code_version(config: CitekeeperConfig) -> str:
+    def verification_code_version(config) -> str:
         graph = build_definitions(config).resolve_asset_graph()
         return graph.get(dg.AssetKey("verification")).code_version
 
-    default = verification_code_version(CitekeeperConfig())
-    assert verification_code_version(CitekeeperConfig(language="zh")) != default  # from the definitions' own config
-    assert verification_code_version(CitekeeperConfig(nli_model="auto", nli_checker="binary")) != default
-    assert verification_code_version(CitekeeperConfig(store_dir="/elsewhere")) == default  # not a verdict setting
+    default = verification_code_version(settings())
+    assert verification_code_version(settings(language="zh")) != default  # from the definitions' own config
+    assert verification_code_version(settings(nli_model="auto", nli_checker="binary")) != default
+    assert verification_code_version(settings(store_dir="/elsewhere")) == default  # not a verdict setting
+
+    # The shard counts are the settings' own: they shape the partitions and the sharded jobs' steps.
+    shaped = build_definitions(settings(ingest_shards=3, verify_shards=5))
+    stage = shaped.resolve_job_def("citekeeper_ingest_sharded")
+    assert sorted(node.name for node in stage.nodes if node.name.startswith("stage_doc_shard_")) == [
+        f"stage_doc_shard_{i}" for i in range(3)]
+    assert len([n for n in shaped.resolve_job_def("citekeeper_verify_sharded").nodes if n.name.startswith("verify_")]) == 5
+    partitions = shaped.resolve_assets_def("ingest_shard_stage").partitions_def
+    assert [d.partitions_def.get_partition_keys() for d in partitions.partitions_defs if d.name == "doc_shard"] == [["0", "1", "2"]]
+
+
+def test_below_the_code_location_nothing_reads_the_environment() -> None:
+    """Configuration is read in one place, pipelines/definitions.py; the assets take it from the Definitions."""
+    readers = [f"{path.relative_to(REPO)}:{number}" for path in sorted((REPO / "assets").glob("*.py"))
+               for number, line in enumerate(path.read_text().splitlines(), 1) if "os.environ" in line or "getenv" in line]
+    assert readers == []
 
 
 def test_dagster_yaml_limits_store_writers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

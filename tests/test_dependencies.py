@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.layers import LAYERS
+
 REPO = Path(__file__).resolve().parent.parent
-PRODUCT = ("citekeeper", "parsers", "verifiers", "assets", "pipelines")
 DEVELOPMENT = ("tests", "bench", "scripts")
-FIRST_PARTY = {*PRODUCT, "tests", "bench"}
+FIRST_PARTY = {*LAYERS, "tests", "bench"}
 
 # Imports on an optional code path, and the extra that provides them.
 OPTIONAL_IMPORTS = {"dagster_k8s": "k8s"}  # pipelines/definitions.py, only with CITEKEEPER_EXECUTOR=k8s
@@ -97,7 +98,7 @@ def test_the_requirement_names_parse():
     assert {"dagster-postgres", "dagster-k8s"} <= EXTRAS["dev"]  # dev runs the tests of both extras
 
 
-@pytest.mark.parametrize("directories, declared", [(PRODUCT, CORE), (DEVELOPMENT, EVERYTHING)], ids=["product", "dev"])
+@pytest.mark.parametrize("directories, declared", [(LAYERS, CORE), (DEVELOPMENT, EVERYTHING)], ids=["product", "dev"])
 def test_every_third_party_import_is_declared(directories: tuple[str, ...], declared: set[str]):
     undeclared = []
     for where, module in third_party_imports(directories):
@@ -110,7 +111,7 @@ def test_every_third_party_import_is_declared(directories: tuple[str, ...], decl
 
 def test_every_declared_dependency_is_imported_or_explained():
     imported = set()
-    for _, module in third_party_imports(PRODUCT + DEVELOPMENT):
+    for _, module in third_party_imports(LAYERS + DEVELOPMENT):
         imported |= distributions_of(module)
     unexplained = sorted(EVERYTHING - imported - NOT_IMPORTED.keys())
     assert unexplained == [], f"declared, never imported, no reason given: {unexplained}"
@@ -122,7 +123,7 @@ def test_bench_only_packages_are_no_runtime_dependency():
     assert set(BENCH_ONLY.values()) == EXTRAS["bench"]
     for extra, requirements in {"core": CORE, **EXTRAS}.items():
         assert extra == "bench" or not requirements & EXTRAS["bench"], f"{extra} declares a bench-only package"
-    product = {module for _, module in third_party_imports(PRODUCT)}
+    product = {module for _, module in third_party_imports(LAYERS)}
     assert not product & BENCH_ONLY.keys(), "the product imports a bench-only package"
 
 

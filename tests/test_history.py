@@ -1,4 +1,4 @@
-"""`citekeeper history` and verifiers.history on a real store of three versions, where one citation goes
+"""`citekeeper history` and changes.history on a real store of three versions, where one citation goes
 valid -> drifted -> stale: from stored citation statuses and computed ones, with and without a verification run,
 across a repair revision, and as the report's #history section."""
 import json
@@ -15,7 +15,8 @@ from citekeeper.store import CorpusStore
 from citekeeper.tables import read_parquet
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
-from verifiers.history import answer_history, format_history
+from changes.history import answer_history
+from reports.history import format_history
 
 INTRO = "# Guide\n\nThe client keeps connections alive for reuse across requests.\n\n## Timeouts\n\n"
 FAQ = {"faq.md": "# FAQ\n\nProxies are read from the environment.\n"}
@@ -65,7 +66,7 @@ def computed_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def stored_root(computed_root, tmp_path_factory) -> Path:
     """A copy with the citation statuses of every version stored, and a verification run of v1."""
-    from verifiers.citation_status import check_citations
+    from changes.citation_status import check_citations
     from verifiers.verify_store import verify_store
 
     store = CorpusStore(shutil.copytree(computed_root, tmp_path_factory.mktemp("stored") / "store"))
@@ -112,12 +113,12 @@ def test_history_computed_when_nothing_is_stored(computed_root):
 
 
 def test_history_from_stored_statuses_and_verification(stored_root, monkeypatch):
-    import verifiers.history
+    import changes.history
 
     def no_judging(*args, **kwargs):
         raise AssertionError("every status is stored: nothing should be judged")
 
-    monkeypatch.setattr(verifiers.history, "judge_citations", no_judging)
+    monkeypatch.setattr(changes.history, "judge_citations", no_judging)
     (document,) = answer_history(CorpusStore(stored_root), ["timeout"]).documents()
     # The lexical tier decides the v1 run; v2 and v3 have no run.
     assert_valid_drifted_stale(document, "stored", ["supported", None, None])
@@ -190,7 +191,7 @@ def test_repair_revision_is_named_as_the_cause(stored_root, tmp_path):
 
 
 def test_report_has_a_history_section_for_changed_answers(stored_root, tmp_path):
-    from verifiers.report import write_store_report
+    from reports.html import write_store_report
 
     store = CorpusStore(stored_root)
 

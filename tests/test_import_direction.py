@@ -1,16 +1,14 @@
-"""Imports run one way: citekeeper (core) <- parsers <- verifiers <- assets <- pipelines.
-
-Every import statement counts, including those inside functions: a lazy import that runs back up is a
-cycle all the same. parsers/ and verifiers/ (and the core) stay free of Dagster.
-"""
+"""Imports run one way, down tests.layers.LAYERS: citekeeper <- parsers <- changes <- verifiers <- reports <-
+assets <- pipelines. Every import counts, lazy ones too. The layers below assets/ stay free of Dagster."""
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from tests.layers import DAGSTER_FREE, LAYERS
+
 REPO = Path(__file__).resolve().parent.parent
-LAYERS = ["citekeeper", "parsers", "verifiers", "assets", "pipelines"]
-DAGSTER_FREE = {"citekeeper", "parsers", "verifiers"}
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:
@@ -48,3 +46,8 @@ def test_the_check_sees_upward_and_dagster_imports(tmp_path: Path) -> None:
         "parsers/bad.py:1: imports dagster (parsers stays free of Dagster)",
         "parsers/bad.py:4: imports verifiers.engine (a layer above parsers)",
     ]
+
+
+def test_every_shipped_package_is_a_layer() -> None:
+    include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert [pattern.removesuffix("*") for pattern in include] == list(LAYERS)

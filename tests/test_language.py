@@ -32,7 +32,7 @@ from citekeeper.store import CorpusStore
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
 from tests.verify_helpers import citations_frame, claims_frame
-from verifiers.citation_status import check_citations
+from changes.citation_status import check_citations
 from verifiers.nli import DEFAULT_MODEL, load_scorer
 from tests.random_models import build_tokenizer, save_random_nli_model
 from tests.verify_helpers import verify
@@ -308,28 +308,28 @@ def test_demo_model_choice_follows_the_corpus_language(tmp_path, monkeypatch):
 
 
 def test_resource_language_is_validated_and_read_from_env():
+    from assets.resources import VerifierResource
     from assets.verification import code_version
-    from pipelines.definitions import config_from_env
-    from assets.resources import CitekeeperConfig
+    from pipelines.definitions import settings_from_env
 
-    assert CitekeeperConfig().language == "auto" and CitekeeperConfig(language="ZH").language == "zh"
+    assert VerifierResource().language == "auto" and VerifierResource(language="ZH").language == "zh"
     with pytest.raises(Exception, match=r"unknown language 'fr'; use one of auto, en, zh, multi"):
-        CitekeeperConfig(language="fr")
-    assert config_from_env({lang.LANGUAGE_ENV: "multi"}).language == "multi"
-    assert config_from_env({}).language == "auto"
+        VerifierResource(language="fr")
+    assert settings_from_env({lang.LANGUAGE_ENV: "multi"}).verifier.language == "multi"
+    assert settings_from_env({}).verifier.language == "auto"
     with pytest.raises(Exception, match="unknown language"):
-        config_from_env({lang.LANGUAGE_ENV: "fr"})
-    versions = {code_version(config_from_env({lang.LANGUAGE_ENV: v})) for v in ("auto", "en", "zh")}
-    assert len(versions) == 3 and code_version(config_from_env({})) == code_version(CitekeeperConfig())
+        settings_from_env({lang.LANGUAGE_ENV: "fr"})
+    versions = {code_version(settings_from_env({lang.LANGUAGE_ENV: v}).verifier) for v in ("auto", "en", "zh")}
+    assert len(versions) == 3 and code_version(settings_from_env({}).verifier) == code_version(VerifierResource())
 
 
 def materialize_verification(store: CorpusStore, **config):
     from assets.verification import verification
-    from assets.resources import CitekeeperConfig
+    from tests.dagster_settings import settings
 
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v1"])
-    resources = {"citekeeper": CitekeeperConfig(store_dir=str(store.root), **config)}
+    resources = settings(store_dir=str(store.root), **config).resources()
     return dg.materialize([verification], partition_key="v1", resources=resources, instance=instance,
                           raise_on_error=False)  # fmt: skip
 

@@ -24,7 +24,7 @@ from parsers.ingest import ingest
 from citekeeper.locations import LocationError, locations_from_env, parquet_filesystem
 from citekeeper.store import READ_SCHEMAS, CorpusStore, UnknownVersion
 from pipelines.cli import main
-from assets.resources import CitekeeperConfig
+from tests.dagster_settings import settings
 from tests.conftest import SAMPLE_CORPUS
 
 BUCKET = "citekeeper-test"
@@ -137,15 +137,15 @@ def test_cli_ingest_and_export_against_s3(endpoint, locations, local_reference, 
 
 def test_dagster_ingest_asset_writes_to_s3(endpoint, locations, local_reference, tmp_path) -> None:
     root = tmp_path / "store"
-    config = CitekeeperConfig(store_dir=str(root), source_dir=str(SAMPLE_CORPUS / "v1"), **locations)
+    config = settings(store_dir=str(root), source_dir=str(SAMPLE_CORPUS / "v1"), **locations)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(corpus_versions.name, ["v1"])
     result = dg.materialize(
         [ingest_assets.ingested_corpus, ingest_assets.chunk_integrity_checks],
-        instance=instance, partition_key="v1", resources={"citekeeper": config},
+        instance=instance, partition_key="v1", resources=config.resources(),
     )  # fmt: skip
     assert all(c.passed for c in result.get_asset_check_evaluations())
-    store = config.corpus_store()
+    store = config.store.corpus_store()
     assert comparable(store.read_chunks("v1")).equals(comparable(local_reference.read_chunks("v1")))
     assert "chunks/corpus_version=v1/chunks.parquet" in bucket_keys(endpoint, locations["parquet_uri"])
     assert not (root / "lance").exists() and not (root / "parquet").exists()

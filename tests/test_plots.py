@@ -3,7 +3,7 @@ import re
 
 import polars as pl
 
-from verifiers import plots
+from reports import plots
 
 STATUS_ROWS = pl.DataFrame({
     "target_version": ["v1", "v1", "v1", "v2", "v2", "v2", "v2"],

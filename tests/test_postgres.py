@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from citekeeper.store import CorpusStore
 from pipelines.definitions import build_definitions
-from assets.resources import CitekeeperConfig
+from tests.dagster_settings import settings
 from tests.conftest import REPO, require_service
 
 PG_URL = os.environ.get("CITEKEEPER_TEST_PG_URL")
@@ -36,7 +36,7 @@ def test_pipeline_with_postgres_run_and_event_storage(postgres_instance: dg.Dags
     source = tmp_path / "source"
     source.mkdir()
     (source / "guide.md").write_text("# Guide\n\nInstall the client with pip.\n")
-    defs = build_definitions(CitekeeperConfig(store_dir=str(tmp_path / "store"), source_dir=str(source)))
+    defs = build_definitions(settings(store_dir=str(tmp_path / "store"), source_dir=str(source)))
     version = f"pg-{uuid.uuid4().hex[:10]}"  # the database outlives one test run
     postgres_instance.add_dynamic_partitions("corpus_version", [version])
 

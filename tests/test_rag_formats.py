@@ -305,21 +305,21 @@ def test_the_dagster_answers_flow_takes_the_format_from_its_resource(tmp_path):
     from assets import citations as citation_assets
     from assets import corpus as ingest_assets
     from assets.partitions import corpus_versions
-    from assets.resources import CitekeeperConfig
+    from tests.dagster_settings import settings
 
     source = write_tree(tmp_path / "v1", corpus(GUIDE, LIMITS_V1))
     answers = tmp_path / "answers.jsonl"
     answers.write_text(envelope(1, COHERE, CASES["cohere"][1]) + "\n")
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(corpus_versions.name, ["v1"])
-    config = CitekeeperConfig(store_dir=str(tmp_path / "store"), source_dir=str(source), answers_path=str(answers), answers_format="cohere")
+    config = settings(store_dir=str(tmp_path / "store"), source_dir=str(source), answers_path=str(answers), answers_format="cohere")
     result = dg.materialize([ingest_assets.ingested_corpus, citation_assets.chunk_diff, citation_assets.citation_status], instance=instance, partition_key="v1",
-                            resources={"citekeeper": config})  # fmt: skip
+                            resources=config.resources())  # fmt: skip
     assert result.success
     status = pl.read_parquet(CorpusStore(tmp_path / "store").layout.citation_status_file("v1"))
     assert status.height == 2 and set(status["status"]) == {"valid"}
     with pytest.raises(ValueError, match="unknown response format 'cohere-v1'"):
-        CitekeeperConfig(answers_format="cohere-v1")
+        settings(answers_format="cohere-v1")
 
 
 def test_the_readme_examples_read_as_documented():

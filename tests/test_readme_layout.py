@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.layers import LAYERS
+
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("citekeeper", "parsers", "verifiers", "assets", "pipelines")
 
 
 def layout_rows() -> dict[str, str]:
@@ -38,12 +39,12 @@ def test_every_path_in_the_layout_table_exists():
 def test_every_module_of_the_packages_is_in_the_layout_table():
     modules = {
         path.relative_to(REPO).as_posix()
-        for package in PACKAGES
+        for package in LAYERS
         for path in (REPO / package).rglob("*.py")
         if path.name != "__init__.py"
     }
     assert sorted(modules - named_paths()) == []
-    assert {f"{package}/" for package in PACKAGES} <= layout_rows().keys()
+    assert {f"{package}/" for package in LAYERS} <= layout_rows().keys()
 
 
 def test_the_readme_is_short_and_links_every_page_of_docs():

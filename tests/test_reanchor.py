@@ -7,9 +7,9 @@ from citekeeper.schema import CITATIONS
 from citekeeper.tables import from_rows
 from tests.chunk_frames import build_version, doc_id_of
 from citekeeper.answers import answer_rows, parse_answer
-from verifiers.citation_status import CHUNK_COLUMNS, judge
+from changes.citation_status import CHUNK_COLUMNS, judge
 from tests.chunk_frames import diff_frames
-from verifiers.reanchor import Reanchorer, Suggestion, reanchor
+from changes.reanchor import Reanchorer, Suggestion, reanchor
 
 DOCS = {
     "timeouts.md": "HTTPX enforces timeouts by default.\n\nThe default timeout is five seconds of network inactivity.",
@@ -253,7 +253,7 @@ def test_a_large_vector_table_gets_a_vector_index(tmp_path, monkeypatch):
 
 
 def test_evidence_pieces_hold_content_words_and_cut_chinese_between_characters():
-    from verifiers.reanchor import evidence_pieces
+    from changes.reanchor import evidence_pieces
 
     # Stop words alone would match any chunk: each piece holds two or more words besides them.
     assert evidence_pieces("Retries of the and to a request: the pool is then closed by the client.") == [

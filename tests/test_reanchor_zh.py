@@ -8,7 +8,7 @@ from citekeeper.language import models_for
 from citekeeper.text import normalize_text
 from tests.chunk_frames import build_version, doc_id_of
 from tests.test_reanchor import doc_text, reanchored_in_place, suggest
-from verifiers.reanchor import Reanchorer
+from changes.reanchor import Reanchorer
 
 DOCS = {
     "超时.md": "HTTPX 默认启用超时。\n\n默认超时时间为五秒钟的网络空闲，超过后抛出“ReadTimeout”异常。",

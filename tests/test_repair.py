@@ -11,7 +11,7 @@ from citekeeper.answers import answer_rows, parse_answer, record_from_rows
 from citekeeper.schema import REPAIRS
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
-from verifiers.repair import repair_citations
+from changes.repair import repair_citations
 from tests.chunk_frames import write_tree
 from tests.store_helpers import chunk_with
 
@@ -182,7 +182,7 @@ def test_minimum_score_leaves_a_near_miss_unresolved(store):
 
 
 def test_apply_refuses_an_answer_revised_since(store, tmp_path):
-    from verifiers.repair import repair_citations
+    from changes.repair import repair_citations
 
     result = repair_citations(store, "v2")
     revised = json.loads(AnswerStore(store.root).answers().filter(pl.col("answer_id") == "untouched")["source_record"][0])

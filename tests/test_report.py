@@ -8,10 +8,11 @@ from citekeeper.tables import conform, from_rows
 from citekeeper.identity import text_hash
 from tests.chunk_frames import build_version
 from citekeeper.answers import answer_rows, parse_answer
-from verifiers.citation_status import CHUNK_COLUMNS, blast_radius, judge
+from changes.citation_status import CHUNK_COLUMNS, blast_radius, judge
 from tests.chunk_frames import diff_frames
-from verifiers.reanchor import Reanchorer, reanchor
-from verifiers.report import REDACTED, render_html, terminal_summary, word_diff
+from changes.reanchor import Reanchorer, reanchor
+from reports.html import REDACTED, render_html, word_diff
+from reports.terminal import terminal_summary
 
 SCRIPT_OLD = 'Use <script>alert("pwned")</script> tags with care & escape them.'
 SCRIPT_NEW = 'Use <script>alert("pwned")</script> tags with great care & escape them.'

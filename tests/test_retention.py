@@ -293,31 +293,31 @@ def test_cli_gc(store: CorpusStore) -> None:
 
 
 def test_gc_settings_from_the_environment() -> None:
-    from pipelines.definitions import config_from_env
+    from pipelines.definitions import settings_from_env
 
-    config = config_from_env({"CITEKEEPER_GC_KEEP_LAST": "7", "CITEKEEPER_GC_KEEP": "v1, release-2026 ,"})
+    config = settings_from_env({"CITEKEEPER_GC_KEEP_LAST": "7", "CITEKEEPER_GC_KEEP": "v1, release-2026 ,"}).store
     assert (config.gc_keep_last, config.gc_keep) == (7, ["v1", "release-2026"])
-    assert config_from_env({}).gc_keep_last is None and config_from_env({}).gc_keep == []
+    assert settings_from_env({}).store.gc_keep_last is None and settings_from_env({}).store.gc_keep == []
     with pytest.raises(ValueError, match="CITEKEEPER_GC_KEEP_LAST"):
-        config_from_env({"CITEKEEPER_GC_KEEP_LAST": "seven"})
+        settings_from_env({"CITEKEEPER_GC_KEEP_LAST": "seven"})
 
 
 def test_weekly_gc_schedule_is_off_by_default_and_the_job_runs_gc(store: CorpusStore) -> None:
-    from assets.resources import CitekeeperConfig
+    from tests.dagster_settings import settings
     from pipelines import automation
     from pipelines.definitions import build_definitions
 
     assert automation.weekly_gc_schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     assert automation.weekly_gc_schedule.job_name == "citekeeper_gc"
 
-    def evaluate(config: CitekeeperConfig):
+    def evaluate(config):
         when = datetime(2026, 12, 6, 4, tzinfo=timezone.utc)
-        with dg.build_schedule_context(resources={"citekeeper": config}, scheduled_execution_time=when) as context:
+        with dg.build_schedule_context(resources=config.resources(), scheduled_execution_time=when) as context:
             return automation.weekly_gc_schedule.evaluate_tick(context)
 
-    unset = evaluate(CitekeeperConfig(store_dir=str(store.root)))
+    unset = evaluate(settings(store_dir=str(store.root)))
     assert not unset.run_requests and "gc_keep_last is not set" in unset.skip_message
-    config = CitekeeperConfig(store_dir=str(store.root), gc_keep_last=1, gc_keep=["v5"])
+    config = settings(store_dir=str(store.root), gc_keep_last=1, gc_keep=["v5"])
     (request,) = evaluate(config).run_requests
     assert request.run_key == "gc-20261206T040000Z"
 
@@ -335,5 +335,5 @@ def test_weekly_gc_schedule_is_off_by_default_and_the_job_runs_gc(store: CorpusS
     assert output.event_specific_data.metadata["bytes_freed"].value > 0
     from assets.citations import chunk_diff  # v5's parent v4 is gone: its diff has nothing to compare with
 
-    diffed = dg.materialize([chunk_diff], partition_key="v5", resources={"citekeeper": config}, instance=instance)
+    diffed = dg.materialize([chunk_diff], partition_key="v5", resources=config.resources(), instance=instance)
     assert diffed.asset_materializations_for_node("chunk_diff")[0].metadata["note"].value == "parent v4 was pruned by gc: nothing to diff"

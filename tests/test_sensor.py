@@ -15,7 +15,7 @@ from parsers.ingest import ingest
 from parsers.model import ParseConfig
 from pipelines.automation import nightly_reindex_schedule, source_change_sensor, source_fingerprint, unchanged_since
 from pipelines.definitions import build_definitions
-from assets.resources import CitekeeperConfig
+from tests.dagster_settings import settings
 
 GUIDE = "# Guide\n\nInstall the client with pip.\n\n## Usage\n\nCall get() with a URL.\n"
 FAQ_V1 = "# FAQ\n\nTimeouts default to five seconds.\n"
@@ -98,7 +98,7 @@ def test_changed_document_triggers_new_version_with_downstream_assets(tmp_path: 
     source.mkdir()
     (source / "guide.md").write_text(GUIDE)
     (source / "faq.md").write_text(FAQ_V1)
-    defs = build_definitions(CitekeeperConfig(store_dir=str(tmp_path / "store"), source_dir=str(source)))
+    defs = build_definitions(settings(store_dir=str(tmp_path / "store"), source_dir=str(source)))
     job_keys = defs.resolve_job_def("citekeeper_pipeline").asset_layer.executable_asset_keys
     store = CorpusStore(tmp_path / "store")
 
@@ -148,7 +148,7 @@ def test_nightly_schedule_reindexes_changed_tree_and_skips_unchanged(tmp_path: P
     source = tmp_path / "source"
     source.mkdir()
     (source / "faq.md").write_text(FAQ_V1)
-    defs = build_definitions(CitekeeperConfig(store_dir=str(tmp_path / "store"), source_dir=str(source)))
+    defs = build_definitions(settings(store_dir=str(tmp_path / "store"), source_dir=str(source)))
     night = datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)
 
     def tick(when: datetime):
@@ -177,18 +177,19 @@ def test_a_scope_flip_or_new_globs_are_changes_to_the_sensor(tmp_path: Path):
     (source / "faq.md").write_text(FAQ_V1)
     (source / "drafts").mkdir()
     (source / "drafts" / "wip.md").write_text(GUIDE)
-    config = CitekeeperConfig(store_dir=str(tmp_path / "store"), source_dir=str(source), exclude=["drafts/**"],
-                              parse_workers=1)
+    configured = settings(store_dir=str(tmp_path / "store"), source_dir=str(source), exclude=["drafts/**"],
+                          parse_workers=1)
+    store, config = configured.store, configured.ingest
     assert config.parse_config() == ParseConfig(exclude=("drafts/**",), workers=1)
-    ingest(source, config.corpus_store(), config=config.parse_config())
-    assert unchanged_since(config) == "v0001"
-    assert unchanged_since(config.model_copy(update={"parse_workers": 2})) == "v0001"  # not a parse setting
+    ingest(source, store.corpus_store(), config=config.parse_config())
+    assert unchanged_since(store, config) == "v0001"
+    assert unchanged_since(store, config.model_copy(update={"parse_workers": 2})) == "v0001"  # not a parse setting
 
     (source / "faq.md.citekeeper.json").write_text('{"access_scope": "internal_only"}')
-    assert unchanged_since(config) is None  # same bytes, new scope: a new version is due
+    assert unchanged_since(store, config) is None  # same bytes, new scope: a new version is due
     (source / "faq.md.citekeeper.json").unlink()
-    assert unchanged_since(config.model_copy(update={"exclude": []})) is None  # drafts/wip.md joins the tree
+    assert unchanged_since(store, config.model_copy(update={"exclude": []})) is None  # drafts/wip.md joins the tree
 
-    settings = repr(config.parse_config())
+    parse_settings = repr(config.parse_config())
     other = repr(config.model_copy(update={"include": ["**/*.md"]}).parse_config())
-    assert source_fingerprint(source, settings) != source_fingerprint(source, other)
+    assert source_fingerprint(source, parse_settings) != source_fingerprint(source, other)

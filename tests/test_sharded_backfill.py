@@ -10,9 +10,10 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.resources import CitekeeperConfig
-from assets.sharding import N_SHARDS, ingest_shard_commit, ingest_shard_stage, shard_partition_key
-from pipelines.automation import SHARDED_INGEST_JOB, ingest_sharded_job
+from tests.dagster_settings import settings
+from assets.sharding import COMMIT, STAGE, shard_partition_key
+from pipelines.automation import SHARDED_INGEST_JOB
+from pipelines.definitions import build_definitions
 from citekeeper.store import CorpusStore
 from parsers.ingest import Shard, ingest
 
@@ -21,17 +22,14 @@ VOLATILE = ["ingested_at"]  # the wall-clock time of the ingest, the only column
 PARSE_WORKERS = 1  # each step parses in its own process: the shards are the parallelism here
 
 
-def citekeeper_config() -> CitekeeperConfig:
-    return CitekeeperConfig(store_dir=os.environ[STORE_ENV], source_dir=os.environ[SOURCE_ENV],
-                            parse_workers=PARSE_WORKERS)
+N_SHARDS = settings().ingest_shards
 
 
 def backfill_job() -> dg.JobDefinition:
     """The job as each step process rebuilds it (dg.reconstructable): bound to the store and source the test
     put in the environment, which the step processes inherit."""
-    defs = dg.Definitions(jobs=[ingest_sharded_job], resources={"citekeeper": citekeeper_config()},
-                          executor=dg.multiprocess_executor)
-    return defs.resolve_job_def(SHARDED_INGEST_JOB)
+    configured = settings(store_dir=os.environ[STORE_ENV], source_dir=os.environ[SOURCE_ENV], parse_workers=PARSE_WORKERS)
+    return build_definitions(configured).resolve_job_def(SHARDED_INGEST_JOB)
 
 
 def _write_corpus(source: Path) -> None:
@@ -81,8 +79,8 @@ def test_backfill_of_every_doc_shard_through_the_multiprocess_executor_equals_a_
         assert result.success
         events = instance.all_logs(result.run_id)
         stage_keys = {shard_partition_key("v1", i) for i in range(N_SHARDS)}
-        assert instance.get_materialized_partitions(ingest_shard_stage.key) == stage_keys
-        assert instance.get_materialized_partitions(ingest_shard_commit.key) == {"v1"}
+        assert instance.get_materialized_partitions(STAGE) == stage_keys
+        assert instance.get_materialized_partitions(COMMIT) == {"v1"}
 
     stages = [f"stage_doc_shard_{i}" for i in range(N_SHARDS)]
 
@@ -104,7 +102,7 @@ def test_backfill_of_every_doc_shard_through_the_multiprocess_executor_equals_a_
     assert when("STEP_START", "commit_doc_shards") > max(when("STEP_SUCCESS", step) for step in stages)
 
     sharded, single = CorpusStore(tmp_path / "sharded"), CorpusStore(tmp_path / "single")
-    ingest(source, single, version="v1", config=citekeeper_config().parse_config())
+    ingest(source, single, version="v1", config=settings(parse_workers=PARSE_WORKERS).ingest.parse_config())
     for a, b in zip(_rows(sharded, "v1"), _rows(single, "v1")):
         assert a.equals(b)
     chunks, documents, errors = _rows(sharded, "v1")

@@ -10,27 +10,27 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.resources import CitekeeperConfig
-from assets.verification import N_VERIFY_SHARDS
-from pipelines.automation import SHARDED_VERIFY_JOB, verify_sharded_job
+from tests.dagster_settings import settings
+from pipelines.automation import SHARDED_VERIFY_JOB
+from pipelines.definitions import build_definitions
 from citekeeper.answer_store import AnswerStore
 from citekeeper.layout import latest_run_dir
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
 from tests.random_models import save_random_nli_model
-from verifiers.citation_status import check_citations
+from changes.citation_status import check_citations
 from verifiers.nli import load_scorer
 from verifiers.verify_store import StoredRun, verify_store
 
 SAMPLE = Path(__file__).resolve().parent.parent / "pipelines" / "sample_corpus"
+N_VERIFY_SHARDS = settings().verify_shards
 STORE_ENV, MODEL_ENV = "CITEKEEPER_STORE", "CITEKEEPER_TEST_NLI_MODEL"
 
 
 def sharded_job() -> dg.JobDefinition:
     """The job as each step process rebuilds it (dg.reconstructable), bound to what the test put in the environment."""
-    config = CitekeeperConfig(store_dir=os.environ[STORE_ENV], nli_model=os.environ[MODEL_ENV], nli_device="cpu", nli_threads=1)
-    defs = dg.Definitions(jobs=[verify_sharded_job], resources={"citekeeper": config}, executor=dg.multiprocess_executor)
-    return defs.resolve_job_def(SHARDED_VERIFY_JOB)
+    config = settings(store_dir=os.environ[STORE_ENV], nli_model=os.environ[MODEL_ENV], nli_device="cpu", nli_threads=1)
+    return build_definitions(config).resolve_job_def(SHARDED_VERIFY_JOB)
 
 
 def test_sharded_verification_through_the_multiprocess_executor_equals_one_run(tmp_path, monkeypatch):

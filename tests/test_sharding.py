@@ -7,12 +7,13 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.sharding import N_SHARDS
 from parsers.ingest import Shard, ingest, stage
 from citekeeper.store import CorpusStore
 from parsers.model import ParseConfig
 from pipelines.definitions import build_definitions
-from assets.resources import CitekeeperConfig
+from tests.dagster_settings import settings
+
+N_SHARDS = settings().ingest_shards
 
 N_DOCS = 12
 VOLATILE = ["ingested_at"]  # the wall-clock time of the ingest, the only column allowed to differ
@@ -71,10 +72,10 @@ def _commit(defs: dg.Definitions, instance: dg.DagsterInstance, version: str) ->
 def test_sharded_ingest_equals_single_ingest(tmp_path: Path):
     source = tmp_path / "source"
     _write_corpus(source)
-    config = CitekeeperConfig(store_dir=str(tmp_path / "sharded"), source_dir=str(source))
+    config = settings(store_dir=str(tmp_path / "sharded"), source_dir=str(source))
     defs = build_definitions(config)
     sharded, single = CorpusStore(tmp_path / "sharded"), CorpusStore(tmp_path / "single")
-    parse_config = config.parse_config()
+    parse_config = config.ingest.parse_config()
 
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("corpus_version", ["v1", "v2"])
@@ -104,10 +105,10 @@ def test_blocking_checks_stop_a_corrupted_shard_before_anything_downstream(tmp_p
     chunk checks fail and no diff, citation status, report or verification runs for that version."""
     source = tmp_path / "source"
     _write_corpus(source)
-    config = CitekeeperConfig(store_dir=str(tmp_path / "store"), source_dir=str(source))
+    config = settings(store_dir=str(tmp_path / "store"), source_dir=str(source))
     defs = build_definitions(config)
     store = CorpusStore(tmp_path / "store")
-    parse_config = config.parse_config()
+    parse_config = config.ingest.parse_config()
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("corpus_version", ["v1"])
         _stage_side_by_side(source, store, "v1", parse_config)

@@ -41,7 +41,7 @@ from tests.status_model import (
     MAX_CHUNK_CHARS, Corpus, EditScript, Expected, answer_record, edit_scripts, expected_rows, quote_text, reductions,
     scenarios, write_corpus,
 )  # fmt: skip
-from verifiers.citation_status import check_citations
+from changes.citation_status import check_citations
 
 EXAMPLES = int(os.environ.get("CITEKEEPER_STATUS_MODEL_EXAMPLES", "200"))
 SHRINK = os.environ.get("CITEKEEPER_STATUS_MODEL_SHRINK", "model")  # model | hypothesis | 0

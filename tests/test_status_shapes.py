@@ -4,7 +4,6 @@ status table written without re-anchoring."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import openpyxl
@@ -19,9 +18,9 @@ from parsers.ingest import ingest
 from parsers.model import ParseConfig
 from tests.test_formats_ocr import OCR_TOOLS, ocr_installed
 from tests.conftest import require_service
-from verifiers.citation_status import check_citations
-from verifiers.repair import repair_citations
-from verifiers.report import terminal_summary
+from changes.citation_status import check_citations
+from changes.repair import repair_citations
+from reports.terminal import terminal_summary
 from verifiers.verify_store import verify_store
 
 CONFIG = ParseConfig(max_chunk_chars=400, workers=1)

@@ -20,8 +20,8 @@ from citekeeper.store import CorpusStore
 from parsers.model import ParseConfig
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
-from verifiers.citation_status import check_citations
-from verifiers.repair import repair_citations
+from changes.citation_status import check_citations
+from changes.repair import repair_citations
 from verifiers.nli import load_scorer
 from tests.random_models import save_random_nli_model
 from citekeeper.layout import latest_run_dir
@@ -230,11 +230,11 @@ def test_cli_with_local_model_and_answers_file(world, tmp_path):
 
 def test_dagster_asset_and_check(world):
     from assets.verification import every_claim_has_one_status, verification
-    from assets.resources import CitekeeperConfig
+    from tests.dagster_settings import settings
 
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v2"])
-    resources = {"citekeeper": CitekeeperConfig(store_dir=str(world["store"].root), nli_model=str(world["model"]))}
+    resources = settings(store_dir=str(world["store"].root), nli_model=str(world["model"])).resources()
     result = dg.materialize([verification, every_claim_has_one_status], partition_key="v2", resources=resources, instance=instance)
     assert result.success
     metadata = result.asset_materializations_for_node("verification")[0].metadata
@@ -252,16 +252,16 @@ def test_dagster_asset_and_check(world):
 def test_dagster_sharded_verification_job(world):
     """citekeeper_verify_sharded: one step per answer shard, then the merge, recorded as the verification
     partition; its run is the latest complete run of the version and equals an unsharded run."""
-    from assets.resources import CitekeeperConfig
-    from assets.verification import N_VERIFY_SHARDS
-    from pipelines.automation import SHARDED_VERIFY_JOB, verify_sharded_job
+    from tests.dagster_settings import settings
+    from pipelines.automation import SHARDED_VERIFY_JOB
+    from pipelines.definitions import build_definitions
 
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v2"])
-    config = CitekeeperConfig(store_dir=str(world["store"].root), nli_model=str(world["model"]), nli_device="cpu")
-    job = dg.Definitions(jobs=[verify_sharded_job], resources={"citekeeper": config}).resolve_job_def(SHARDED_VERIFY_JOB)
+    config = settings(store_dir=str(world["store"].root), nli_model=str(world["model"]), nli_device="cpu")
+    job = build_definitions(config).resolve_job_def(SHARDED_VERIFY_JOB)
     result = job.execute_in_process(partition_key="v2", instance=instance)
-    assert result.success and N_VERIFY_SHARDS == 2
+    assert result.success and config.verify_shards == 2
     metadata = result.asset_materializations_for_node("merge_verification_shards")[0].metadata
     run_dir = Path(metadata["output_dir"].value)
     assert sorted(p.name for p in run_dir.glob("shard=*")) == ["shard=0-of-2", "shard=1-of-2"]

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, SAMPLE_CORPUS
+from tests.layers import LAYERS
 
-PACKAGES = ("citekeeper", "parsers", "verifiers", "assets", "pipelines")
 NOT_SOURCE = shutil.ignore_patterns(
     ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".citekeeper", ".dagster_home",
     ".pytest_cache", ".ruff_cache", ".hypothesis", "out", ".whl", ".wheels",
@@ -54,7 +54,7 @@ def test_wheel_ships_the_packages_and_the_sample_corpus(wheel: Path):
     assert corpus and corpus <= names, sorted(corpus - names)
     assert {"pipelines/sample_corpus/answers.jsonl", "pipelines/sample_corpus/README.md",
             "pipelines/sample_corpus/v1/internal/db-failover-runbook.md.citekeeper.json"} <= names  # fmt: skip
-    for package in PACKAGES:
+    for package in LAYERS:
         modules = {f"{package}/{p.relative_to(REPO / package).as_posix()}" for p in (REPO / package).rglob("*.py")}
         assert modules <= names, sorted(modules - names)
     assert not any(name.startswith(("tests/", "bench/", "scripts/")) for name in names)
@@ -76,7 +76,7 @@ def test_demo_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CITEKEEPER_", "PYTHON", "DAGSTER_"))}
     env.update(HF_HUB_OFFLINE="1", UNSTRUCTURED_DISABLE_NOTICE="1")
     where = run([str(python), "-c", "import importlib; print('\\n'.join(importlib.import_module(p).__file__ "
-                 f"for p in {PACKAGES!r}))"], cwd=empty, env=env).split()  # fmt: skip
+                 f"for p in {LAYERS!r}))"], cwd=empty, env=env).split()  # fmt: skip
     assert all(Path(path).is_relative_to(new_site) for path in where), where
 
     corpus = new_site / "pipelines" / "sample_corpus"

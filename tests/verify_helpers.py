@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from citekeeper.identity import text_hash
-from verifiers.engine import VerifyResult, VerifySettings, model_values, new_run_id, run_stats, run_table, verify_tables
+from verifiers.engine import VerifyResult, VerifySettings, model_values, verify_tables
+from verifiers.run_tally import new_run_id, run_stats, run_table
 from verifiers.verdict_cache import VerdictCache
 from verifiers.nli import Scorer
 from verifiers.verify_output import RunWriter

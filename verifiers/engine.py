@@ -1,37 +1,25 @@
-"""The verification engine: anchoring -> lexical fast path -> NLI, per (claim sentence, cited evidence) pair.
-
-`verify()` takes polars frames: the claims, and one row per citation with its evidence already resolved
-to a chunk of the target version (see verifiers.evidence), and needs no store. The claim statuses and
-metrics it returns come from verifiers.claim_metrics; the frames have the NLI_* schemas of
-citekeeper.schema (verifiers.verify_output writes them, verifiers.verify_store runs it over a store).
-"""
+"""The verification engine: per (claim sentence, cited evidence) pair, the lexical fast path, then the NLI
+checker, with the verdict cache in between. Takes frames, needs no store (verifiers.verify_store runs it on one)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 import polars as pl
 
 from citekeeper.identity import text_hash
-from citekeeper.schema import CLAIM_STATUSES, HOLDING_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS, NLI_SHARD_TALLY
+from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
 from citekeeper.tables import conform, counts_of
 from citekeeper.text import sentence_spans
-from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
-from citekeeper.sharding import Shard
-from verifiers.claim_metrics import CLAIM_KEY, aggregate_claims, answer_metrics, run_summary, run_totals, run_totals_columns
-from verifiers.lexical import LexicalSettings, lexical_support
 from verifiers.checkers import CheckerError
+from verifiers.claim_metrics import CLAIM_KEY, aggregate_claims, answer_metrics, run_totals
+from verifiers.lexical import LexicalSettings, lexical_support
 from verifiers.nli import Scorer, model_key
+from verifiers.run_tally import RunTally
+from verifiers.spans import claim_sentences, resolve_spans, with_citation_columns
 from verifiers.verdict_cache import VerdictCache, no_hits
 
 PAIR_KEY = ["sentence", "evidence_text"]
 TABLES = {"pairs": NLI_PAIRS, "claims": NLI_CLAIMS, "answers": NLI_ANSWERS, "run": NLI_RUNS}
-# The columns a resolved citation frame must have (verifiers.evidence builds it from the store).
-CITATION_COLUMNS = [
-    "answer_id", "revision", "claim_id", "citation_id", "citation_index", "chunk_id", "quote",
-    "citation_status", "evidence_chunk_id", "doc_id", "chunk_text", "chunk_start_char",
-    "stored_start_char", "stored_end_char",
-]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -59,10 +47,6 @@ class VerifyResult:
 
     def status_counts(self) -> dict[str, int]:
         return counts_of(self.claims, "status", CLAIM_STATUSES)
-
-
-def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
 
 
 # ------------------------------------------------------------------------------------------ the engine
@@ -97,70 +81,6 @@ def verify_tables(
     return {name: conform(frame.with_columns(**keys), TABLES[name]) for name, frame in frames.items()}, tally
 
 
-@dataclass(frozen=True)
-class RunTally:
-    """What a run's batches add up to: the answer totals (claim_metrics.run_totals), the distinct (sentence,
-    evidence) pairs judged as 8-byte hashes with whether the lexical tier decided them, the work counters."""
-
-    totals: pl.DataFrame
-    pair_keys: pl.DataFrame
-    counters: dict[str, int]
-
-    def __add__(self, other: RunTally) -> RunTally:
-        counters = {name: self.counters.get(name, 0) + other.counters.get(name, 0) for name in self.counters.keys() | other.counters.keys()}
-        return RunTally(pl.concat([self.totals, other.totals]), pl.concat([self.pair_keys, other.pair_keys]), counters)
-
-    def shard_row(self, run_id: str, corpus_version: str, shard: Shard, started_at: datetime, model: dict) -> pl.DataFrame:
-        """The NLI_SHARD_TALLY row of one shard of a run (its pair keys are stored beside it)."""
-        row = self.totals.sum().with_columns(
-            **{name: pl.lit(value, pl.Int64) for name, value in self.counters.items()},
-            **{name: pl.lit(value, pl.String) for name, value in model.items()},
-            run_id=pl.lit(run_id), corpus_version=pl.lit(corpus_version), started_at=pl.lit(started_at),
-            shard_index=pl.lit(shard.index), shard_count=pl.lit(shard.count),
-        )  # fmt: skip
-        return conform(row, NLI_SHARD_TALLY)
-
-    @classmethod
-    def of_shards(cls, rows: pl.DataFrame, pair_keys: pl.DataFrame) -> RunTally:
-        counters = {name: rows[name].sum() for name in _COUNTERS}
-        return cls(rows.select(run_totals_columns()), pair_keys, counters)
-
-
-_COUNTERS = ("n_pairs", "cache_hits", "model_calls")
-
-
-def run_table(
-    tally: RunTally,
-    run_id: str,
-    corpus_version: str,
-    started_at: datetime,
-    duration_s: float,
-    model: dict[str, str | None],
-) -> pl.DataFrame:
-    """The run's one row (NLI_RUNS) from the tally of all its batches: totals and metrics over the answers,
-    distinct pairs and lexical decisions over the pair keys, the counters summed."""
-    distinct = tally.pair_keys.select(
-        pl.col("pair").n_unique().alias("n_unique_pairs"), pl.col("pair").filter("lexical").n_unique().alias("lexical_decisions")
-    )
-    run = run_summary(tally.totals, {**tally.counters, **distinct.row(0, named=True)}, started_at, duration_s)
-    keys = {"run_id": pl.lit(run_id), "corpus_version": pl.lit(corpus_version)}
-    return conform(run.with_columns(**keys, **{name: pl.lit(value, pl.String) for name, value in model.items()}), NLI_RUNS)
-
-
-def run_stats(run: pl.DataFrame) -> dict[str, int]:
-    return {name: run[name].item() for name in ("n_pairs", "n_unique_pairs", "lexical_decisions", "cache_hits", "model_calls")}
-
-
-def with_citation_columns(citations: pl.DataFrame) -> pl.DataFrame:
-    """`citations` with every CITATION_COLUMNS column, absent optional ones as nulls."""
-    types = {"revision": pl.Int32, "citation_index": pl.Int32, "chunk_start_char": pl.Int64,
-             "stored_start_char": pl.Int64, "stored_end_char": pl.Int64}  # fmt: skip
-    missing = [c for c in CITATION_COLUMNS if c not in citations.columns]
-    return citations.with_columns(pl.lit(None, types.get(c, pl.String)).alias(c) for c in missing).select(
-        pl.col(c).cast(types.get(c, pl.String)) for c in CITATION_COLUMNS
-    )
-
-
 def model_values(scorer: Scorer | None, settings: VerifySettings) -> dict[str, str | None]:
     """The model columns every verification table records."""
     return {
@@ -171,76 +91,6 @@ def model_values(scorer: Scorer | None, settings: VerifySettings) -> dict[str, s
         "checker": scorer.checker if scorer else None,
         "thresholds": settings.key(),
     }
-
-
-# ------------------------------------------------------------------------------------------ tier 1
-
-
-def resolve_spans(citations: pl.DataFrame) -> pl.DataFrame:
-    """Anchor each citation's quote and fix the evidence span it is judged on (offsets into the document).
-
-    The span is the anchored quote; the whole chunk when there is no quote; the stored span (e.g. a
-    successor span of a relocated or drifted citation) when the quote is not in the chunk; else no evidence.
-    `locatable`: the stored offsets (or, without any, the anchored ones) reproduce the quote exactly.
-    `anchored` / `locatable` are false for a citation whose status says it no longer holds.
-    """
-    frame = anchor_quotes(citations)
-    chunk_len = pl.col("chunk_text").str.len_chars()
-    stored_start = pl.col("stored_start_char") - pl.col("chunk_start_char")
-    stored_end = pl.col("stored_end_char") - pl.col("chunk_start_char")
-    stored_in_chunk = (stored_start >= 0) & (stored_end <= chunk_len) & (stored_start <= stored_end)
-    anchored = pl.col("anchor").is_in([ANCHOR_EXACT, ANCHOR_NORMALIZED])
-    span_start = (
-        pl.when(anchored).then(pl.col("quote_start"))
-        .when(pl.col("anchor") == ANCHOR_NO_QUOTE).then(0)
-        .when((pl.col("anchor") == ANCHOR_NOT_FOUND) & stored_in_chunk).then(stored_start)
-    )  # fmt: skip
-    span_end = (
-        pl.when(anchored).then(pl.col("quote_end"))
-        .when(pl.col("anchor") == ANCHOR_NO_QUOTE).then(chunk_len)
-        .when((pl.col("anchor") == ANCHOR_NOT_FOUND) & stored_in_chunk).then(stored_end)
-    )  # fmt: skip
-    no_quote = pl.col("anchor") == ANCHOR_NO_QUOTE
-    exact = pl.col("anchor") == ANCHOR_EXACT
-    frame = frame.with_columns(
-        span_start.cast(pl.Int64).alias("_span_start"),
-        span_end.cast(pl.Int64).alias("_span_end"),
-        pl.when(no_quote).then(0).otherwise(pl.coalesce(stored_start, pl.when(exact).then(pl.col("quote_start"))))
-        .cast(pl.Int64).alias("_loc_start"),
-        pl.when(no_quote).then(chunk_len).otherwise(pl.coalesce(stored_end, pl.when(exact).then(pl.col("quote_end"))))
-        .cast(pl.Int64).alias("_loc_end"),
-    )  # fmt: skip
-    # A stale / removed / invalid citation does not hold (nor has it evidence: verifiers.evidence).
-    holding = pl.col("citation_status").is_null() | pl.col("citation_status").is_in(HOLDING_STATUSES)
-    reproduced = pl.col("chunk_text").str.slice(pl.col("_loc_start"), pl.col("_loc_end") - pl.col("_loc_start"))
-    evidence = pl.col("chunk_text").str.slice(pl.col("_span_start"), pl.col("_span_end") - pl.col("_span_start"))
-    return frame.with_columns(
-        # empty or blank evidence is no evidence: it must never support a claim
-        pl.when(evidence.str.strip_chars().str.len_chars() > 0).then(evidence).alias("evidence_text"),
-        (pl.col("chunk_start_char") + pl.col("_span_start")).alias("evidence_start_char"),
-        (pl.col("chunk_start_char") + pl.col("_span_end")).alias("evidence_end_char"),
-        (pl.col("anchor").is_in([ANCHOR_EXACT, ANCHOR_NORMALIZED, ANCHOR_NO_QUOTE]) & holding).alias("anchored"),
-        (
-            (pl.col("_loc_start") >= 0)
-            & (pl.col("_loc_end") <= chunk_len)
-            & (reproduced == pl.coalesce(pl.col("quote"), pl.col("chunk_text")))
-            & holding
-        )
-        .fill_null(False)
-        .alias("locatable"),
-    ).drop("_span_start", "_span_end", "_loc_start", "_loc_end", "quote_start", "quote_end")
-
-
-def claim_sentences(claims: pl.DataFrame) -> pl.DataFrame:
-    """One row per claim sentence (a claim without sentence boundaries is one sentence)."""
-    texts = claims["text"].to_list()
-    spans = [sentence_spans(text) or [(0, len(text))] for text in texts]
-    return (
-        claims.select(CLAIM_KEY)
-        .with_columns(pl.Series("sentence", [[text[s:e] for s, e in sp] for text, sp in zip(texts, spans)], dtype=pl.List(pl.String)))
-        .explode("sentence")
-        .with_columns(pl.int_range(pl.len()).over(CLAIM_KEY).cast(pl.Int32).alias("sentence_index"))
-    )
 
 
 # ------------------------------------------------------------------------------------------ tiers 2 and 3

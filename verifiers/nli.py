@@ -27,8 +27,8 @@ import numpy as np
 from citekeeper.language import ENGLISH, ModelChoice, choose_nli_model
 from citekeeper.files import replace_durably
 from citekeeper.models import PULLED_FROM, ModelSourceError, resolve_model
-from verifiers.checkers import (  # noqa: F401 (LabelSetError and canonical_columns: imported from here too)
-    PROTOCOLS, CheckerError, LabelSetError, Preset, build_protocol, canonical_columns, detect_protocol, preset_for,
+from verifiers.checkers import (  # noqa: F401 (LabelSetError: imported from here too)
+    PROTOCOLS, CheckerError, LabelSetError, Preset, build_protocol, detect_protocol, preset_for,
 )
 from verifiers.checkers import Protocol as CheckerProtocol
 from verifiers.devices import Placement, gpu_requested, is_out_of_memory, resolve_device

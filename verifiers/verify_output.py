@@ -12,7 +12,8 @@ from citekeeper.layout import run_dir, shard_run_dir
 from citekeeper.schema import NLI_PAIR_KEYS, NLI_SHARD_TALLY
 from citekeeper.sharding import Shard
 from citekeeper.tables import ParquetStream, read_parquet, write_parquet
-from verifiers.engine import TABLES, RunTally, run_table
+from verifiers.engine import TABLES
+from verifiers.run_tally import RunTally, run_table
 
 BATCH_TABLES = ("pairs", "claims", "answers")  # written batch by batch; the run row once, at the end
 MODEL_COLUMNS = ["model_id", "model_revision", "backend", "precision", "checker", "thresholds"]

@@ -19,8 +19,9 @@ from citekeeper.tables import empty, read_parquet
 from citekeeper.layout import run_table_files
 from citekeeper.sharding import Shard
 from verifiers.claim_metrics import status_counts
-from verifiers.engine import TABLES, VerifySettings, model_values, new_run_id, run_stats, run_table, verify_tables
-from verifiers.evidence import EVIDENCE_CHUNK_COLUMNS, answers_from_file, citation_evidence, read_citation_status
+from verifiers.engine import TABLES, VerifySettings, model_values, verify_tables
+from verifiers.run_tally import new_run_id, run_stats, run_table
+from changes.evidence import EVIDENCE_CHUNK_COLUMNS, answers_from_file, citation_evidence, read_citation_status
 from verifiers.nli import Scorer
 from verifiers.verdict_cache import VerdictCache
 from verifiers.verify_output import RunWriter

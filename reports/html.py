@@ -1,12 +1,7 @@
-"""Stale-citation reports: Parquet (one row per citation), a self-contained HTML page, a terminal summary.
+"""The stale-citation report: one self-contained HTML page.
 
-The HTML page has these sections, in order: `#summary` (counts per status), `#blast-radius` (changed
-documents ranked by the citations resting on them), `#answers` (evidence cards grouped by answer, old and new
-text with a word-level diff, re-anchoring suggestions and, from a store, the repair made or that would be
-made: verifiers.repair) and, from a store, `#history` (each claim's statuses across versions, for the answers
-whose status changed: verifiers.history). `plots_html` (inline SVG) goes between the summary and the blast
-radius. Every piece of document text is escaped with html.escape; the text of internal_only chunks is
-replaced by a note, keeping its locator.
+Sections in order: summary, plots, blast radius, evidence cards per answer (word diff, re-anchoring, repair)
+and, from a store, history. All document text is escaped; internal_only text is replaced by a note.
 """
 from __future__ import annotations
 
@@ -20,12 +15,13 @@ import polars as pl
 
 from citekeeper.answer_store import AnswerStore
 from citekeeper.files import atomic_write_text
-from citekeeper.schema import CITATION_STATUSES, LOST_STATUSES, NOT_HOLDING_STATUSES
+from citekeeper.schema import CITATION_STATUSES, LOST_STATUSES
 from citekeeper.scope import REDACTED, redact_status
-from citekeeper.text import printable
-from verifiers.history import answer_history, history_section
-from verifiers.plots import STATUS_COLORS, report_plots
-from verifiers.repair import card_repairs
+from changes.history import answer_history
+from reports.history import history_section
+from reports.plots import STATUS_COLORS, report_plots
+from reports.terminal import unsearched_clause
+from changes.repair import card_repairs
 
 STATUS_ORDER = {s: i for i, s in enumerate(reversed(CITATION_STATUSES))}  # worst first
 WORD = re.compile(r"\s+|\S+")
@@ -130,7 +126,7 @@ def _summary(status: pl.DataFrame) -> str:
     return (
         '<section id="summary"><h2>Summary</h2>'
         f"<p>{status.height} citations in {status['answer_id'].n_unique()} answers; "
-        f"{reanchored} of {lost} stale or removed citations have a re-anchoring suggestion{_skipped(status)}.</p>"
+        f"{reanchored} of {lost} stale or removed citations have a re-anchoring suggestion{unsearched_clause(status)}.</p>"
         f"<table><tr>{cells}</tr></table></section>"
     )
 
@@ -199,36 +195,6 @@ def write_html(path: Path, *args, **kwargs) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, render_html(*args, **kwargs))
     return path
-
-
-def _skipped(status: pl.DataFrame) -> str:
-    """How many lost citations a `stale --no-reanchor` left without a search, as a clause ("" when none)."""
-    n = status.filter(pl.col("reanchored").eq(False)).height
-    return f" ({n} not searched: stale --no-reanchor; repair re-anchors them)" if n else ""
-
-
-def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_version: str, top: int = 5) -> str:
-    counts = dict(status.group_by("status").len().iter_rows())
-    methods = dict(status.filter(pl.col("suggested_method").is_not_null()).group_by("suggested_method").len().iter_rows())
-    lost = sum(counts.get(s, 0) for s in LOST_STATUSES)
-    lines = [
-        f"citations against {target_version}: {status.height} in {status['answer_id'].n_unique()} answers",
-        "  " + "  ".join(f"{s} {counts.get(s, 0)}" for s in CITATION_STATUSES),
-        f"  re-anchored {sum(methods.values())} of {lost} stale/removed"
-        + (" (" + ", ".join(f"{m} {n}" for m, n in sorted(methods.items())) + ")" if methods else "")
-        + _skipped(status),
-    ]
-    hit = blast_radius.filter(pl.col("n_citations") > 0).sort("rank").head(top)
-    if hit.height:
-        lines.append("  most affected documents:")
-        lines += [
-            f"    {r['rank']}. {printable(r['source_path'] or r['doc_id'])} ({r['change']}): {r['n_citations']} citations, "
-            f"{r['n_answers']} answers"
-            for r in hit.iter_rows(named=True)
-        ]
-    failing = sum(counts.get(s, 0) for s in NOT_HOLDING_STATUSES)
-    lines.append(f"  {failing} citation(s) stale, removed or invalid")
-    return "\n".join(lines)
 
 
 def write_store_report(path: Path, store, target_version: str, status: pl.DataFrame, blast_radius: pl.DataFrame) -> Path:

@@ -1,7 +1,7 @@
 """Repair citations: write each affected answer as a new revision that cites the target version.
 
-Per citation, from its status against the target version (verifiers.citation_status) and, for stale and
-removed ones, its re-anchoring suggestion (verifiers.reanchor); the kinds are schema.REPAIR_KINDS:
+Per citation, from its status against the target version (changes.citation_status) and, for stale and
+removed ones, its re-anchoring suggestion (changes.reanchor); the kinds are schema.REPAIR_KINDS:
 - valid                -> kept;
 - relocated, drifted   -> repointed_successor: the successor chunk and the evidence's span in it, quote unchanged;
 - stale, removed       -> repointed_exact / repointed_normalised when re-anchoring found the evidence verbatim,
@@ -32,7 +32,7 @@ from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import CITATION_STATUS, LOST_STATUSES, REPAIR_KINDS, REPAIRS
 from citekeeper.scope import REDACTED, crosses_into_internal, internal
 from citekeeper.tables import conform, counts_of, read_parquet, write_parquet
-from verifiers.citation_status import Suggester, check_citations
+from changes.citation_status import Suggester, check_citations
 
 DEFAULT_MIN_SCORE = 0.9
 REPOINTED = [kind for kind in REPAIR_KINDS if kind.startswith("repointed_")]

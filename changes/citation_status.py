@@ -13,7 +13,7 @@ The evidence is the quote, or the whole chunk when there is none. It is located 
 quote that differs from the chunk only in Unicode forms (full-/half-width), typographic quotes or whitespace
 is found (`quote_match` = normalized), not called invented. Offsets are code points into the canonical text
 of the document (documents.text): the evidence span when it is found, else the chunk's span.
-Stale and removed citations are re-anchored (verifiers.reanchor).
+Stale and removed citations are re-anchored (changes.reanchor).
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF, LOST_STATUSES
 from citekeeper.scope import ACCESS_SCOPES, INTERNAL, USER_VISIBLE, visible_from
 from citekeeper.tables import ParquetStream, conform, counts_of, empty, read_parquet, write_parquet
-from verifiers.diff import VersionDiff, diff_versions
-from verifiers.reanchor import Reanchorer, reanchor
+from changes.diff import VersionDiff, diff_versions
+from changes.reanchor import Reanchorer, reanchor
 
 CITATION_BATCH = 50_000  # citations judged at a time by check_citations
 EVIDENCE = pl.coalesce("quote", "old_text")  # what a citation says: its quote, else its whole chunk

@@ -5,7 +5,7 @@ An answer's history runs from the version its first revision cites to the latest
 version the revision in use is the latest one whose corpus_version is at or before it in version order (a repair
 registers a revision citing a newer version). Citation statuses come from the version's stored
 citation_status.parquet when it holds that revision of the answer, else they are judged here
-(verifiers.citation_status.judge_citations; nothing is written but cached diffs). A claim's verification status
+(changes.citation_status.judge_citations; nothing is written but cached diffs). A claim's verification status
 comes from the latest verification run of the version under the store's runs_dir, for the same revision; null
 when there is none.
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from html import escape
 
 import polars as pl
 
@@ -28,8 +27,8 @@ from citekeeper.answer_store import AnswerStore
 from citekeeper.layout import latest_run_dir, run_table_files
 from citekeeper.schema import CHUNK_DIFF, CITATION_STATUS, CITATION_STATUSES, CITATIONS, DOC_DIFF, NLI_CLAIMS
 from citekeeper.tables import empty, read_parquet
-from verifiers.citation_status import judge_citations
-from verifiers.diff import diff_versions
+from changes.citation_status import judge_citations
+from changes.diff import diff_versions
 
 IN_USE = ["answer_id", "revision"]
 CITATION_KEY = ["answer_id", "claim_id", "citation_index"]
@@ -288,77 +287,3 @@ def _cause(row: dict) -> dict:
     if row["cause"] == "revision":
         return {"kind": "revision", "revision": row["revision"], "cited_version": row["corpus_version"]}
     return {"kind": "document", **(_doc_change(row) if row["doc_change"] is not None else {"change": None})}
-
-
-def describe_cause(cause: dict) -> str:
-    """One line: what caused a transition."""
-    if cause["kind"] == "revision":
-        return f"revision {cause['revision']} registered, citing {cause['cited_version']}"
-    if cause["change"] is None:
-        return "no change found to the document it rested on"
-    if cause["change"] == "renamed":
-        line = f"{cause['old_source_path']} renamed to {cause['new_source_path']}"
-    else:
-        line = f"{cause['old_source_path']} {cause['change']}"
-    similarity = f" (similarity {cause['similarity']:.3f})" if cause["chunk_change"] == "modified" else ""
-    return f"{line}; chunk {cause['chunk_change']}{similarity}"
-
-
-def format_history(document: dict) -> str:
-    """A readable per-claim timeline: version, revision, worst status [each citation's], verification, causes."""
-    revisions = "; ".join(f"revision {r['revision']} cites {r['corpus_version']}" for r in document["revisions"])
-    lines = [
-        f"answer {document['answer_id']}: {revisions}",
-        "statuses: " + ", ".join(f"{v['version']} {v['statuses_from'] or 'none (no citations)'}" for v in document["versions"]),
-    ]
-    for claim in document["claims"]:
-        lines.append(f"claim {claim['claim_id']}: {claim['text']}")
-        for state in claim["versions"]:
-            statuses = f"{state['status']} [{', '.join(state['statuses'])}]" if state["statuses"] else "uncited"
-            lines.append(
-                f"  {state['version']}  revision {state['revision']}  {statuses}  verification: {state['verification'] or 'none'}"
-            )
-            lines += [
-                f"      citation {t['citation_index']}: {t['from_status']} -> {t['to_status']}: {describe_cause(t['cause'])}"
-                for t in claim["transitions"]
-                if t["to_version"] == state["version"]
-            ]
-    return "\n".join(lines)
-
-
-def history_section(history: History) -> str:
-    """The report's `#history` section (escaped HTML): each claim's timeline for the answers whose citation
-    statuses changed across versions."""
-    documents = history.documents(history.changed_answers())
-    intro = (
-        "<p>Answers whose citation status changed across corpus versions: each claim's statuses per version, "
-        "its verification, and the change that caused each transition.</p>"
-        if documents
-        else "<p>No citation changed status across corpus versions.</p>"
-    )
-    return f'<section id="history"><h2>History</h2>{intro}{"".join(map(_answer_html, documents))}</section>'
-
-
-def _answer_html(document: dict) -> str:
-    answer_id = escape(document["answer_id"])
-    revisions = ", ".join(f"revision {r['revision']} cites {escape(r['corpus_version'])}" for r in document["revisions"])
-    parts = [f'<article class="answer" id="history-{answer_id}"><h3>{answer_id} <span class="loc">{revisions}</span></h3>']
-    for claim in document["claims"]:
-        head = "<tr><th>version</th><th>revision</th><th>citations</th><th>verification</th><th>transitions</th></tr>"
-        rows = "".join(_version_row(state, claim["transitions"]) for state in claim["versions"])
-        parts.append(f"<h4>claim: {escape(claim['text'])}</h4><table>{head}{rows}</table>")
-    parts.append("</article>")
-    return "".join(parts)
-
-
-def _version_row(state: dict, transitions: list[dict]) -> str:
-    badges = " ".join(f'<span class="badge {escape(s)}">{escape(s)}</span>' for s in state["statuses"]) or "uncited"
-    causes = "<br>".join(
-        escape(f"citation {t['citation_index']}: {t['from_status']} → {t['to_status']}: {describe_cause(t['cause'])}")
-        for t in transitions
-        if t["to_version"] == state["version"]
-    )
-    return (
-        f"<tr><td>{escape(state['version'])}</td><td>{state['revision']}</td><td>{badges}</td>"
-        f"<td>{escape(state['verification'] or '—')}</td><td>{causes}</td></tr>"
-    )

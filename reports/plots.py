@@ -13,7 +13,7 @@ import polars as pl
 from citekeeper.layout import StoreLayout
 from citekeeper.schema import NOT_HOLDING_STATUSES
 
-STATUS_COLORS = {  # also the badge colours of verifiers/report.py
+STATUS_COLORS = {  # also the badge colours of reports/html.py
     "valid": "#1a7f37",
     "relocated": "#0969da",
     "drifted": "#8250df",

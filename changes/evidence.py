@@ -1,6 +1,6 @@
 """Resolve each citation to the evidence it has in a target corpus version.
 
-With a citation-status table for the target version (verifiers.citation_status), a citation's evidence is:
+With a citation-status table for the target version (changes.citation_status), a citation's evidence is:
 valid -> its chunk; relocated / drifted -> the successor chunk and the quote's new span; stale / removed /
 invalid -> none (a re-anchoring suggestion is a proposal for `repair`, not evidence, until it is applied).
 Without that table (e.g. verifying answers against the version they cite) a citation resolves to the chunk

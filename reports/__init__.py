@@ -1,0 +1,1 @@
+"""Reports for people: the HTML page, the terminal summary, plots, history timelines."""

@@ -1,0 +1,36 @@
+"""The stale-citation summary printed by `citekeeper stale`, the demo and the stale_report asset."""
+from __future__ import annotations
+
+import polars as pl
+
+from citekeeper.schema import CITATION_STATUSES, LOST_STATUSES, NOT_HOLDING_STATUSES
+from citekeeper.text import printable
+
+def unsearched_clause(status: pl.DataFrame) -> str:
+    """How many lost citations a `stale --no-reanchor` left without a search, as a clause ("" when none)."""
+    n = status.filter(pl.col("reanchored").eq(False)).height
+    return f" ({n} not searched: stale --no-reanchor; repair re-anchors them)" if n else ""
+
+
+def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_version: str, top: int = 5) -> str:
+    counts = dict(status.group_by("status").len().iter_rows())
+    methods = dict(status.filter(pl.col("suggested_method").is_not_null()).group_by("suggested_method").len().iter_rows())
+    lost = sum(counts.get(s, 0) for s in LOST_STATUSES)
+    lines = [
+        f"citations against {target_version}: {status.height} in {status['answer_id'].n_unique()} answers",
+        "  " + "  ".join(f"{s} {counts.get(s, 0)}" for s in CITATION_STATUSES),
+        f"  re-anchored {sum(methods.values())} of {lost} stale/removed"
+        + (" (" + ", ".join(f"{m} {n}" for m, n in sorted(methods.items())) + ")" if methods else "")
+        + unsearched_clause(status),
+    ]
+    hit = blast_radius.filter(pl.col("n_citations") > 0).sort("rank").head(top)
+    if hit.height:
+        lines.append("  most affected documents:")
+        lines += [
+            f"    {r['rank']}. {printable(r['source_path'] or r['doc_id'])} ({r['change']}): {r['n_citations']} citations, "
+            f"{r['n_answers']} answers"
+            for r in hit.iter_rows(named=True)
+        ]
+    failing = sum(counts.get(s, 0) for s in NOT_HOLDING_STATUSES)
+    lines.append(f"  {failing} citation(s) stale, removed or invalid")
+    return "\n".join(lines)

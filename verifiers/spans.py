@@ -1,0 +1,93 @@
+"""Tier 1: each citation's evidence span (its quote anchored in the chunk), and each claim's sentences."""
+from __future__ import annotations
+
+import polars as pl
+
+from citekeeper.schema import HOLDING_STATUSES
+from citekeeper.text import sentence_spans
+from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
+from verifiers.claim_metrics import CLAIM_KEY
+
+# The columns a resolved citation frame must have (changes.evidence builds it from the store).
+CITATION_COLUMNS = [
+    "answer_id", "revision", "claim_id", "citation_id", "citation_index", "chunk_id", "quote",
+    "citation_status", "evidence_chunk_id", "doc_id", "chunk_text", "chunk_start_char",
+    "stored_start_char", "stored_end_char",
+]  # fmt: skip
+
+
+def with_citation_columns(citations: pl.DataFrame) -> pl.DataFrame:
+    """`citations` with every CITATION_COLUMNS column, absent optional ones as nulls."""
+    types = {"revision": pl.Int32, "citation_index": pl.Int32, "chunk_start_char": pl.Int64,
+             "stored_start_char": pl.Int64, "stored_end_char": pl.Int64}  # fmt: skip
+    missing = [c for c in CITATION_COLUMNS if c not in citations.columns]
+    return citations.with_columns(pl.lit(None, types.get(c, pl.String)).alias(c) for c in missing).select(
+        pl.col(c).cast(types.get(c, pl.String)) for c in CITATION_COLUMNS
+    )
+
+
+def resolve_spans(citations: pl.DataFrame) -> pl.DataFrame:
+    """Anchor each citation's quote and fix the evidence span it is judged on (offsets into the document).
+
+    The span is the anchored quote; the whole chunk when there is no quote; the stored span (e.g. a
+    successor span of a relocated or drifted citation) when the quote is not in the chunk; else no evidence.
+    `locatable`: the stored offsets (or, without any, the anchored ones) reproduce the quote exactly.
+    `anchored` / `locatable` are false for a citation whose status says it no longer holds.
+    """
+    frame = anchor_quotes(citations)
+    chunk_len = pl.col("chunk_text").str.len_chars()
+    stored_start = pl.col("stored_start_char") - pl.col("chunk_start_char")
+    stored_end = pl.col("stored_end_char") - pl.col("chunk_start_char")
+    stored_in_chunk = (stored_start >= 0) & (stored_end <= chunk_len) & (stored_start <= stored_end)
+    anchored = pl.col("anchor").is_in([ANCHOR_EXACT, ANCHOR_NORMALIZED])
+    span_start = (
+        pl.when(anchored).then(pl.col("quote_start"))
+        .when(pl.col("anchor") == ANCHOR_NO_QUOTE).then(0)
+        .when((pl.col("anchor") == ANCHOR_NOT_FOUND) & stored_in_chunk).then(stored_start)
+    )  # fmt: skip
+    span_end = (
+        pl.when(anchored).then(pl.col("quote_end"))
+        .when(pl.col("anchor") == ANCHOR_NO_QUOTE).then(chunk_len)
+        .when((pl.col("anchor") == ANCHOR_NOT_FOUND) & stored_in_chunk).then(stored_end)
+    )  # fmt: skip
+    no_quote = pl.col("anchor") == ANCHOR_NO_QUOTE
+    exact = pl.col("anchor") == ANCHOR_EXACT
+    frame = frame.with_columns(
+        span_start.cast(pl.Int64).alias("_span_start"),
+        span_end.cast(pl.Int64).alias("_span_end"),
+        pl.when(no_quote).then(0).otherwise(pl.coalesce(stored_start, pl.when(exact).then(pl.col("quote_start"))))
+        .cast(pl.Int64).alias("_loc_start"),
+        pl.when(no_quote).then(chunk_len).otherwise(pl.coalesce(stored_end, pl.when(exact).then(pl.col("quote_end"))))
+        .cast(pl.Int64).alias("_loc_end"),
+    )  # fmt: skip
+    # A stale / removed / invalid citation does not hold (nor has it evidence: changes.evidence).
+    holding = pl.col("citation_status").is_null() | pl.col("citation_status").is_in(HOLDING_STATUSES)
+    reproduced = pl.col("chunk_text").str.slice(pl.col("_loc_start"), pl.col("_loc_end") - pl.col("_loc_start"))
+    evidence = pl.col("chunk_text").str.slice(pl.col("_span_start"), pl.col("_span_end") - pl.col("_span_start"))
+    return frame.with_columns(
+        # empty or blank evidence is no evidence: it must never support a claim
+        pl.when(evidence.str.strip_chars().str.len_chars() > 0).then(evidence).alias("evidence_text"),
+        (pl.col("chunk_start_char") + pl.col("_span_start")).alias("evidence_start_char"),
+        (pl.col("chunk_start_char") + pl.col("_span_end")).alias("evidence_end_char"),
+        (pl.col("anchor").is_in([ANCHOR_EXACT, ANCHOR_NORMALIZED, ANCHOR_NO_QUOTE]) & holding).alias("anchored"),
+        (
+            (pl.col("_loc_start") >= 0)
+            & (pl.col("_loc_end") <= chunk_len)
+            & (reproduced == pl.coalesce(pl.col("quote"), pl.col("chunk_text")))
+            & holding
+        )
+        .fill_null(False)
+        .alias("locatable"),
+    ).drop("_span_start", "_span_end", "_loc_start", "_loc_end", "quote_start", "quote_end")
+
+
+def claim_sentences(claims: pl.DataFrame) -> pl.DataFrame:
+    """One row per claim sentence (a claim without sentence boundaries is one sentence)."""
+    texts = claims["text"].to_list()
+    spans = [sentence_spans(text) or [(0, len(text))] for text in texts]
+    return (
+        claims.select(CLAIM_KEY)
+        .with_columns(pl.Series("sentence", [[text[s:e] for s, e in sp] for text, sp in zip(texts, spans)], dtype=pl.List(pl.String)))
+        .explode("sentence")
+        .with_columns(pl.int_range(pl.len()).over(CLAIM_KEY).cast(pl.Int32).alias("sentence_index"))
+    )
