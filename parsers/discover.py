@@ -3,7 +3,7 @@
 doc_id: the file's path relative to the source root, as posix, Unicode NFC, case and extension kept
 (so `a.md` and `a.html` are two documents), unless a sidecar or front matter gives one explicitly.
 Hidden files and folders (leading '.') are skipped silently. ParseConfig.include/exclude select files by
-glob on source_path (`glob_regex`): a file they leave out is counted as skipped and never read. Selected
+glob on source_path (`selector`): a file they leave out is counted as skipped and never read. Selected
 files of other types are recorded as UnsupportedFileType errors so nothing disappears unnoticed.
 
 Discovery keeps no file's bytes: each file is read, hashed and looked at for front matter, then dropped;
@@ -15,12 +15,13 @@ from __future__ import annotations
 import errno
 import fnmatch
 import os
-import re
 import stat
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from wcmatch import glob
 
 from citekeeper.identity import sha256_hex
 from citekeeper.scope import strictest
@@ -30,8 +31,8 @@ from parsers.formats.text import UndecodableText, decode_text
 from parsers.metadata import SIDECAR_SUFFIX, MetadataError, read_sidecar, split_front_matter
 from parsers.model import IngestError, ParseConfig, SourceFile
 
-# One wildcard of a path segment: a run of stars, a `?`, or a character class (`]` first is a member).
-_WILDCARD = re.compile(r"\*+|\?|\[!?\]?[^\]]*\]")
+# Case-sensitive, posix paths on every OS, dotfiles matched like any name; no braces, extglob or negation.
+GLOB_FLAGS = glob.GLOBSTAR | glob.DOTGLOB | glob.CASE | glob.FORCEUNIX
 
 
 class Quarantined(Exception):
@@ -98,56 +99,15 @@ def discover(root: Path, config: ParseConfig, owns: Callable[[str], bool] = _own
 
 
 def selector(include: Iterable[str], exclude: Iterable[str]) -> Callable[[str], bool]:
-    """Whether a source_path is selected: it matches an include glob (when there are any) and no exclude glob."""
-    included, excluded = _any_glob(include), _any_glob(exclude)
+    """Whether a source_path is selected: it matches an include glob (when there are any) and no exclude glob.
 
-    def selected(source_path: str) -> bool:
-        return (included is None or bool(included.fullmatch(source_path))) and not (
-            excluded is not None and excluded.fullmatch(source_path)
-        )
-
-    return selected
-
-
-def _any_glob(patterns: Iterable[str]) -> re.Pattern | None:
-    sources = [f"(?:{glob_regex(unicodedata.normalize('NFC', p))})" for p in patterns]
-    return re.compile("|".join(sources), re.DOTALL) if sources else None
-
-
-def glob_regex(pattern: str) -> str:
-    """A regex (for fullmatch) of a glob on a whole posix source_path, as pathlib's full_match reads it.
-
-    `*` matches any characters but `/`, `?` one such character, `[abc]`/`[!abc]` one of (not of) a set;
-    a `**` segment matches any number of whole segments, none included: `**/*.pdf` is every PDF at any
-    depth, `drafts/**` everything under drafts/, `a/**/b.md` both a/b.md and a/x/y/b.md. Case-sensitive.
+    wcmatch globs (GLOB_FLAGS) on the whole posix path, as pathlib's full_match reads them: `*`, `?` and
+    `[abc]`/`[!abc]` stay within one folder, a `**` segment spans any number of folders, none included.
     """
-    segments = pattern.split("/")
-    parts = []
-    for position, segment in enumerate(segments, start=1):
-        last = position == len(segments)
-        if segment == "**":
-            parts.append(".*" if last else "(?:.*/)?")
-        else:
-            parts.append(_segment_regex(segment) + ("" if last else "/"))
-    return "".join(parts)
-
-
-def _segment_regex(segment: str) -> str:
-    parts, done = [], 0
-    for wildcard in _WILDCARD.finditer(segment):
-        parts.append(re.escape(segment[done : wildcard.start()]))
-        token = wildcard.group()
-        if token.startswith("*"):
-            parts.append("[^/]*")
-        elif token == "?":
-            parts.append("[^/]")
-        else:
-            negated = token.startswith("[!")
-            members = "".join("\\" + c if c in "\\[]^" else c for c in token[2 if negated else 1 : -1])
-            parts.append(f"(?!/)[{'^' if negated else ''}{members}]")  # a class never spans a `/`
-        done = wildcard.end()
-    parts.append(re.escape(segment[done:]))
-    return "".join(parts)
+    included, excluded = ([unicodedata.normalize("NFC", p) for p in patterns] for patterns in (include, exclude))
+    if not included and not excluded:
+        return lambda source_path: True  # the default: every path, without matching each
+    return glob.compile(included or "**", flags=GLOB_FLAGS, exclude=excluded).match
 
 
 # ---------------------------------------------------------------------- the walk

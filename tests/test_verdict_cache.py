@@ -244,7 +244,7 @@ class FlakyTable:
 
 
 def test_an_upsert_that_keeps_losing_to_other_writers_is_retried_a_bounded_number_of_times(tmp_path, monkeypatch):
-    monkeypatch.setattr(verdict_cache.time, "sleep", lambda s: None)
+    monkeypatch.setattr("time.sleep", lambda s: None)  # tenacity sleeps with time.sleep
     rows = verdicts(range(3)).with_columns(
         model_key=pl.lit(MODEL), settings_key=pl.lit(SETTINGS), created_at=pl.lit(datetime.now(timezone.utc))
     )

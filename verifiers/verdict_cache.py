@@ -39,14 +39,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import random
-import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import tenacity
 
 from citekeeper.schema import NLI_CACHE
 from citekeeper.tables import empty, to_arrow
@@ -201,8 +200,21 @@ class VerdictCache:
     def _upsert(self, table, rows: pl.DataFrame, what: str) -> None:
         # A merge source must not repeat a key (Lance would apply both rows): the last one wins.
         data = to_arrow(with_cache_key(rows).unique(subset=MERGE_KEY, keep="last", maintain_order=True), TABLE_SCHEMA)
-        for attempt in range(1, MERGE_ATTEMPTS + 1):
-            try:
+        merges = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(MERGE_ATTEMPTS),
+            # 0.5, 1, 2, 4, 8 s (at most 8) times 0.5-1.5: half of it fixed, plus uniform(0, all of it)
+            wait=tenacity.wait_exponential(multiplier=0.25, max=4) + tenacity.wait_random_exponential(multiplier=0.5, max=8),
+            retry=tenacity.retry_if_exception_type((RuntimeError, OSError)) & tenacity.retry_if_exception(_is_conflict),
+            before_sleep=lambda state: log.warning(
+                "verdict cache: upsert of %s lost to concurrent writers (attempt %d of %d: %s); retrying in %.1f s",
+                what, state.attempt_number, MERGE_ATTEMPTS, _first_line(state.outcome.exception()), state.upcoming_sleep),
+            reraise=True,  # the last attempt's error, not tenacity's RetryError
+        )  # fmt: skip
+        for attempt in merges:
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    table.checkout_latest()  # what the writers it lost to committed
+                self.merge_attempts += 1
                 result = (
                     table.merge_insert(MERGE_KEY)
                     .when_matched_update_all()
@@ -210,20 +222,10 @@ class VerdictCache:
                     .use_index(False)  # the indexed path records no inserted keys: see the module docstring
                     .execute(data)
                 )
-                self.merge_attempts += getattr(result, "num_attempts", 1)
-                if getattr(result, "num_attempts", 1) > 1:
-                    log.info("verdict cache: upsert of %s committed after %d attempts (concurrent writers)", what,
-                             result.num_attempts)  # fmt: skip
-                return
-            except (RuntimeError, OSError) as error:
-                self.merge_attempts += 1
-                if attempt == MERGE_ATTEMPTS or not _is_conflict(error):
-                    raise
-                wait = min(8.0, 0.25 * 2**attempt) * (0.5 + random.random())
-                log.warning("verdict cache: upsert of %s lost to concurrent writers (attempt %d of %d: %s); "
-                            "retrying in %.1f s", what, attempt, MERGE_ATTEMPTS, _first_line(error), wait)  # fmt: skip
-                time.sleep(wait)
-                table.checkout_latest()
+        lance_attempts = getattr(result, "num_attempts", 1)
+        self.merge_attempts += lance_attempts - 1
+        if lance_attempts > 1:
+            log.info("verdict cache: upsert of %s committed after %d attempts (concurrent writers)", what, lance_attempts)
 
     def _maintain(self, table) -> None:
         try:
