@@ -31,6 +31,7 @@ from citekeeper.store import STORED_SCHEMAS, CorpusStore, VersionManifest  # noq
 from citekeeper.tables import to_arrow  # noqa: E402
 from citekeeper.layout import StoreLayout  # noqa: E402
 from changes.diff import diff_versions  # noqa: E402
+from tests.store_helpers import export_into_store  # noqa: E402
 
 CHUNKS_PER_DOC = 100
 CHANGES_PER_DOC = 20  # of which: modified 12, removed 4, added 4
@@ -116,7 +117,7 @@ def generate(root: Path, n_chunks: int, changed: float) -> None:
         np.concatenate([variant[keep], np.full(len(added_docs), ADDED)]),
     )
     _commit(store, "new", "old", rewritten, [f"doc_{i}" for i in affected])
-    store.ensure_export("chunks", "old")  # the baseline scans both exports; a commit keeps only the latest's
+    export_into_store(store, "chunks", "old")  # the baseline scans both exports; a commit keeps only the latest's
 
 
 def scan_ids(root: Path) -> int:

@@ -338,7 +338,7 @@ def _changed_doc_ids(a: pl.DataFrame, b: pl.DataFrame) -> list[str]:
     return sorted(set(gone.to_list()) | set(new.to_list()))
 
 
-def _rewrite(lance_table, kept: Sequence[str], old: dict[str, int], on_step=None) -> dict[str, int]:
+def _rewrite(lance_table, kept: Sequence[str], old: dict[str, int]) -> dict[str, int]:
     """Rewrite the kept versions (oldest first, `old`: their current table versions) around the latest, the version
     read most: the latest as one compacted table version with its rows in read order (SORT_KEYS), then each older
     kept version, newest first, as that base minus the documents changed since plus their rows as of then. Each
@@ -351,8 +351,6 @@ def _rewrite(lance_table, kept: Sequence[str], old: dict[str, int], on_step=None
     _compact(lance_table)
     new = {kept[-1]: lance_table.version}
     lance_table.tags.update(kept[-1], lance_table.version)
-    if on_step is not None:
-        on_step(kept[-1])
     for name in reversed(kept[:-1]):
         lance_table.restore(new[kept[-1]])
         then = history.checkout_version(old[name])
@@ -363,8 +361,6 @@ def _rewrite(lance_table, kept: Sequence[str], old: dict[str, int], on_step=None
         index_doc_ids(lance_table)
         lance_table.tags.update(name, lance_table.version)
         new[name] = lance_table.version
-        if on_step is not None:
-            on_step(name)
     return new
 
 
@@ -402,13 +398,11 @@ def gc(
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     staging_max_age: timedelta = STAGING_MAX_AGE,
     rewrite: bool | None = None,
-    on_step=None,
 ) -> GcSummary:
     """Prune every version that is not kept (see the module docstring) and compact what stays.
 
     dry_run: change nothing, report what would go (bytes_after counts only the files outside LanceDB).
     rewrite: rewrite the kept versions' LanceDB data (None: when versions were pruned now, or a gc died midway).
-    on_step: called with each kept version's name once its rewritten table version is tagged (tests).
     """
     started = time.perf_counter()
     with store.lock(lock_timeout):
@@ -431,7 +425,7 @@ def gc(
         for removal in doomed:
             if removal.kind != "manifest":
                 _remove(store, removal)
-        _prune_lance(store, list(kept), rewrite, summary, on_step)
+        _prune_lance(store, list(kept), rewrite, summary)
         summary.bytes_after = store_bytes(store)
         summary.seconds = time.perf_counter() - started
     return summary
@@ -453,7 +447,7 @@ def _check_tags(store: CorpusStore, kept: list[str]) -> None:
                 raise StoreError(f"LanceDB table {table} has no tag for corpus version(s) {missing}; gc changed nothing")
 
 
-def _prune_lance(store: CorpusStore, kept: list[str], rewrite: bool | None, summary: GcSummary, on_step) -> None:
+def _prune_lance(store: CorpusStore, kept: list[str], rewrite: bool | None, summary: GcSummary) -> None:
     """Drop the tags of versions not kept, rewrite the kept ones (by default: when a tag went, that is when a
     version was pruned now or by an interrupted gc, or when an earlier rewrite did not finish), clean up."""
     pending = store.layout.gc_pending
@@ -473,7 +467,7 @@ def _prune_lance(store: CorpusStore, kept: list[str], rewrite: bool | None, summ
             if name not in kept:  # pruned now, or left by a gc or commit that died
                 lance_table.tags.delete(name)
         if rewrite:
-            for name, version in _rewrite(lance_table, kept, tags, on_step).items():
+            for name, version in _rewrite(lance_table, kept, tags).items():
                 new_versions[name][table] = version
     if rewrite:
         for name, versions in new_versions.items():

@@ -202,14 +202,6 @@ class CorpusStore:
         filesystem, path = parquet_filesystem(location, self.storage_options)
         return filesystem.get_file_info(path).type == pafs.FileType.File
 
-    def ensure_export(self, table: str, version: str) -> Path | str:
-        """The export of a committed version, written from LanceDB time travel when it is missing (any version
-        but the latest); for something that needs a file. `gc` removes the ones that are not the latest's."""
-        name = self.manifest(version).name
-        if table in TABLES and not self.has_export(table, name):
-            self.write_export(table, name, self._sorted_batches(table, name))
-        return self.parquet_path(table, name)
-
     def remove_export(self, table: str, version: str) -> None:
         """Delete one export and its corpus_version=<v> folder; nothing to do when there is none."""
         location = self.parquet_path(table, version)

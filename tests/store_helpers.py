@@ -45,3 +45,8 @@ def chunk_with(store: CorpusStore, version: str, words: str) -> dict:
     """The one chunk of `version` whose text contains `words`: chunk_id, text, text_hash."""
     chunks = store.read_chunks(version, columns=["chunk_id", "text", "text_hash"])
     return chunks.filter(pl.col("text").str.contains(words, literal=True)).row(0, named=True)
+
+
+def export_into_store(store: CorpusStore, table: str, version: str) -> Path | str:
+    """The store's own export of an older version (a commit keeps only the latest's), from LanceDB time travel."""
+    return store.write_export(table, version, store.read_export(table, version))
