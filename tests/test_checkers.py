@@ -204,7 +204,7 @@ def test_the_binary_checker_runs_on_onnx_int8(world, tmp_path):
     model = str(world["models"]["roberta"])
     on_torch, on_onnx = load_scorer(model), load_scorer(model, "onnx", onnx_cache_dir=tmp_path / "onnx")
     premises, claims = [SHORT, LONG[:300]], CLAIMS
-    assert on_onnx.checker == "binary" and model_key(on_onnx).endswith("/onnx/binary:1")  # int8 is the onnx backend's own precision
+    assert on_onnx.checker == "binary" and model_key(on_onnx).endswith("/onnx/int8/binary:1")
     assert np.allclose(on_torch.score(premises, claims), on_onnx.score(premises, claims), atol=0.02, equal_nan=True)
     with pytest.raises(CheckerError, match="the onnx backend runs nli and binary checkers, not seq2seq"):
         load_scorer(str(world["models"]["t5"]), "onnx", onnx_cache_dir=tmp_path / "onnx")

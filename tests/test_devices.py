@@ -110,7 +110,7 @@ def test_precision_is_in_the_cache_key(tmp_path):
     precision. fp32 keys keep the form they had before precision was recorded."""
     fp32 = TableScorer({}, precision="fp32")
     bf16 = TableScorer({}, precision="bf16")
-    assert model_key(fp32) == "table-scorer@1/torch" and model_key(bf16) == "table-scorer@1/torch/bf16"
+    assert model_key(fp32) == "table-scorer@1/torch/fp32/nli" and model_key(bf16) == "table-scorer@1/torch/bf16/nli"
     claims = claims_frame([("a", "c", "The client keeps ten connections.", 1)])
     citations = citations_frame([{"answer_id": "a", "claim_id": "c", "citation_id": "k", "chunk_text": "The pool is small."}])
     cache = VerdictCache(tmp_path / "cache")

@@ -86,7 +86,7 @@ class TableScorer:
     precision: str = "fp32"
     model_calls: int = 0
     checker: str = "nli"
-    checker_key: str = ""
+    checker_key: str = "nli"
     prompt_tokens: int = 3  # [CLS] premise [SEP] hypothesis [SEP]
     chunk_tokens: int | None = None
     seen: list[tuple[str, str]] = field(default_factory=list)

@@ -149,7 +149,7 @@ class Protocol:
 
     @property
     def key(self) -> str:
-        """What the protocol adds to the verdict cache's model key ("" for NLI: keys from before protocols)."""
+        """What the protocol adds to the verdict cache's model key (a binary checker's supported label too)."""
         return self.name
 
     def prompt_tokens(self) -> int:
@@ -180,10 +180,6 @@ class NLIProtocol(Protocol):
         entail, middle, contra = self.columns
         contradiction = softmax[:, contra] if contra is not None else np.full(len(softmax), np.nan)
         return np.stack([softmax[:, entail], softmax[:, middle], contradiction], axis=1)
-
-    @property
-    def key(self) -> str:
-        return ""
 
 
 def _separator(model: str, tokenizer) -> str:

@@ -51,7 +51,7 @@ class Scorer(Protocol):
     max_tokens: int  # the longest premise + hypothesis the model accepts, in tokens
     model_calls: int  # sequences sent through the model so far
     checker: str  # the protocol: verifiers.checkers.PROTOCOLS
-    checker_key: str  # what the protocol adds to the verdict cache's model key ("" for NLI)
+    checker_key: str  # what the protocol adds to the verdict cache's model key
     prompt_tokens: int  # tokens of each input besides evidence and claim
     chunk_tokens: int | None  # evidence tokens per window; None: as many as fit
 
@@ -74,13 +74,9 @@ BACKEND_PRECISION = {"torch": "fp32", "onnx": "int8"}  # each backend's precisio
 
 
 def model_key(scorer: Scorer) -> str:
-    """The verdict cache's model key: model, revision, backend, the precision where it is not the backend's CPU
-    one (verdicts at bf16 are not those at fp32), and the checker protocol where it is not NLI (keys written
-    before either was recorded stay valid)."""
-    key = f"{scorer.model_id}@{scorer.revision}/{scorer.backend}"
-    if scorer.precision != BACKEND_PRECISION[scorer.backend]:
-        key = f"{key}/{scorer.precision}"
-    return f"{key}/{scorer.checker_key}" if scorer.checker_key else key
+    """The verdict cache's model key: model, revision, backend, precision (verdicts at bf16 are not those at fp32)
+    and checker protocol."""
+    return f"{scorer.model_id}@{scorer.revision}/{scorer.backend}/{scorer.precision}/{scorer.checker_key}"
 
 
 @dataclass
