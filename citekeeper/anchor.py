@@ -1,11 +1,5 @@
 """Anchor citations that name a document (doc_id or source_path, with a quote, offsets or neither) into the
-chunks of the version they cite, when they are registered.
-
-The quote is located in the document's canonical text by the one quote locator (exact, then normalised), then
-fuzzily at FUZZY_THRESHOLD. The span becomes one citation per chunk it touches, each quoting its part, so the
-status, repair and verification of chunk citations apply unchanged. A citation that cannot be anchored is kept,
-with no chunk and the reason, and is judged invalid.
-"""
+chunks of the version they cite, at registration (docs/answers.md, "Citations by document")."""
 from __future__ import annotations
 
 import bisect

@@ -1,16 +1,5 @@
-"""The answer store: registered answers, their claims and citations, every revision kept.
-
-Files under <store_root>/answers/ (StoreLayout.answers_dir):
-    manifest.json                          {"parts": [...]}: the committed parts, oldest first
-    parts/<n>-<token>/{answers,claims,citations}.parquet   the rows one add registered (ANSWERS, CLAIMS, CITATIONS)
-    .lock                                  the writers' lock
-
-An add writes its part, then os.replace()s manifest.json: that one rename commits all three tables at once. A
-reader reads the manifest once and then only the parts it lists, so it sees a commit whole or not at all; a part
-left by a killed add is listed nowhere, and the next add deletes it. An add costs what it adds: no stored part is
-rewritten. The current revision of an answer is its highest one; `.answers()`, `.claims()` and `.citations()`
-return current revisions only, `all_answers()` every revision.
-"""
+"""The answer store under <store_root>/answers/: registered answers, their claims and citations, every revision
+kept; each add is committed whole by one manifest rename (files and guarantees: AnswerStore)."""
 from __future__ import annotations
 
 import gc
@@ -191,6 +180,13 @@ class _PartWriter:
 
 
 class AnswerStore:
+    """Files under StoreLayout.answers_dir: manifest.json ({"parts": [...]}: the committed parts, oldest first),
+    parts/<n>-<token>/{answers,claims,citations}.parquet (the rows one add registered) and .lock (the writers'
+    lock). An add writes its part, then os.replace()s the manifest, committing all three tables at once; a reader
+    reads the manifest once, then only the parts it lists, so it sees a commit whole or not at all. A part no
+    manifest lists (a killed add) is deleted by the next add; no stored part is rewritten. An answer's current
+    revision is its highest: `.answers()`, `.claims()`, `.citations()` return those, `all_answers()` every one."""
+
     def __init__(
         self,
         store_root: Path | str,

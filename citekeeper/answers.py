@@ -1,20 +1,5 @@
-"""Parse registered answers (structured or marker form) into answer, claim and citation records.
-
-Structured:  {"answer_id", "question", "answer", "corpus_version", "created_at"?,
-              "claims": [{"claim_id"?, "text", "citations": [{"chunk_id", "quote"?, "text_hash"?, "corpus_version"?}]}]}
-Marker form: {"answer_id", "question", "answer": "text with [1] and [2][3] markers", "corpus_version",
-              "references": [{"ref": 1, "chunk_id", "quote"?, "text_hash"?, "corpus_version"?}]}
-A citation may name its document instead of a chunk: {"doc_id" | "source_path", "quote"?, "start_char"?,
-"end_char"?}; registration anchors it into chunks (citekeeper.anchor).
-A citation's own corpus_version overrides the answer's: a repaired revision cites the new version, except for
-the citations repair left as they were. Other keys are kept with the record (answer_rows' source_record) but
-not interpreted.
-In marker form every sentence (citekeeper.text rules, any script) becomes a claim; a sentence without
-markers is an uncited claim. Markers are those of citekeeper.text.MARKER: [1], [1][2], [1,2], 【1】, ［1］,
-^[1], and ids such as [D1] (whose `ref` is then the string "D1").
-Records are validated by the pydantic models AnswerRecord, ClaimRecord, CitationRecord and ReferenceRecord; each
-problem names its field by the dotted path of pydantic's loc (claims.0.citations.1.quote).
-"""
+"""Parse registered answers, in structured or marker form (docs/answers.md, "Registering answers"), into answer,
+claim and citation records, validated by pydantic models whose errors name the field by its dotted loc."""
 from __future__ import annotations
 
 import base64

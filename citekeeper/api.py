@@ -1,10 +1,5 @@
-"""The Python API for RAG code: register answers as they are produced, and read them back, without files.
-
-    from citekeeper.api import register_answers, answer_citations
-    result = register_answers(".citekeeper/store", [{"answer_id": "a1", "answer": "...", "corpus_version": "v1",
-                                                      "references": [{"ref": 1, "chunk_id": "ck_..."}]}])
-    result.errors   # [LineError(line=N, field=..., message=...)], N counting the records from 1
-"""
+"""The Python API for RAG code: register answers as they are produced, and read them back, without files
+(docs/answers.md, "From Python")."""
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -23,7 +18,8 @@ def register_answers(
     """Register answer records (structured or marker form; with `response_format`, responses of that LLM API or
     framework in their envelope, citekeeper.rag_formats) in the store's answer store: new answers, new revisions
     of changed ones, nothing for identical ones; citations by document are anchored into the version they cite.
-    Bad records are reported in the result, the good ones register."""
+    Bad records are reported in `result.errors` (LineError(line=N, field=..., message=...), N counting the
+    records from 1), the good ones register."""
     return AnswerStore(store_dir).add_records(records, source, response_format=response_format)
 
 

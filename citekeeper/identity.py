@@ -1,9 +1,4 @@
-"""Content-derived identity: chunk_id, text_hash, content_hash.
-
-A chunk_id depends only on the doc_id, the chunk's normalised text (citekeeper.text.normalize_text: NFKC,
-typographic quotes/dashes folded, whitespace collapsed) and how many chunks with that same
-normalised text came before it in the document, so it survives edits elsewhere and moves within the document.
-"""
+"""Content-derived identity: chunk_id (stable under edits elsewhere in its document), text_hash, content_hash."""
 from __future__ import annotations
 
 import hashlib
@@ -24,6 +19,9 @@ def text_hash(text: str) -> str:
 
 
 def chunk_id(doc_id: str, text: str, occurrence: int) -> str:
+    """Depends only on the doc_id, the chunk's normalised text (citekeeper.text.normalize_text) and how many
+    chunks with that normalised text came before it in the document, so it survives edits elsewhere and moves
+    within the document."""
     return _chunk_id(doc_id, normalize_text(text), occurrence)
 
 

@@ -1,15 +1,5 @@
-"""Corpus language and the models that suit it.
-
-The NLI and embedding models are chosen per corpus language: English corpora get small English models;
-Chinese (and any other non-English) corpora need multilingual ones. `language` is a setting
-(`CITEKEEPER_LANGUAGE`, the CLI's `--language`, the resource's `language`): `auto` detects it from the
-text, `en` and `zh` pick a model pair, `multi` picks the multilingual pair for any other language.
-An explicit model (`--model`, `nli_model`, `embedding_model`) always wins over the language default.
-
-Detection looks at letters, not words: mostly Han/kana/hangul is `zh`; mostly another non-Latin script
-(Cyrillic, Arabic, Greek, Devanagari, ...) is `multi`; Latin-script text is `en` unless it has enough words
-and almost none of them are common English function words (French, German, Spanish, ... are `multi`).
-"""
+"""Corpus language (`auto`, `en`, `zh`, `multi`), detected from the letters of the text, and the NLI and embedding
+models that suit each (docs/verification.md, "Language settings")."""
 from __future__ import annotations
 
 import os

@@ -1,21 +1,5 @@
-"""Every path under a store root: the one place that knows where each table, output and lock lives.
-
-    <root>/lance/{chunks,documents}.lance            corpus tables (citekeeper.store); may live elsewhere
-    <root>/versions/<name>.json                       version manifests
-    <root>/parquet/<table>/corpus_version=<v>/<table>.parquet   Parquet exports (local default): chunks and
-                                                      documents of the latest version, errors of every version
-    <root>/staging/<name>/                            ingest output waiting to be committed
-    <root>/.lock                                      the corpus store's exclusive writer lock
-    <root>/.gc-pending                                a `gc` that rewrites the LanceDB tables is under way (or died)
-    <root>/answers/                                   the answer store (citekeeper.answer_store)
-    <root>/embeddings/                                re-anchoring's LanceDB vectors and full-text index
-    <root>/diffs/<old>__<new>/{chunk,doc}_diff.parquet             chunk and document diffs
-    <root>/citations/target_version=<v>/{citation_status,blast_radius}.parquet, report.html
-    <root>/repairs/target_version=<v>/{repairs.parquet,repaired.jsonl,summary.json}   the last repair against <v>
-    <root>/verify/runs/corpus_version=<v>/run_id=<r>/ verification outputs
-    <root>/verify/cache/                              the NLI verdict cache
-    <root>/verify/onnx/                               exported ONNX models
-"""
+"""Every path under a store root (StoreLayout): the one place that knows where each table, output and lock lives
+(the tree: docs/production.md, "The store root")."""
 from __future__ import annotations
 
 import re

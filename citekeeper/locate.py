@@ -1,10 +1,5 @@
-"""The one quote locator: where is a quote in a text, in code points, exact first, then normalised.
-
-Every span citekeeper stores is a (start, end) pair of Python string indices (code points), so
-`text[start:end]` is the quote (exact) or the text it matches after normalisation (NFKC, typographic
-quotes/dashes folded, whitespace collapsed, then also next to punctuation; see citekeeper.text.normalize_text). Anchoring, citation
-status and re-anchoring all locate quotes here; polars `str.find` (UTF-8 byte offsets) is never used.
-"""
+"""The one quote locator: where a quote is in a text, in code points (Python string indices), exact first, then
+after normalisation. Anchoring, citation status and re-anchoring all locate quotes here (docs/languages.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,16 +1,6 @@
-"""Where a corpus store keeps its two big data sets: LanceDB tables and Parquet exports.
-
-By default both live under the store root. On a cluster they can live in an object store (`s3://...`)
-while the root (manifests, writer lock, staging, other components' data) stays on a shared volume.
-
-Config keys, read only by `locations_from_env` (the CLI and the Dagster definitions both call it):
-    CITEKEEPER_LANCE_URI        e.g. s3://bucket/citekeeper/lance
-    CITEKEEPER_PARQUET_URI      e.g. s3://bucket/citekeeper/parquet
-    CITEKEEPER_STORAGE_OPTIONS  JSON object of LanceDB storage options, e.g.
-                                {"aws_endpoint": "http://minio:9000", "aws_region": "us-east-1", "allow_http": "true"}
-                                the Parquet side maps the same keys onto pyarrow's S3FileSystem;
-                                credentials come from the usual AWS_* environment variables.
-"""
+"""Where a corpus store keeps its two big data sets, the LanceDB tables and the Parquet exports: under the store
+root by default, or in an object store (`s3://...`) while the root stays on a shared volume. The config keys
+(CITEKEEPER_LANCE_URI, CITEKEEPER_PARQUET_URI, CITEKEEPER_STORAGE_OPTIONS): docs/production.md."""
 from __future__ import annotations
 
 import json

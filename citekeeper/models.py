@@ -1,14 +1,6 @@
-"""Where a model comes from: a local directory, the local Hugging Face cache, or a download.
-
-A model spec is a local directory saved with save_pretrained (config.json, tokenizer, weights) or a hub id
-(`org/name`). resolve_model turns either into a local directory that from_pretrained loads:
-- a directory loads as is;
-- a hub id already in the local Hugging Face cache loads without any network access;
-- any other hub id is downloaded into that cache (config, tokenizer files and one weights format,
-  safetensors preferred), with a progress bar, unless $HF_HUB_OFFLINE is set. $HF_ENDPOINT names the hub.
-  Both are read at each call. A hub that does not answer within HUB_TIMEOUT_S fails the call at once.
-pull copies models into plain directories to carry to a machine without network (`citekeeper models pull`).
-"""
+"""Where a model comes from: a local directory, the local Hugging Face cache, or a download into it (resolve_model);
+`pull` copies models into plain directories for a machine without network (docs/verification.md, "Where
+models come from")."""
 from __future__ import annotations
 
 import json
@@ -54,7 +46,9 @@ class PulledModel:
 
 
 def resolve_model(spec: str | Path) -> LocalModel:
-    """The local directory of `spec` (directory or hub id), downloading a hub id that is not cached."""
+    """The local directory of `spec` (directory or hub id), downloading a hub id that is not cached.
+    $HF_HUB_OFFLINE and $HF_ENDPOINT are read at each call; a hub that does not answer within HUB_TIMEOUT_S
+    fails the call at once."""
     path = Path(spec).expanduser()
     if path.is_dir():
         if not (path / "config.json").exists():

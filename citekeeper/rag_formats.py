@@ -1,12 +1,6 @@
-"""Answers as RAG systems return them: an LLM API's or framework's response, turned into an answer record whose
-citations name documents (anchored at registration, citekeeper.anchor).
-
-One input line:  {"answer_id", "question"?, "corpus_version", "created_at"?, "documents", "response"}
-`documents` maps what the response calls its sources onto citekeeper documents: [{"key"?, "doc_id" | "source_path"}],
-an entry without a key answering to its position. The claims are the response's sentences (citekeeper.text);
-each carries the citations whose span in the response overlaps it. The envelope is kept as the answer's
-source_record, so the original response stays with it (a repair keeps it under `given`).
-"""
+"""Answers as RAG systems return them: an LLM API's or framework's response in its envelope (`--from FORMAT`),
+turned into an answer record whose citations name documents, anchored at registration (citekeeper.anchor;
+docs/answers.md, "Answers as LLM APIs return them")."""
 from __future__ import annotations
 
 import functools

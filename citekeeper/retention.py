@@ -1,37 +1,6 @@
-"""Retention: `citekeeper gc` keeps the corpus versions that matter and frees what belongs only to the others.
-
-Kept, each with its reasons: the latest version; the last `keep_last`; every version named in `keep`; every
-version that a current answer revision cites (the answer's corpus_version or one of its citations'). Every
-other version is pruned, and with it what belongs to it alone:
-    versions/<v>.json                        its manifest (removed first: a version exists iff its manifest does)
-    its LanceDB tags (chunks, documents)
-    parquet/<table>/corpus_version=<v>/      its exports (and the chunk/document exports of any kept version but
-                                             the latest, which `citekeeper export` makes on demand)
-    diffs/<old>__<new>/                      every diff that does not name two kept versions
-    citations/target_version=<v>/, repairs/target_version=<v>/, verify/runs/corpus_version=<v>/
-    embeddings/chunks__<v>__*.lance          its re-anchoring index
-    staging/<v>/                             staged shards of a committed version, or untouched for a day
-Outputs of versions that no longer exist (left by an earlier, interrupted gc) go the same way.
-
-Then the LanceDB tables. Each kept version is a tagged table version, and the oldest kept one still holds,
-besides its live rows, every fragment appended since the table began with the rows later commits deleted;
-compacting the head (LanceDB's optimize) would not touch what the kept tags reference. So gc rewrites the kept
-window around the latest version, the one read most: it writes the latest version's rows back in the order
-reads sort them into (SORT_KEYS, a batch at a time) and compacts them (a fresh doc_id index, one segment), then
-makes each older kept version, newest first, from that base: delete the documents whose rows differ between it
-and the latest (rows whose row address is in one and not the other), append their rows as of that version.
-Each version's tag moves to its new table version. Every table version that no kept tag references is then
-cleaned up (Lance's cleanup_old_versions: LanceDB's Table.optimize refuses to clean up when old versions are
-tagged). The store ends as one compact, sorted copy of the latest version plus, per older kept version, the
-rows of the documents changed since it. The rewrite runs when a tag went (a version pruned now or by an
-interrupted gc) or an earlier rewrite did not finish; with nothing to prune, gc only cleans up.
-
-Crash safety. gc holds the store's writer lock (and the answer store's lock while it decides what is cited and
-deletes manifests). Until cleanup runs, every tag points at a table version whose rows are its version's, in the
-old history or the rewritten one, and nothing either references is deleted; manifests are updated to the new
-table versions before cleanup. `<root>/.gc-pending` is written before the rewrite and removed after cleanup, so a
-gc interrupted anywhere leaves every kept version readable, and the next gc redoes the rewrite.
-"""
+"""Retention (`citekeeper gc`): which corpus versions are kept, pruning what belongs only to the others, and
+rewriting the kept versions' LanceDB data compactly, safe against a crash at any point (what is kept and
+pruned: docs/ingest.md, "Retention"; the crash-safety argument: gc)."""
 from __future__ import annotations
 
 import json
@@ -342,7 +311,8 @@ def _rewrite(lance_table, kept: Sequence[str], old: dict[str, int]) -> dict[str,
     """Rewrite the kept versions (oldest first, `old`: their current table versions) around the latest, the version
     read most: the latest as one compacted table version with its rows in read order (SORT_KEYS), then each older
     kept version, newest first, as that base minus the documents changed since plus their rows as of then. Each
-    tag moves to its new table version. Returns version -> table version."""
+    tag moves to its new table version. Returns version -> table version. (Compacting the head alone would not
+    free what the oldest kept tag still references: every fragment appended since, with its deleted rows.)"""
     history = lance_table.to_lance()  # reads the old table versions by number, whatever the tags say meanwhile
     latest = history.checkout_version(old[kept[-1]])
     latest_rows = _row_addresses(latest)  # read once: every older kept version is compared with it
@@ -372,7 +342,8 @@ def _write_sorted(lance_table, source, keys: list[str]) -> None:
 
 
 def _cleanup(lance_table) -> int:
-    """Remove every table version no tag references (the head stays); returns how many went."""
+    """Remove every table version no tag references (the head stays); returns how many went. Lance's own
+    cleanup_old_versions: LanceDB's Table.optimize refuses to clean up when old versions are tagged."""
     lance_table.checkout_latest()
     stats = lance_table.to_lance().cleanup_old_versions(
         older_than=timedelta(0), delete_unverified=True, error_if_tagged_old_versions=False
@@ -399,7 +370,13 @@ def gc(
     staging_max_age: timedelta = STAGING_MAX_AGE,
     rewrite: bool | None = None,
 ) -> GcSummary:
-    """Prune every version that is not kept (see the module docstring) and compact what stays.
+    """Prune every version that is not kept (docs/ingest.md, "Retention") and compact what stays.
+
+    Crash safety: gc holds the store's writer lock (and the answer store's while it decides what is cited and
+    deletes manifests). Until cleanup, every tag points at a table version holding its version's rows (old
+    history or rewritten) and nothing a tag references is deleted; manifests follow the new table versions
+    before cleanup. `.gc-pending` is written before the rewrite and removed after cleanup, so an interrupted
+    gc leaves every kept version readable and the next gc redoes the rewrite.
 
     dry_run: change nothing, report what would go (bytes_after counts only the files outside LanceDB).
     rewrite: rewrite the kept versions' LanceDB data (None: when versions were pruned now, or a gc died midway).

@@ -1,10 +1,5 @@
-"""Access scopes, and the one place that withholds internal_only text from what leaves the store.
-
-A document is `user_visible` or `internal_only`. Text of an internal_only chunk stays inside the store: every
-output meant to be shared (`stale --out`, `repaired.jsonl`, `history --json`, reports, Dagster previews) goes
-through `redact_status` unless the raw-text flag (`--include-internal-text`) was given, which the output's
-metadata then records. Re-anchoring and repair never move a citation into a scope its document did not have.
-"""
+"""Access scopes (`user_visible`, `internal_only`), and the one place that withholds internal_only text from every
+output meant to be shared (redact_status; which outputs: docs/ingest.md, "Access scope fails closed")."""
 from __future__ import annotations
 
 from collections.abc import Iterable

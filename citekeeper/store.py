@@ -1,22 +1,6 @@
-"""The versioned corpus store: immutable, named corpus versions in an embedded LanceDB, plus Parquet.
-
-Layout under the store root:
-    lance/chunks.lance, lance/documents.lance   current corpus state; each corpus version is one committed
-                                                LanceDB table version tagged with the version's name
-    versions/<name>.json                        manifests; a version exists iff its manifest exists
-    parquet/<table>/corpus_version=<v>/<table>.parquet   Parquet exports: chunks and documents of the latest
-                                                version only (any other version is read, or exported on
-                                                demand, from LanceDB time travel); errors of every version
-    staging/<name>/                             ingest output waiting to be committed (parsers.ingest)
-    .lock                                       the exclusive writer lock
-
-`lance_uri` / `parquet_uri` move the LanceDB tables / Parquet exports elsewhere, e.g. to `s3://...`
-(citekeeper.locations); manifests, staging and the lock always stay under the root.
-
-Rows carried over from the parent version are never rewritten: a new version deletes the rows of
-changed/removed documents and appends the rows of new/changed ones, so storage grows with the change,
-not with the corpus. The `corpus_version` column is therefore not stored; it is filled in at read time.
-"""
+"""The versioned corpus store (CorpusStore): immutable, named corpus versions, each a tagged LanceDB table version,
+plus Parquet exports; a new version stores only the change (docs/ingest.md, "Corpus versions and time travel"
+and "Incremental"; other locations for the data: citekeeper.locations)."""
 from __future__ import annotations
 
 import functools

@@ -1,12 +1,5 @@
-"""Structure-aware chunking over a document's canonical text.
-
-Input: the document's blocks (one per unstructured element, as [start, end) spans of the canonical text).
-A heading block opens a new section, and so does a new container (slide, sheet, e-mail part): a chunk never
-spans two sections, slides, sheets or parts. Within a section, blocks are packed
-greedily from the section's start up to max_chars; a block longer than max_chars is cut into sentences
-(a sentence longer than max_chars at whitespace, then hard), which are packed the same way. Packing restarts
-at every heading, so an edit moves chunk boundaries only inside its own section.
-"""
+"""Structure-aware chunking over a document's canonical text: a chunk never spans two sections, slides, sheets or
+e-mail parts, and packing restarts at every heading, so an edit moves chunk boundaries only inside its section."""
 from __future__ import annotations
 
 import re
@@ -61,6 +54,9 @@ class _Span:
 
 
 def chunk_document(doc_id: str, text: str, blocks: list[Block], max_chars: int) -> list[Chunk]:
+    """Chunks of one document. `blocks`: one per element, as [start, end) spans of `text`. Each section's blocks
+    are packed greedily from its start up to max_chars; a block longer than that is cut into sentences (a
+    sentence longer than that at whitespace, then hard), packed the same way."""
     spans = [
         span
         for section_path, section in _sections(text, blocks)

@@ -1,15 +1,6 @@
-"""Walk a source root: every selected file is read, hashed and named; anything unusable is quarantined.
-
-doc_id: the file's path relative to the source root, as posix, Unicode NFC, case and extension kept
-(so `a.md` and `a.html` are two documents), unless a sidecar or front matter gives one explicitly.
-Hidden files and folders (leading '.') are skipped silently. ParseConfig.include/exclude select files by
-glob on source_path (`selector`): a file they leave out is counted as skipped and never read. Selected
-files of other types are recorded as UnsupportedFileType errors so nothing disappears unnoticed.
-
-Discovery keeps no file's bytes: each file is read, hashed and looked at for front matter, then dropped;
-the parser reads it again and checks the hash, so memory does not grow with the tree. A shard's walk
-(`owns`) lists every directory but reads only the files that shard owns.
-"""
+"""Walk a source root: every selected file is read, hashed and named (its doc_id), anything unusable is
+quarantined, and no file's bytes are kept (the parser reads each again and checks its hash). The rules:
+docs/ingest.md ("Choosing files", "Data model")."""
 from __future__ import annotations
 
 import errno
@@ -101,8 +92,9 @@ def discover(root: Path, config: ParseConfig, owns: Callable[[str], bool] = _own
 def selector(include: Iterable[str], exclude: Iterable[str]) -> Callable[[str], bool]:
     """Whether a source_path is selected: it matches an include glob (when there are any) and no exclude glob.
 
-    wcmatch globs (GLOB_FLAGS) on the whole posix path, as pathlib's full_match reads them: `*`, `?` and
-    `[abc]`/`[!abc]` stay within one folder, a `**` segment spans any number of folders, none included.
+    wcmatch globs (GLOB_FLAGS) on the whole posix path: `*`, `?` and character classes (`[abc]`, `[!abc]`,
+    `[^abc]`, `[[:alpha:]]`) stay within one folder, a backslash escapes the next character, and a `**` segment
+    spans any number of folders, none included.
     """
     included, excluded = ([unicodedata.normalize("NFC", p) for p in patterns] for patterns in (include, exclude))
     if not included and not excluded:

@@ -1,9 +1,6 @@
-"""One document -> elements (unstructured) -> canonical text -> chunks.
-
-Canonical text: the texts of the document's non-empty elements, each stripped, joined by a blank line.
-Each element's span is recorded while the text is built, so chunk offsets cost nothing extra.
-Headings stay in the text as their own elements; each heading opens its section's first chunk.
-"""
+"""One document -> elements (unstructured) -> canonical text -> chunks. The canonical text is the stripped texts
+of the non-empty elements joined by a blank line, each element's span recorded as it is built; headings stay
+in it as their own elements."""
 from __future__ import annotations
 
 import os

@@ -1,28 +1,6 @@
-"""Ingest: a source tree -> one immutable corpus version, re-parsing only documents whose bytes changed.
-
-Two steps, so that parsing can be spread over processes or machines (shards) while one writer commits:
-
-    stage(source_dir, store, version, shard=Shard(i, n))
-        reads and parses this shard's files (a stable hash of source_path, i of n) whose documents changed
-        since the parent version into <store>/staging/<version>/shard-<i>-of-<n>/. No lock; many shards at
-        once. Within a stage, documents are parsed in a pool of processes (parsers.parse_pool).
-    commit(store, version, n_shards=n)
-        merges the n staged shards into the version, under the store's writer lock.
-
-`ingest()` is stage (one shard of one) + commit under the lock; n shard stages + one commit give the
-same version.
-
-A stage's memory is bounded by the batch size, not by the tree: it writes parse results away as they come
-out of the pool, a row group of `batch_size` documents at a time (or fewer, past STAGE_BATCH_BYTES of
-text); what it holds for the whole tree is metadata, a row per file (path, doc_id, hash, scope, title,
-outcome). A commit streams the staged rows back to CorpusStore.commit_version in batches of `batch_size`
-rows (staged_rows, as a RecordBatchReader).
-
-A parent's document is reused when the file is the same document as before: same bytes, source_path,
-access_scope and title (and doc_id), parsed under the same parse settings (parse_settings: ParseConfig less
-RUN_SETTINGS). The tree's fingerprint (corpus_hash over TREE_FIELDS) covers the same, so a sidecar that
-makes a document internal_only makes a new version, whose rows carry the new scope.
-"""
+"""Ingest: a source tree -> one immutable corpus version, re-parsing only the documents whose bytes changed. Two
+steps, so that parsing can be spread over shards while one writer commits: `stage` (a shard's files, no lock)
+and `commit` (under the writer lock); `ingest()` is both for one shard (docs/ingest.md, "Sharded ingest")."""
 from __future__ import annotations
 
 import json
@@ -180,7 +158,8 @@ def stage(
     batch_size: int = STAGE_BATCH_DOCS,
 ) -> StageResult:
     """Parse this shard's new and changed documents into the staging area of `version`, holding the parse
-    results of at most `batch_size` documents at a time."""
+    results of at most `batch_size` documents at a time (fewer past STAGE_BATCH_BYTES of text); for the whole
+    tree it holds a row of metadata per file."""
     validate_version_name(version)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")

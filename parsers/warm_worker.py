@@ -1,11 +1,7 @@
-"""Imported by the parse pool's forkserver (parsers.parse_pool.PRELOAD), for its side effect: one small
-markdown parse loads what unstructured otherwise loads on a process's first document (spaCy's pipeline,
-langdetect's profiles: ~2 s of CPU), so each worker forked from the server starts warm instead of paying it
-again, every ingest.
-
-Forking is safe only from a process that runs no other thread: parsers.document opts out of unstructured's
-usage-analytics thread before its first partition call, so this parse starts none.
-"""
+"""Imported by the parse pool's forkserver (parsers.parse_pool.PRELOAD) for its side effect: one small markdown
+parse loads what unstructured otherwise loads on a process's first document (spaCy's pipeline, langdetect's
+profiles), so every worker forked from the server starts warm. Forking is safe only from a process running no
+other thread: parsers.document opts out of unstructured's usage-analytics thread, so this parse starts none."""
 from pathlib import Path
 
 from citekeeper.identity import sha256_hex

@@ -1,11 +1,8 @@
-"""Every file format citekeeper ingests: its extensions, its partitioner and how it locates an element.
-
-Each family module (text, office, email, paged) lists its `FORMATS`; this module merges them into the
-lookups discovery and parsing use. A partitioner takes the source, its raw bytes and the parse settings and
-returns `Partitioned`: unstructured's elements in reading order, a function giving each element's Locator
-(page, slide, sheet and rows, e-mail part, OCR), and what the format knows about the whole document (the
-text encoding it was decoded from, an e-mail's header). It raises DocumentError with a clear reason.
-"""
+"""Every file format citekeeper ingests: each family module (text, office, email, paged) lists its `FORMATS`,
+merged here into the lookups by extension and filetype that discovery and parsing use. A format's partitioner
+takes the source, its raw bytes and the parse settings and returns `Partitioned` (parsers.formats.base): the
+elements in reading order, each element's Locator (page, slide, sheet and rows, e-mail part, OCR) and what the
+format knows of the whole document (encoding, e-mail header); it raises DocumentError with a clear reason."""
 from __future__ import annotations
 
 from parsers.formats.base import Format, Partitioned, no_locator

@@ -1,21 +1,6 @@
-"""E-mail formats: .eml (MIME, read with the standard library's email package) and .msg (Outlook, python-oxmsg).
-
-Each element's Locator.part is "body" for the message's own text, or the attachment's file name for the elements
-of an attachment ("fwd.eml/report.pdf" for one inside a forwarded message), so no chunk spans the body and an
-attachment. The message's header (subject, sender, date sent) goes to Partitioned.email.
-
-The body is partitioned as unstructured's partition_email / partition_msg do (HTML preferred, with partition_html,
-else partition_text), but those two are not called, for two reasons:
-  * partition_email decodes the body with the standard library's errors="replace", so a body mislabelled as
-    GB2312 (GBK, really) would quote U+FFFD in citations. Here the body's bytes go through decode_text, with its
-    MIME charset as the declared one.
-  * Both hand attachments to unstructured's auto partition (a PDF or image may then want layout models from the
-    network) and skip whatever fails, silently. Here each attachment is partitioned by citekeeper's own format
-    for its file name's extension, so it is decoded and quarantined by the rules a file of its own would be: an
-    attachment that fails quarantines the message, naming the attachment.
-Attachments are skipped when they have no file name (nothing to cite them by), a type citekeeper does not ingest,
-or are images the HTML body shows inline (a Content-ID): those are the message's look (logos), not documents.
-"""
+"""E-mail formats: .eml (the standard library's email package) and .msg (Outlook, python-oxmsg). The body and each
+attachment are separate parts (Locator.part), and each attachment is partitioned and quarantined by its own
+file format (_message)."""
 from __future__ import annotations
 
 import email
@@ -81,6 +66,8 @@ def _header_text(source: SourceFile, value: str | None) -> str | None:
 
 
 def _eml_body(source: SourceFile, part: EmailMessage) -> tuple[list, str]:
+    """The body's elements and encoding: its bytes through decode_text with the MIME charset as the declared one
+    (partition_email decodes with errors="replace", so a body labelled GB2312 but GBK would quote U+FFFD)."""
     raw = part.get_payload(decode=True) or b""  # quoted-printable or base64 undone; the charset not yet
     try:
         text, encoding = decode_text(raw, declared=part.get_content_charset())
@@ -143,7 +130,11 @@ def _body_elements(html: str | None, plain: str | None) -> list:
 
 def _message(source: SourceFile, config: ParseConfig, body_elements: list, attachments: list[_Attachment],
              header: EmailHeader, encoding: str | None) -> Partitioned:  # fmt: skip
-    """The body's elements, then each attachment's, each with its part; attachments as the module docstring says."""
+    """The body's elements (Locator.part "body"), then each attachment's (part: its file name, "fwd.eml/report.pdf"
+    for one inside a forwarded message), so no chunk spans the body and an attachment. unstructured's
+    partition_email / partition_msg are not used: they hand attachments to its auto partition (a PDF or image may
+    then want layout models from the network) and skip what fails, silently. Here each attachment is partitioned
+    by citekeeper's own format for its extension; one that fails quarantines the message, naming it."""
     elements = list(body_elements)
     locators = {id(element): Locator(part=BODY_PART) for element in elements}
     for attachment in attachments:
@@ -160,6 +151,9 @@ def _message(source: SourceFile, config: ParseConfig, body_elements: list, attac
 
 
 def _attachment_format(attachment: _Attachment) -> Format | None:
+    """The format to partition an attachment with; None (skipped) for one without a file name (nothing to cite
+    it by) or data, of a type citekeeper does not ingest, or an image the HTML body shows inline (a Content-ID:
+    the message's look, such as a logo, not a document)."""
     from parsers.formats import BY_EXTENSION  # the registry imports this module, so not at import time
 
     if not attachment.name or attachment.data is None:

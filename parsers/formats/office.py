@@ -1,25 +1,6 @@
-"""Office formats: word-processor documents, decks and spreadsheets.
-
-Documents (docx, doc, odt, rtf, epub) and decks (pptx, ppt) go through unstructured's own partitioner; headings
-come out as Title elements with their depth, so section paths work as for any other format. .doc and .ppt need
-LibreOffice: unstructured converts them to .docx/.pptx with `soffice` first. A deck's elements are located by slide:
-unstructured gives every element its slide's number as metadata.page_number, counting hidden slides, as PowerPoint
-numbers them.
-
-Spreadsheets (xlsx, xls, csv, tsv) are read here row by row, not through partition_xlsx/partition_csv, because a
-citation needs the rows it quotes and the cells as the sheet holds them. partition_xlsx gives one Table per sheet (or
-per sub-table) whose text is every cell joined by spaces, so no element knows its rows, and its cells pass through
-pandas' column types (1 is written "1.0", TRUE "1.0", a line break inside a cell a literal backslash-n).
-partition_csv/partition_tsv read with pandas, which drops blank lines, so the n-th row they give need not be row n.
-
-Instead each non-empty row is one element: its cells from the sheet's first used column to the row's last non-empty
-cell, joined by CELL_SEPARATOR (empty cells are kept, so every value stays under its column's heading: a row whose
-first cell is empty reads "| b | c"). Its Locator holds the sheet's name (None for CSV/TSV) and the row's number as
-the sheet shows it: 1-based, the header row is row 1, empty rows are counted. The chunker packs consecutive rows of
-one sheet into a chunk, so a chunk's row_start/row_end are exact and no chunk spans two sheets. openpyxl reads .xlsx
-(a formula as the value Excel last computed), xlrd reads .xls (no LibreOffice needed), the csv module reads CSV/TSV
-decoded as every text format is (read_text; a blank line is an empty row, a quoted cell spanning lines one row).
-"""
+"""Office formats: word-processor documents and decks through unstructured's partitioners (.doc and .ppt converted
+by LibreOffice first), and spreadsheets (xlsx, xls, csv, tsv) read here one element per row, so that a citation
+knows the rows it quotes (_sheet_elements; docs/ingest.md, "Spreadsheets")."""
 from __future__ import annotations
 
 import csv
@@ -86,6 +67,8 @@ def _check_rtf(source: SourceFile, raw: bytes) -> None:
 
 
 def _slide_locator(element) -> Locator:
+    """unstructured gives each element its slide's number as metadata.page_number, counting hidden slides, as
+    PowerPoint numbers them."""
     return Locator(slide=element.metadata.page_number)
 
 
@@ -185,6 +168,10 @@ def _sheet_elements(sheet: str | None, rows: list[tuple[int, Iterable]]) -> list
 
 
 def _row_elements(source: SourceFile, rows: Iterable[SheetRow], config: ParseConfig) -> list:
+    """Each sheet's rows as elements (_sheet_elements), row numbers as the sheet shows them: 1-based, the header
+    row is row 1, empty rows counted. Not partition_xlsx / partition_csv: those give a whole sheet (or sub-table)
+    as one element, cells through pandas' column types (1 as "1.0"), and partition_csv drops blank lines, so
+    no element knows its rows."""
     elements = []
     for sheet, sheet_rows in itertools.groupby(rows, key=lambda row: row[0]):
         kept = list(itertools.islice(((n, values) for _, n, values in sheet_rows), config.max_rows_per_sheet + 1))

@@ -1,11 +1,6 @@
-"""Paged formats: PDF and images.
-
-A PDF page with a text layer is read from it (unstructured's "fast" strategy: pdfminer, no OCR). A page
-without one (a scan) is rendered by Poppler and read by Tesseract through unstructured's "ocr_only"
-strategy, so a mixed PDF keeps its text layer where it has one and OCRs only its scanned pages, in page
-order. Images are OCR'd frame by frame. "ocr_only" is Tesseract alone: the layout models of "hi_res" are
-downloads that air-gapped machines cannot make.
-"""
+"""Paged formats: PDF (a page's text layer where it has one, OCR of the pages without, in page order) and images
+(OCR'd frame by frame). OCR is unstructured's "ocr_only" strategy, Tesseract alone: the layout models of
+"hi_res" are downloads that air-gapped machines cannot make."""
 from __future__ import annotations
 
 import io
