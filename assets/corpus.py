@@ -1,15 +1,10 @@
-"""Ingest assets: documents and chunks of a corpus version (one partition per version).
-
-One multi-asset does the ingest (the store writes both tables in one commit); blocking checks then read
-the committed version back from the store. The op runs in the `citekeeper_store_writer` pool, so only one
-writer op runs at a time (see dagster.yaml; the pipeline jobs also carry a run tag limited to one run); the
-store's file lock still guards against writers outside Dagster.
-"""
+"""Ingest assets: documents and chunks of a corpus version (one partition per version), written by one
+multi-asset in one store commit and read back by blocking checks; one store writer at a time (docs/dagster.md)."""
 
 import dagster as dg
 
 from assets.partitions import corpus_versions
-from citekeeper.store import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
+from citekeeper.integrity import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
 from assets.resources import STORE_WRITER_POOL, IngestResource, StoreResource
 from assets.table_metadata import table_metadata
 

@@ -24,20 +24,8 @@ import pyarrow.fs as pafs
 from citekeeper.answer_store import AnswerStore
 from citekeeper.files import atomic_write_text
 from citekeeper.locations import is_remote, parquet_filesystem
-from citekeeper.store import (
-    DEFAULT_LOCK_TIMEOUT,
-    DOC_ID_INDEX,
-    SORT_KEYS,
-    EXPORTS,
-    TABLES,
-    CorpusStore,
-    StoreError,
-    StoreLocked,
-    add_rows,
-    delete_docs,
-    index_doc_ids,
-    sorted_batches,
-)
+from citekeeper.lance_tables import DOC_ID_INDEX, add_rows, delete_docs, index_doc_ids, sorted_batches
+from citekeeper.store import DEFAULT_LOCK_TIMEOUT, EXPORTS, SORT_KEYS, TABLES, CorpusStore, StoreError, StoreLocked
 
 STAGING_MAX_AGE = timedelta(days=1)  # an uncommitted staging folder untouched this long is a leftover
 EMBEDDING_INDEX_PREFIX = "chunks__"  # citekeeper.embeddings: chunks__<version>__<tokenizer>__<model>
@@ -336,7 +324,7 @@ def _rewrite(lance_table, kept: Sequence[str], old: dict[str, int]) -> dict[str,
 
 def _write_sorted(lance_table, source, keys: list[str]) -> None:
     """Overwrite the head with the rows of `source` (a table version) in `keys` order, so a read of it finds them
-    already sorted; a batch at a time (store.sorted_batches)."""
+    already sorted; a batch at a time (lance_tables.sorted_batches)."""
     batches = (batch for rows in sorted_batches(source, keys) for batch in rows.to_batches())
     lance_table.add(pa.RecordBatchReader.from_batches(source.schema, batches), mode="overwrite")
 

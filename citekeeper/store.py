@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import json
 import operator
 import re
@@ -27,8 +26,8 @@ from citekeeper import schema
 from citekeeper.files import atomic_write_text
 from citekeeper.layout import StoreLayout, UnsafeName, is_safe_name, safe_name
 from citekeeper.locations import is_remote, locations_from_env, parquet_filesystem
+from citekeeper.lance_tables import add_rows, delete_docs, index_doc_ids, sorted_batches
 from citekeeper.tables import ParquetStream, to_arrow
-from citekeeper.identity import text_hash
 
 if TYPE_CHECKING:
     import lancedb
@@ -43,8 +42,6 @@ STORED_SCHEMAS = {
 SORT_KEYS = {"chunks": ["doc_id", "ordinal"], "documents": ["doc_id"], "errors": ["source_path", "stage"]}
 GENERATED_NAME = re.compile(r"^v(\d{4,})$")
 DEFAULT_LOCK_TIMEOUT = 30.0
-DOC_ID_INDEX = "doc_id_idx"
-MAX_INDEX_SEGMENTS = 16  # doc_id index delta segments before a commit merges them
 
 
 class StoreError(Exception):
@@ -426,7 +423,6 @@ class CorpusStore:
                 lance_table.delete("true")
         elif lance_table.version != parent.lance_versions[table]:
             lance_table.restore(parent.lance_versions[table])
-        _add_missing_columns(lance_table, STORED_SCHEMAS[table])
         return lance_table
 
     def _export_parquet(self, version: str, errors: pa.Table) -> None:
@@ -439,81 +435,3 @@ class CorpusStore:
     def write_manifest(self, manifest: VersionManifest) -> None:
         """Last step of a commit, atomic: the version exists from this rename on."""
         atomic_write_text(self.layout.manifest(manifest.name), manifest.to_json())
-
-
-def _add_missing_columns(lance_table, stored: pa.Schema) -> None:
-    """Columns added to the schema since the table was created, as nulls: older tagged versions keep their
-    own schema (reads fill the gap with nulls), and the new version's rows carry every column."""
-    missing = [field for field in stored if field.name not in lance_table.schema.names]
-    if missing:
-        lance_table.add_columns(pa.schema(missing))
-
-
-SORTED_BATCH = 100_000  # rows taken at a time by sorted_batches
-
-
-def sorted_batches(dataset, keys: list[str]) -> Iterator[pa.Table]:
-    """The rows of a Lance dataset (a table version) in `keys` order, SORTED_BATCH rows at a time: memory holds
-    the keys and one batch, not the version. Rows are taken by offset in sorted order."""
-    order = pl.from_arrow(dataset.to_table(columns=keys)).with_row_index("offset").sort(keys)["offset"].to_numpy()
-    for start in range(0, len(order), SORTED_BATCH):
-        yield dataset.take(order[start : start + SORTED_BATCH])
-
-
-def add_rows(lance_table, rows: pa.Table | pa.RecordBatchReader, schema: pa.Schema) -> None:
-    """Append `rows` (cast to `schema`) batch by batch; nothing at all when there are none (no empty fragment)."""
-    reader = rows.to_reader() if isinstance(rows, pa.Table) else rows
-    batches = (cast for batch in reader for cast in to_arrow(pa.Table.from_batches([batch]), schema).to_batches() if cast.num_rows)
-    first = next(batches, None)
-    if first is not None:
-        lance_table.add(pa.RecordBatchReader.from_batches(schema, itertools.chain([first], batches)))
-
-
-def delete_docs(lance_table, doc_ids: list[str]) -> None:
-    """LanceDB's expression builder, not SQL: ids go in as values, nothing to quote."""
-    from lancedb.expr import col  # lazily, like lancedb itself (see _lance)
-
-    if doc_ids:
-        lance_table.delete(col("doc_id").isin(doc_ids))
-
-
-def index_doc_ids(lance_table) -> None:
-    """Keep a BTree index on doc_id covering every row, so reading a few documents' rows (the diff reads
-    only changed documents) costs what those rows cost, not a scan of the version. The index is part of
-    the table version, so each tagged version carries the index as of its commit."""
-    dataset = lance_table.to_lance()
-    if not dataset.count_rows():
-        return
-    index = next((i for i in lance_table.list_indices() if i.name == DOC_ID_INDEX), None)
-    if index is None:
-        dataset.create_scalar_index("doc_id", "BTREE", name=DOC_ID_INDEX)
-    else:
-        # A delta segment per commit keeps index writes growing with the change; past MAX_INDEX_SEGMENTS
-        # new rows merge into the newest segment instead, which bounds what a read consults.
-        merge = None if index.num_segments >= MAX_INDEX_SEGMENTS else 0
-        dataset.optimize.optimize_indices(index_names=[DOC_ID_INDEX], num_indices_to_merge=merge)
-    lance_table.checkout_latest()
-
-
-# ---------------------------------------------------------------------- integrity checks
-# Shared by the Dagster asset checks and the tests; each returns the offending rows (empty when sound).
-
-
-def duplicate_chunk_ids(chunks: pl.DataFrame) -> pl.DataFrame:
-    return chunks.group_by("chunk_id").len().filter(pl.col("len") > 1)
-
-
-def mismatched_text_hashes(chunks: pl.DataFrame) -> pl.DataFrame:
-    expected = pl.Series([text_hash(t) for t in chunks["text"]], dtype=pl.String)
-    return chunks.select("chunk_id", "text_hash").filter(pl.col("text_hash") != expected)
-
-
-def misplaced_offsets(chunks: pl.DataFrame, documents: pl.DataFrame) -> pl.DataFrame:
-    """Chunks whose text is not documents.text[start_char:end_char] (or whose document is missing)."""
-    joined = chunks.select("chunk_id", "doc_id", "start_char", "end_char", "text").join(
-        documents.select("doc_id", pl.col("text").alias("doc_text")), on="doc_id", how="left"
-    )
-    located = pl.col("doc_text").str.slice(pl.col("start_char"), pl.col("end_char") - pl.col("start_char"))
-    return joined.filter((located != pl.col("text")).fill_null(True)).select(
-        "chunk_id", "doc_id", "start_char", "end_char"
-    )

@@ -17,7 +17,8 @@ from types import SimpleNamespace
 import oxmsg
 import pytest
 
-from citekeeper.store import CorpusStore, misplaced_offsets
+from citekeeper.integrity import misplaced_offsets
+from citekeeper.store import CorpusStore
 from parsers.discover import discover_sources
 from parsers.document import parse_document
 from parsers.ingest import ingest

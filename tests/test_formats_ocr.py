@@ -18,7 +18,8 @@ import pytest
 from fpdf import FPDF
 from PIL import Image, ImageDraw, ImageFont
 
-from citekeeper.store import CorpusStore, misplaced_offsets
+from citekeeper.integrity import misplaced_offsets
+from citekeeper.store import CorpusStore
 from citekeeper.text import HAN
 from parsers.ingest import IngestResult, ingest
 from parsers.model import IngestError, ParseConfig

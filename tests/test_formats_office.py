@@ -19,7 +19,8 @@ import polars as pl
 import pptx
 import pytest
 
-from citekeeper.store import CorpusStore, misplaced_offsets
+from citekeeper.integrity import misplaced_offsets
+from citekeeper.store import CorpusStore
 from parsers.discover import discover_sources
 from parsers.document import ELEMENT_SEPARATOR, parse_document
 from parsers.formats.base import OLE2_SIGNATURE

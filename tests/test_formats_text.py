@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from citekeeper.store import CorpusStore, misplaced_offsets
+from citekeeper.integrity import misplaced_offsets
+from citekeeper.store import CorpusStore
 from parsers.formats.text import UndecodableText, decode_text
 from parsers.ingest import ingest
 

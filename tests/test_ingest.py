@@ -18,10 +18,8 @@ from citekeeper.store import (
     StoreError,
     StoreLocked,
     VersionExists,
-    duplicate_chunk_ids,
-    mismatched_text_hashes,
-    misplaced_offsets,
 )
+from citekeeper.integrity import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
 from tests.conftest import HTTPX_DOCS, require_eval
 from tests.store_helpers import crash_before_manifest, hold_lock
 

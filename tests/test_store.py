@@ -21,10 +21,8 @@ from citekeeper.store import (
     VersionExists,
     VersionManifest,
     corpus_hash,
-    duplicate_chunk_ids,
-    mismatched_text_hashes,
-    misplaced_offsets,
 )
+from citekeeper.integrity import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
 from citekeeper.identity import text_hash
 from tests.store_helpers import Crash, crash_before_manifest, hold_lock
 
@@ -289,30 +287,3 @@ def test_integrity_checks_find_broken_rows(two_versions: CorpusStore) -> None:
     assert mismatched_text_hashes(broken).height == 3  # ordinal 1 of a, b, c
     assert misplaced_offsets(broken, documents).height == 3
     assert misplaced_offsets(chunks, documents.filter(pl.col("doc_id") != "a")).height == 3
-
-
-def test_a_store_from_before_new_columns_takes_them_as_nulls(tmp_path, monkeypatch):
-    """A store whose tables predate columns added to the schema: old versions read back with nulls in the
-    new columns, and the next commit writes them."""
-    from citekeeper import store as store_module
-    from parsers.ingest import ingest
-
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "a.md").write_text("# A\n\nFirst text.\n")
-    store = CorpusStore(tmp_path / "store")
-    schemas = (store_module.STORED_SCHEMAS, store_module.READ_SCHEMAS)
-    newer = [dict(schemas_of_kind) for schemas_of_kind in schemas]
-    for schemas_of_kind in schemas:  # the code of before: email_subject unknown
-        for table in ("chunks", "documents"):
-            old = schemas_of_kind[table]
-            monkeypatch.setitem(schemas_of_kind, table, old.remove(old.get_field_index("email_subject")))
-    ingest(source, store, version="v1")
-    for schemas_of_kind, now in zip(schemas, newer):
-        schemas_of_kind.update(now)
-    (source / "b.md").write_text("# B\n\nSecond text.\n")
-    ingest(source, store, version="v2")
-    v1 = store.read_chunks("v1", columns=["doc_id", "email_subject", "ocr"])
-    assert v1["doc_id"].to_list() == ["a.md"] and v1["email_subject"].to_list() == [None]
-    v2 = store.read_documents("v2", columns=["doc_id", "email_subject", "encoding"])
-    assert v2["doc_id"].to_list() == ["a.md", "b.md"] and v2["encoding"].to_list() == ["utf-8", "utf-8"]
