@@ -1,11 +1,6 @@
-"""Diff, citation status and stale-report assets (one partition per corpus version).
-
-The logic lives in changes/ and reports/; these assets read and write the store themselves:
-- chunk_diff       <store>/diffs/<parent>__<version>/{chunk_diff,doc_diff}.parquet
-- citation_status  <store>/citations/target_version=<version>/{citation_status,blast_radius}.parquet
-- stale_report     <store>/citations/target_version=<version>/report.html
-- repaired_answers <store>/repairs/target_version=<version>/{repairs.parquet,repaired.jsonl,summary.json}
-"""
+"""Diff, citation-status, repair and stale-report assets (one partition per corpus version): thin Dagster assets
+over changes/ and reports/ that read and write the store under <store>/diffs/, <store>/citations/ and
+<store>/repairs/ (the files: docs/answers.md)."""
 
 import time
 

@@ -1,9 +1,6 @@
-"""Sharded ingest: static document shards x dynamic corpus versions, then one commit per version.
-
-Each `ingest_shard_stage` partition (shard i of n, version v) parses only the files whose source_path hash falls
-in shard i, into staging, without the lock, so all n run at once; `ingest_shard_commit` merges them into version
-v under the writer lock, identical to a single-process ingest. n is the Definitions' `ingest_shards`.
-"""
+"""Sharded ingest: static document shards x dynamic corpus versions. Each shard is staged without the writer lock,
+so all run at once, then one commit per version merges them under it (docs/production.md); `sharded_ingest(n)`
+builds the assets and ops for n shards."""
 
 import warnings
 from dataclasses import dataclass
@@ -89,6 +86,8 @@ class ShardedIngest:
 
 
 def sharded_ingest(n_shards: int) -> ShardedIngest:
+    """The shard assets and ops for `n_shards` shards (CitekeeperSettings.ingest_shards): shard i of a version holds
+    the files whose source_path hash falls in it, and the commit equals a single-process ingest."""
     partitions = shard_x_version(n_shards)
 
     @dg.asset(key=STAGE, partitions_def=partitions, group_name=SHARD_GROUP)

@@ -1,20 +1,6 @@
-"""Judge every registered citation against a target corpus version.
-
-Each citation gets exactly one status:
-- valid      the cited chunk is unchanged (same id, text and locator);
-- relocated  the same text is at a new locator (moved in its document, or now in another one);
-- drifted    the chunk was modified but the evidence is still verbatim in its successor;
-- stale      the chunk was modified and the evidence is gone from its successor;
-- removed    the chunk has no successor;
-- invalid    at citation time the chunk did not exist in the cited version, the quote was not in it,
-             or the cited text_hash did not match: an invented citation, not a stale one; or a citation by
-             document that registration could not anchor (citekeeper.anchor).
-The evidence is the quote, or the whole chunk when there is none. It is located by citekeeper.locate: a
-quote that differs from the chunk only in Unicode forms (full-/half-width), typographic quotes or whitespace
-is found (`quote_match` = normalized), not called invented. Offsets are code points into the canonical text
-of the document (documents.text): the evidence span when it is found, else the chunk's span.
-Stale and removed citations are re-anchored (changes.reanchor).
-"""
+"""Judge every registered citation against a target corpus version: one status each (valid, relocated, drifted,
+stale, removed, invalid; their meaning: docs/answers.md, "Judging citations"), re-anchoring suggestions for the
+stale and removed ones, and the blast radius per changed document."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,17 +1,5 @@
-"""Diff two corpus versions at document and chunk level, in polars.
-
-Documents are compared first by content hash and path; only chunks of documents that changed are read and
-compared (a CorpusStore reads them through its doc_id index), so the cost follows the size of the
-change, not of the corpus. Within those documents, chunks are matched by hash joins (same chunk_id,
-then same text in the same document, then same text anywhere); text that repeats within a document is
-paired by position first (the copies' sequence aligned, so a surviving copy keeps its citations); text
-similarity (rapidfuzz) is computed only for chunks still unmatched within one document.
-
-Chunk changes: unchanged (same id, hash and locator: offsets, section, page/slide/sheet/rows/e-mail part and
-path), moved (same text at a new locator in its document), relocated (same text, another document), modified
-(best successor by similarity above a threshold, with its score), removed, added.
-Document changes: unchanged, added, removed, renamed (same content, new path), modified.
-"""
+"""Diff two corpus versions at document and chunk level, in polars. Only the chunks of changed documents are read,
+so the cost follows the size of the change, not of the corpus (matching and change kinds: docs/answers.md)."""
 from __future__ import annotations
 
 import bisect

@@ -1,11 +1,5 @@
-"""Resolve each citation to the evidence it has in a target corpus version.
-
-With a citation-status table for the target version (changes.citation_status), a citation's evidence is:
-valid -> its chunk; relocated / drifted -> the successor chunk and the quote's new span; stale / removed /
-invalid -> none (a re-anchoring suggestion is a proposal for `repair`, not evidence, until it is applied).
-Without that table (e.g. verifying answers against the version they cite) a citation resolves to the chunk
-with its chunk_id, if present.
-"""
+"""Resolve each citation to the evidence it has in a target corpus version, through that version's citation
+status when there is one (the rules: docs/verification.md, "Evidence")."""
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,21 +1,5 @@
 """Each claim's history across corpus versions: its citations' statuses, its verification, and the change that
-caused every transition.
-
-An answer's history runs from the version its first revision cites to the latest version (or `until`). At each
-version the revision in use is the latest one whose corpus_version is at or before it in version order (a repair
-registers a revision citing a newer version). Citation statuses come from the version's stored
-citation_status.parquet when it holds that revision of the answer, else they are judged here
-(changes.citation_status.judge_citations; nothing is written but cached diffs). A claim's verification status
-comes from the latest verification run of the version under the store's runs_dir, for the same revision; null
-when there is none.
-
-A citation is followed by claim_id + citation_index. A change of its status between consecutive versions is a
-transition, caused either by a new revision (the citation itself changed: re-pointed, or citing another version)
-or by the change, between those two versions, of the document the citation rested on at the earlier one (its
-successor's document, else the cited one), with the chunk-level change.
-The HTML section shows paths, statuses and reasons, never document text, so the report's internal_only
-redaction holds.
-"""
+caused every transition (what `citekeeper history` shows: docs/answers.md)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -67,7 +51,11 @@ class History:
 
 def answer_history(store, answer_ids: Iterable[str] | None = None, until: str | None = None) -> History:
     """The history of `answer_ids` (default: every registered answer) over the versions up to `until` (default:
-    the latest). UnknownAnswer names the ids the answer store does not hold; UnknownVersion an unknown `until`."""
+    the latest). UnknownAnswer names the ids the answer store does not hold; UnknownVersion an unknown `until`.
+
+    A citation is followed by (claim_id, citation_index). A change of its status between consecutive versions is
+    caused by a new revision, else by the change of the document it rested on at the earlier version (its
+    successor's document, else the cited one)."""
     snapshot = AnswerStore(store.root).snapshot()  # revisions, claims and citations of one commit
     revisions = _revisions(snapshot.all_answers(), answer_ids)
     versions = _versions_in_use(revisions, _positions(store), _until_position(store, until))

@@ -1,27 +1,6 @@
-"""Re-anchor stale and removed citations: find where their evidence went in the target version.
-
-Three tiers, first hit wins; the suggestion's `method` says which one found it:
-1. verbatim: the evidence (quote, or the whole cited chunk) in a document's canonical text, located with
-   citekeeper.locate.locate_quote: `exact` (a literal substring, searched in every candidate document first)
-   or `normalized` (equal after NFKC, typographic folding and whitespace collapsing: full-width forms,
-   curly quotes, line breaks); preferred documents (the successor's, then the cited one) first;
-2. `fuzzy`: rapidfuzz partial_ratio over the candidate chunks (preferred documents' first), aligned to a span
-   of whole words (rapidfuzz compares code points, so it works for Chinese as for English);
-3. `hybrid`: LanceDB hybrid search (vectors + full text) for the most similar chunk, score = cosine; or
-   `fts` when the corpus' embedding model cannot be loaded: full-text search only, score = the share of
-   the evidence's character bigrams found in the chunk (citekeeper.embeddings.bigram_containment).
-Each suggestion is a chunk_id plus code-point offsets into its document's canonical text and a 0..1 score
-(1.0 for exact and normalized).
-
-Tiers 1 and 2 never scan the corpus: their candidates are the preferred documents and what the version's
-full-text index (citekeeper.embeddings.EmbeddingStore.text_index, built once per version, no vectors) returns
-for the evidence, so the work per citation does not grow with the corpus. One full-text query per citation
-(when its preferred documents do not hold it verbatim) asks for the CANDIDATE_LIMIT chunks best matching any
-of: every term of the evidence (a verbatim copy within one chunk holds them all); every term of one of its
-consecutive pieces of about PIECE_TERMS content words (an edit, or a chunk boundary, leaves some piece whole);
-every term of the normalised evidence. Those chunks and their documents are the candidates. Citations are
-handled in batches: their queries run concurrently, and the last tier's are embedded together.
-"""
+"""Re-anchor stale and removed citations: find where their evidence went in the target version, by three tiers
+(verbatim, fuzzy, then hybrid or full-text search; docs/answers.md) whose candidates come from the preferred
+documents and the version's full-text index, so the work per citation does not grow with the corpus."""
 from __future__ import annotations
 
 import re
@@ -70,6 +49,9 @@ _CHUNK_FIELDS = ["chunk_id", "doc_id", "text", "start_char", "end_char"]
 
 @dataclass(frozen=True)
 class Suggestion:
+    """Where the evidence went: a chunk, code-point offsets into its document's canonical text, and a 0..1 score
+    (1.0 for exact and normalized)."""
+
     chunk_id: str
     start_char: int
     end_char: int

@@ -1,22 +1,5 @@
-"""Repair citations: write each affected answer as a new revision that cites the target version.
-
-Per citation, from its status against the target version (changes.citation_status) and, for stale and
-removed ones, its re-anchoring suggestion (changes.reanchor); the kinds are schema.REPAIR_KINDS:
-- valid                -> kept;
-- relocated, drifted   -> repointed_successor: the successor chunk and the evidence's span in it, quote unchanged;
-- stale, removed       -> repointed_exact / repointed_normalised when re-anchoring found the evidence verbatim,
-                          repointed_suggestion (needs_review) when the best suggestion scores >= min_score,
-                          else unresolved: left as it is, still citing its old version;
-- invalid              -> never repaired.
-A re-pointed citation must be citable as it is written: its span has to lie in one chunk of the target (else
-unresolved), it keeps its quote where the quote is verbatim there and otherwise quotes the span it now cites,
-and it carries a text_hash only if it had one.
-
-An answer with at least one re-pointed citation gets a new revision in the form it was registered in: its
-stored input record (citekeeper.answers) with the citations (structured) or the references (marker form)
-rewritten, each non-kept one with a `repair` object saying what was done, why, and the old and new locators.
-The answer text, its claims, markers and reference numbers are untouched.
-"""
+"""Repair citations: write each affected answer as a new revision, in the form it was registered in, that cites
+the target version; one repair kind per citation (schema.REPAIR_KINDS; the rules: docs/answers.md)."""
 from __future__ import annotations
 
 import json

@@ -1,10 +1,6 @@
-"""Jobs, schedules and sensors: nightly reindex, change-driven runs, weekly retention (off by default),
-retries, one store writer at a time.
-
-One explicit job runs a corpus version end to end (ingest -> diff -> citation status -> verification ->
-report) rather than declarative automation: a single run per version holds the store-writer slot once,
-retries as a unit, and stops at the first failed blocking check; see docs/dagster.md.
-"""
+"""Every job, schedule and sensor: the per-version pipeline job, nightly reindex, change-driven runs, weekly
+retention (off by default), the sharded jobs (`sharded_jobs`), retries, one store writer at a time. Why one
+explicit job per version rather than declarative automation: docs/dagster.md."""
 import hashlib
 import os
 from datetime import datetime, timezone

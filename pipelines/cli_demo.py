@@ -1,13 +1,5 @@
-"""citekeeper demo: the whole pipeline on the bundled sample corpus, through the real Dagster job.
-
-v1 is ingested and the sample answers (sample_corpus/answers.jsonl, citing real v1 chunk_ids) are registered
-and checked; then v2 is ingested, diffed against v1, every citation judged against v2, the repairs planned
-(not applied), the stale report written and the claims re-verified. Running it again reuses the committed versions, the registered answers
-and the verdict cache, and gives the same results.
-
-The sample corpus is package data (pipelines/sample_corpus/), so the demo runs from an installed wheel as
-well as from a checkout; it is only read, never written.
-"""
+"""`citekeeper demo`: the whole pipeline on the bundled sample corpus (package data, only read), through the real
+Dagster job; running it again gives the same results (docs/demo.md)."""
 import json
 from importlib import resources
 from pathlib import Path

@@ -1,14 +1,6 @@
-"""The fact-checker protocols behind the one scorer contract (verifiers.nli), after MiniCheck's inference code
-(Liyan06/MiniCheck, minicheck/inference.py), and the presets of the known checkers.
-
-Every protocol turns (evidence, claim) pairs into model inputs and the model's logits into probabilities in the
-canonical order (entailment, neutral-or-not-entailment, contradiction; NaN where the model has no contradiction):
-- nli        a 3-way (or entailment/not_entailment) sequence classifier on the pair (config.id2label);
-- binary     a 2-label sequence classifier on `evidence + eos + claim`; support is softmax index 1 by default;
-- seq2seq    `"predict: " + evidence + eos + claim`, one decoder step: support is P("1") against P("0");
-- causal-lm  MiniCheck's system and user prompts in the model's chat template: P("Yes") against P("No") of the
-             next token, each summed over the tokens that spell it.
-"""
+"""The fact-checker protocols behind verifiers.nli's one scorer contract (nli, binary, seq2seq, causal-lm; after
+MiniCheck's inference code, Liyan06/MiniCheck minicheck/inference.py) and the presets of the known checkers
+(docs/verification.md, "Checkers")."""
 from __future__ import annotations
 
 import re
@@ -130,7 +122,8 @@ def detect_protocol(model: str, config) -> str:
 
 @dataclass
 class Protocol:
-    """How pairs become model inputs and logits become canonical probabilities."""
+    """How pairs become model inputs and logits become canonical probabilities: (entailment,
+    neutral-or-not-entailment, contradiction), NaN where the model has no contradiction."""
 
     name: str
     tokenizer: object

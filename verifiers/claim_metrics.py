@@ -1,9 +1,6 @@
-"""Claim statuses and answer metrics: the aggregation of pair verdicts, as polars expressions.
-
-Per claim: one status (supported, partially_supported, unsupported, contradicted, conflicted, unverified,
-uncited), its deciding tier and a reason. Per answer and per run: the four ratio metrics (evidence
-coverage, citation precision, claim completeness, locatability) with their counts, and traceability.
-"""
+"""Claim statuses and answer metrics, aggregated from pair verdicts as polars expressions: one status per claim
+with its deciding tier and reason, and per answer and run the four ratio metrics with their counts and
+traceability (definitions: docs/verification.md)."""
 from __future__ import annotations
 
 from datetime import datetime

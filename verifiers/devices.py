@@ -1,10 +1,5 @@
 """Where the NLI model runs: the device (auto | cpu | cuda[:N]), its precision, and batch sizes that adapt to
-the device's memory.
-
-`auto` takes CUDA when torch sees a GPU, else the CPU. On a GPU the model runs in bf16 where the device has it
-(compute capability 8.0 and up), else fp16; on the CPU in fp32. Whatever cannot be had falls back to the CPU with
-one log line that says why.
-"""
+the device's memory (docs/verification.md, "Devices and precision")."""
 from __future__ import annotations
 
 import logging

@@ -1,21 +1,7 @@
-"""Tier 2, lexical fast path: a claim sentence that is near-verbatim in the evidence is supported.
-
-Kept deliberately precise (measured on WiCE dev by bench/wice_lexical_precision.py and on the Chinese Vue
-docs by bench/zh_lexical_precision.py): a sentence counts as supported only when, inside one or two
-consecutive evidence sentences,
-- its tokens appear in order (LCS over tokens / claim tokens >= `min_score`), in one place (the matched
-  tokens skip at most as many window tokens as they cover),
-- at least `min_content_recall` of its content words are matched, and every other one is a variant of the
-  window word at the same place (an inflection, or a Chinese word segmented differently): a swapped name
-  or number is never tolerated, and each claim number matches next to a matched neighbour,
-- claim and window carry the same negations, hedges and contrast markers ("not", "may", "but", 不, 可能,
-  但是 ...), each matched in place,
-- and the claim has at least `min_content_tokens` content words (short claims are too easy to match).
-Anything else is left undecided for the NLI tier; this tier never says "unsupported".
-
-Tokens: Latin words and numbers by regex, runs of Han characters segmented by jieba; English contractions
-are expanded ("isn't" -> "is not") and Chinese numerals become Arabic digits ("十二个" -> "12", "个").
-"""
+"""Tier 2, the lexical fast path: a claim sentence that is near-verbatim in one or two consecutive evidence
+sentences is supported without a model; anything else is left to the NLI tier (this tier never says
+"unsupported"). Kept deliberately precise: the rules are in docs/verification.md, the precision is measured by
+bench/wice_lexical_precision.py and bench/zh_lexical_precision.py."""
 from __future__ import annotations
 
 import logging

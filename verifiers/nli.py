@@ -1,13 +1,6 @@
-"""Checkers: a Hugging Face NLI model or fact-checker behind one small interface (the protocols and presets:
-verifiers.checkers).
-
-Premise = evidence, hypothesis = claim sentence. Every scorer returns probabilities in the canonical order
-(entailment, neutral, contradiction); for a 2-way model or a checker with one support score the middle column is
-not-entailment and the contradiction column is NaN (the verifier turns that into null, never into a number).
-Backends: `torch` (fp32 on the CPU, bf16/fp16 on a GPU: verifiers.devices) and `onnx` (ONNX Runtime, dynamic
-int8 quantisation of the same model, exported once and cached on disk; the CUDA execution provider on a GPU).
-Batches of pairs are tokenised on a thread while the previous batch runs through the model.
-"""
+"""Checkers: a Hugging Face NLI model or fact-checker behind one small scorer interface (premise = evidence,
+hypothesis = claim sentence), on the torch or the ONNX Runtime int8 backend. The protocols and presets are in
+verifiers.checkers, device placement in verifiers.devices; docs/verification.md."""
 from __future__ import annotations
 
 import functools
@@ -44,6 +37,9 @@ class ModelUnavailable(RuntimeError):
 
 
 class Scorer(Protocol):
+    """score() gives one row per pair in the canonical order (entailment, neutral, contradiction); for a 2-way model
+    or a one-score checker the middle column is not-entailment and contradiction is NaN, recorded as null."""
+
     model_id: str
     revision: str
     backend: str

@@ -1,40 +1,6 @@
-"""Persistent cache of NLI verdicts, keyed by (model, settings, claim text hash, evidence text hash).
-
-One LanceDB table, `verdicts`, in the cache directory (<store>/verify/cache/verdicts.lance, schema NLI_CACHE),
-one row per key. The four key columns are folded into `cache_key`, a 128-bit BLAKE2b digest of them: the
-table's merge key, its unenforced primary key and the column lookups filter on.
-
-Lookup (once per run, for every distinct pair the run sends to NLI). Two plans; which is cheaper depends on
-how many keys are asked for against how many are stored (measured in bench/bench_verdict_cache.py):
-- *point*, up to one key per POINT_LOOKUP_RATIO stored rows, once the table is indexed: `cache_key IN (...)`
-  filters of LOOKUP_BATCH keys each, which Lance answers from a BTree index on cache_key. It reads the index
-  pages the keys fall in and the rows found, plus the rows flushed since the index was last brought up to
-  date (at most a tenth of the table), never the rest of the table;
-- *scan*, for more keys (a run re-verifying its answers asks for about as many keys as the cache holds):
-  one pass over cache_key and the verdict columns in batches, each hash-joined to the keys. It reads the
-  narrow columns of every row once, and holds only one batch and the hits.
-The hits are joined back to the requested (claim_hash, evidence_hash) by cache_key.
-
-Flush: one upsert, `merge_insert("cache_key").when_matched_update_all().when_not_matched_insert_all()`.
-Two processes flushing at once lose nothing and duplicate nothing:
-- Lance commits are optimistic. A merge that lost the race to a concurrent commit is re-planned against the
-  new version and committed again inside the call (Lance's conflict retries, within lancedb's 30 s merge
-  timeout; `MergeResult.num_attempts` counts the attempts).
-- A concurrent insert of the same new key is only detected as a conflict when the merge key is the table's
-  unenforced primary key (Lance then records the inserted keys in the transaction) and the merge runs
-  without the scalar index (the indexed merge path records no inserted keys: lance-format/lance#9238).
-  Without either, both inserts commit and the key is stored twice. lancedb accepts a one-column primary key
-  only, hence the digest. The merge therefore scans cache_key (a flush costs ~0.2-0.3 s at 1M rows) instead
-  of using the index. Checked with lancedb 0.40 (pylance 14), tests/test_verdict_cache.py.
-- Once Lance's own attempts are spent it raises ("Too many concurrent writers", "merge insert timed out");
-  `_upsert` then retries the whole merge, MERGE_ATTEMPTS times at most, with a jittered backoff. An upsert
-  is idempotent, so retrying one whose outcome is unknown is safe.
-
-Maintenance after a flush (best effort: a failure only logs): the BTree index is created once the table
-holds INDEX_MIN_ROWS rows and rebuilt once a tenth of the rows are unindexed; small fragments are compacted
-once there are COMPACT_FRAGMENTS of them; table versions older than an hour are removed.
-
-"""
+"""Persistent cache of NLI verdicts, keyed by (model, settings, claim text hash, evidence text hash): one LanceDB
+table that runs and shards share, so a pair whose claim and evidence are unchanged never reaches the model
+again (docs/verification.md, "Bulk and incremental")."""
 from __future__ import annotations
 
 import hashlib
@@ -93,7 +59,11 @@ def with_cache_key(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 class VerdictCache:
-    """lookup() before scoring, add() what was scored, flush() once at the end of the run."""
+    """lookup() before scoring, add() what was scored, flush() once at the end of the run.
+
+    One table, `verdicts` (schema NLI_CACHE), one row per key: the four KEY columns folded into `cache_key`
+    (cache_key(); lancedb takes a one-column primary key only), which is the table's merge key, its unenforced
+    primary key and what lookups filter on."""
 
     def __init__(self, directory: Path | str):
         self.directory = Path(directory)
@@ -110,7 +80,12 @@ class VerdictCache:
     # ------------------------------------------------------------------ reading
 
     def lookup(self, model_key: str, settings_key: str, keys: pl.DataFrame) -> pl.DataFrame:
-        """Cached verdicts for the (claim_hash, evidence_hash) rows of `keys` (misses are absent)."""
+        """Cached verdicts for the (claim_hash, evidence_hash) rows of `keys` (misses are absent).
+
+        Two plans (bench/bench_verdict_cache.py weighs them): *point*, once the table is indexed and for at most one
+        key per POINT_LOOKUP_RATIO stored rows, `cache_key IN (...)` filters of LOOKUP_BATCH keys answered from the
+        BTree index, reading the index pages, the rows found and the unindexed rows only; else *scan*, one pass
+        over cache_key and the verdict columns, batch by batch, each hash-joined to the keys."""
         self.last_read = {"plan": "none", "rows_scanned": 0, "bytes_read": 0, "hits": 0}
         table = self._open() if not keys.is_empty() else None
         if table is None:
@@ -198,6 +173,14 @@ class VerdictCache:
             return db.open_table(TABLE)
 
     def _upsert(self, table, rows: pl.DataFrame, what: str) -> None:
+        """One `merge_insert` on cache_key; two processes flushing at once lose and duplicate nothing.
+
+        Lance re-plans a merge that lost to a concurrent commit inside the call. A concurrent insert of the same
+        new key is a conflict only when the merge key is the unenforced primary key and the merge runs without
+        the scalar index (the indexed path records no inserted keys: lance-format/lance#9238), so it scans
+        cache_key (checked with lancedb 0.40, pylance 14: tests/test_verdict_cache.py). Once Lance's attempts
+        are spent the whole merge is retried, MERGE_ATTEMPTS times at most with a jittered backoff: an upsert is
+        idempotent."""
         # A merge source must not repeat a key (Lance would apply both rows): the last one wins.
         data = to_arrow(with_cache_key(rows).unique(subset=MERGE_KEY, keep="last", maintain_order=True), TABLE_SCHEMA)
         merges = tenacity.Retrying(
@@ -219,7 +202,7 @@ class VerdictCache:
                     table.merge_insert(MERGE_KEY)
                     .when_matched_update_all()
                     .when_not_matched_insert_all()
-                    .use_index(False)  # the indexed path records no inserted keys: see the module docstring
+                    .use_index(False)  # the indexed path records no inserted keys: see the docstring
                     .execute(data)
                 )
         lance_attempts = getattr(result, "num_attempts", 1)
@@ -228,6 +211,9 @@ class VerdictCache:
             log.info("verdict cache: upsert of %s committed after %d attempts (concurrent writers)", what, lance_attempts)
 
     def _maintain(self, table) -> None:
+        """Best effort (a failure only logs): compact once there are COMPACT_FRAGMENTS fragments, create the BTree
+        index at INDEX_MIN_ROWS rows and rebuild it once a tenth of the rows are unindexed, and remove table
+        versions older than KEEP_VERSIONS."""
         try:
             table.checkout_latest()
             dataset = table.to_lance()
