@@ -11,7 +11,8 @@ import polars as pl
 from citekeeper.layout import StoreLayout
 from citekeeper.schema import CITATIONS, CLAIMS, HOLDING_STATUSES
 from citekeeper.tables import from_rows
-from citekeeper.answers import answer_rows, read_answer_records
+from citekeeper.answer_files import read_answer_records
+from citekeeper.answers import answer_rows
 
 CITATION_KEY = ["answer_id", "revision", "claim_id", "citation_id"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.answer_store import AddResult, AnswerSnapshot, AnswerStore
-from citekeeper.answers import ANCHORED_BY_CHUNK, citation_entries, record_from_rows
+from citekeeper.answers import ANCHORED_BY_CHUNK, citation_entries
 from citekeeper.files import atomic_open, atomic_write_text
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import CITATION_STATUS, LOST_STATUSES, REPAIR_KINDS, REPAIRS
@@ -246,7 +246,7 @@ def repaired_records(repairs: pl.DataFrame, answers: AnswerSnapshot, target_vers
 
 
 def _rebuilt_records(answers: AnswerSnapshot, answer_ids: pl.Series) -> dict[str, dict]:
-    """Input records rebuilt from the tables (citekeeper.answers.record_from_rows)."""
+    """Input records rebuilt from the tables (record_from_rows)."""
     wanted = pl.col("answer_id").is_in(answer_ids.implode())
     claims = answers.claims().filter(wanted)
     citations = answers.citations().filter(wanted)
@@ -367,3 +367,38 @@ def _write_jsonl(records: list[dict], path: Path) -> Path:
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     return Path(path)
+
+
+def record_from_rows(answer: dict, claims: list[dict], citations: list[dict]) -> dict:
+    """The input record of an answer whose citations were anchored by document (one given citation may be several
+    chunk citations, so the record as given no longer maps onto them), rebuilt from one revision's ANSWERS, CLAIMS
+    and CITATIONS rows: structured, each citation naming its chunk and how it was anchored, the record as given
+    (source_record) kept under `given`."""
+    record = {
+        key: answer[key] for key in ("answer_id", "question", "answer", "corpus_version") if answer[key] is not None
+    }
+    if answer["created_at"] is not None:
+        record["created_at"] = answer["created_at"].isoformat()
+    by_claim: dict[str, list[dict]] = {}
+    for row in sorted(citations, key=lambda row: row["citation_index"]):
+        by_claim.setdefault(row["claim_id"], []).append(_citation_record(row, answer["corpus_version"]))
+    record["claims"] = [
+        {**({"claim_id": claim["source_claim_id"]} if claim["source_claim_id"] is not None else {}),
+         "text": claim["text"], "citations": by_claim.get(claim["claim_id"], [])}
+        for claim in sorted(claims, key=lambda row: row["claim_index"])
+    ]  # fmt: skip
+    record["given"] = json.loads(answer["source_record"])
+    return record
+
+
+def _citation_record(row: dict, answer_version: str) -> dict:
+    if row["chunk_id"] is None:  # unanchored: as given, anchored again when re-added
+        citation = {"doc_id": row["cited_doc_id"], "source_path": row["cited_source_path"], "quote": row["quote"]}
+    else:
+        citation = {"chunk_id": row["chunk_id"], "quote": row["quote"], "text_hash": row["cited_text_hash"]}
+    if row["corpus_version"] != answer_version:
+        citation["corpus_version"] = row["corpus_version"]
+    if row["chunk_id"] is not None and row["anchored_by"] not in (None, ANCHORED_BY_CHUNK):
+        anchor = {"method": row["anchored_by"], "score": row["anchor_score"], "given_index": row["given_index"]}
+        citation["anchor"] = {key: value for key, value in anchor.items() if value is not None}
+    return {key: value for key, value in citation.items() if value is not None}

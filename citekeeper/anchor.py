@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 
 from rapidfuzz import fuzz
 
-from citekeeper.answers import DocumentRef, LineError, ParsedAnswer, ParsedCitation, ParsedClaim
+from citekeeper.answer_files import LineError
+from citekeeper.answers import DocumentRef, ParsedAnswer, ParsedCitation, ParsedClaim
 from citekeeper.locate import locate_quote
 from citekeeper.text import snap_to_words, trim_span
 

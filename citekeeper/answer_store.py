@@ -25,9 +25,8 @@ from citekeeper.store import CorpusStore
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from citekeeper.sharding import Shard
 from citekeeper.tables import empty
-from citekeeper.answers import (
-    MAX_CLAIMS_PER_ANSWER, READ_BATCH, LineError, ParsedAnswer, answer_rows, iter_answer_records, parsed_batches,
-)  # fmt: skip
+from citekeeper.answer_files import READ_BATCH, LineError, iter_answer_records, parsed_batches
+from citekeeper.answers import MAX_CLAIMS_PER_ANSWER, ParsedAnswer, answer_rows
 
 TABLES = {"answers": ANSWERS, "claims": CLAIMS, "citations": CITATIONS}
 PARTS = "parts"

@@ -12,7 +12,8 @@ import pytest
 from citekeeper.answer_store import AnswerStore
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from citekeeper.text import split_sentences
-from citekeeper.answers import AnswerInputError, Issue, parse_answer, read_answer_records
+from citekeeper.answer_files import read_answer_records
+from citekeeper.answers import AnswerInputError, Issue, parse_answer
 
 STRUCTURED = {
     "answer_id": "a1",

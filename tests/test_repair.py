@@ -7,7 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from citekeeper.answer_store import AnswerStore
-from citekeeper.answers import answer_rows, parse_answer, record_from_rows
+from changes.repair import record_from_rows
+from citekeeper.answers import answer_rows, parse_answer
 from citekeeper.schema import REPAIRS
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
