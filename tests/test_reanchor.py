@@ -90,11 +90,23 @@ def test_hybrid_finds_a_paraphrase_and_misses_nonsense(target, tmp_path):
     assert suggest(reanchorer, "zebra quartz polka 1911", []) is None
 
 
+class _Counted:
+    """An embedder under a name (another model's: its vectors must come from its own cache), counting the texts it embeds."""
+
+    def __init__(self, embedder: Embedder, name: str):
+        self._embedder, self.name, self.dim, self.n_embedded = embedder, name, embedder.dim, 0
+
+    def embed(self, texts: list[str]):
+        self.n_embedded += len(texts)
+        return self._embedder.embed(texts)
+
+
 def test_unchanged_chunks_are_never_embedded_twice(tmp_path):
     _, v1 = build_version("v1", DOCS)
     edited = dict(DOCS, **{"auth.md": DOCS["auth.md"] + "\n\nBearer tokens go in the Authorization header."})
     _, v2 = build_version("v2", edited)
-    embedder = Embedder()
+    model = Embedder()
+    embedder = _Counted(model, model.name)
     EmbeddingStore(tmp_path, embedder).chunk_index("v1", v1)
     first = embedder.n_embedded
     assert first == v1["text_hash"].n_unique()
@@ -106,22 +118,11 @@ def test_unchanged_chunks_are_never_embedded_twice(tmp_path):
     assert vectors.height == v2["text_hash"].n_unique() and embedder.n_embedded - first == 1
 
 
-class _Renamed:
-    """Another model's name over the same weights: its vectors must come from its own cache."""
-
-    def __init__(self, embedder: Embedder, name: str):
-        self._embedder, self.name, self.dim, self.n_embedded = embedder, name, embedder.dim, 0
-
-    def embed(self, texts: list[str]):
-        self.n_embedded += len(texts)
-        return self._embedder.embed(texts)
-
-
 def test_the_embedding_cache_is_per_model(tmp_path):
     _, v1 = build_version("v1", DOCS)
     english = Embedder()
     EmbeddingStore(tmp_path, english).chunk_index("v1", v1)
-    other = _Renamed(english, "some/other-model")
+    other = _Counted(english, "some/other-model")
     index = EmbeddingStore(tmp_path, other).chunk_index("v1", v1)
     assert other.n_embedded == v1["text_hash"].n_unique()  # nothing served from the MiniLM cache
     assert index.table.name != EmbeddingStore(tmp_path, english).chunk_index("v1", v1).table.name
