@@ -41,48 +41,49 @@ def _executor(name: str) -> dg.ExecutorDefinition:
 
 
 def settings_from_env(env: Mapping[str, str] = os.environ) -> CitekeeperSettings:
-    """The settings as the code location reads them from the environment, once, when it loads. Paths and
-    URIs stay dg.EnvVar (resolved by Dagster at run time, shown as such in the UI); the other values are
-    validated here, so a bad setting fails the load."""
-    def path(name: str, default: str | None) -> str | None:
-        return dg.EnvVar(name) if env.get(name) else default
+    """The settings as the code location reads them from the environment, once, when it loads; an unset or
+    empty variable leaves the resource's own default. Paths and URIs stay dg.EnvVar (resolved by Dagster at run
+    time, shown as such in the UI); the other values are validated here, so a bad setting fails the load."""
+    def path(name: str) -> dg.EnvVar | None:
+        return dg.EnvVar(name) if env.get(name) else None
 
-    def number(name: str, default: int | None) -> int | None:
+    def text(name: str) -> str | None:
+        return env.get(name) or None
+
+    def number(name: str) -> int | None:
         raw = env.get(name, "").strip()
-        if not raw:
-            return default
         try:
-            return int(raw)
+            return int(raw) if raw else None
         except ValueError:
             raise ValueError(f"{name} must be a whole number, got {raw!r}") from None
 
+    def given(**values) -> dict:
+        return {name: value for name, value in values.items() if value is not None}
+
     return CitekeeperSettings(
         store=StoreResource(
-            store_dir=path("CITEKEEPER_STORE", ".citekeeper/store"),
-            lance_uri=path(LANCE_URI_ENV, None),
-            parquet_uri=path(PARQUET_URI_ENV, None),
+            **given(store_dir=path("CITEKEEPER_STORE"), lance_uri=path(LANCE_URI_ENV), parquet_uri=path(PARQUET_URI_ENV),
+                    gc_keep_last=number("CITEKEEPER_GC_KEEP_LAST")),  # gc_keep_last unset: the gc schedule skips
             storage_options=locations_from_env(env)["storage_options"],  # CITEKEEPER_STORAGE_OPTIONS (JSON)
-            gc_keep_last=number("CITEKEEPER_GC_KEEP_LAST", None),  # unset: the gc schedule skips
             gc_keep=[v.strip() for v in env.get("CITEKEEPER_GC_KEEP", "").split(",") if v.strip()],
         ),
         # default: the bundled sample corpus's v1, wherever the package is installed
-        ingest=IngestResource(source_dir=path("CITEKEEPER_SOURCE", str(package_files("pipelines") / "sample_corpus" / "v1"))),
-        answers=AnswersResource(
-            answers_path=path("CITEKEEPER_ANSWERS", None),  # registered before each citation check
-            answers_format=env.get("CITEKEEPER_ANSWERS_FORMAT") or None,  # --from of those answers
-        ),
-        verifier=VerifierResource(
-            nli_model=env.get("CITEKEEPER_NLI_MODEL") or None,  # "auto": the default model of the language
-            nli_backend=env.get("CITEKEEPER_NLI_BACKEND", "torch"),
-            nli_checker=env.get("CITEKEEPER_NLI_CHECKER") or None,  # nli | binary | seq2seq | causal-lm
-            nli_supported_label=number("CITEKEEPER_NLI_SUPPORTED_LABEL", None),
-            nli_device=env.get("CITEKEEPER_NLI_DEVICE", "auto"),  # auto | cpu | cuda | cuda:N
-            nli_threads=number("CITEKEEPER_NLI_THREADS", None),
-            language=env.get(LANGUAGE_ENV) or "auto",  # auto | en | zh | multi
-        ),
-        ingest_shards=number("CITEKEEPER_INGEST_SHARDS", 4),
-        verify_shards=number("CITEKEEPER_VERIFY_SHARDS", 2),
-        executor=env.get("CITEKEEPER_EXECUTOR") or "multiprocess",
+        ingest=IngestResource(source_dir=path("CITEKEEPER_SOURCE") or str(package_files("pipelines") / "sample_corpus" / "v1")),
+        answers=AnswersResource(**given(
+            answers_path=path("CITEKEEPER_ANSWERS"),  # registered before each citation check
+            answers_format=text("CITEKEEPER_ANSWERS_FORMAT"),  # --from of those answers
+        )),
+        verifier=VerifierResource(**given(
+            nli_model=text("CITEKEEPER_NLI_MODEL"),  # "auto": the default model of the language
+            nli_backend=text("CITEKEEPER_NLI_BACKEND"),
+            nli_checker=text("CITEKEEPER_NLI_CHECKER"),  # nli | binary | seq2seq | causal-lm
+            nli_supported_label=number("CITEKEEPER_NLI_SUPPORTED_LABEL"),
+            nli_device=text("CITEKEEPER_NLI_DEVICE"),  # auto | cpu | cuda | cuda:N
+            nli_threads=number("CITEKEEPER_NLI_THREADS"),
+            language=text(LANGUAGE_ENV),  # auto | en | zh | multi
+        )),
+        **given(ingest_shards=number("CITEKEEPER_INGEST_SHARDS"), verify_shards=number("CITEKEEPER_VERIFY_SHARDS"),
+                executor=text("CITEKEEPER_EXECUTOR")),
     )
 
 

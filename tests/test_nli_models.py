@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from tests.verify_helpers import citations_frame, claims_frame
-from verifiers.checkers import canonical_columns
-from verifiers.nli import LabelSetError, ModelUnavailable, load_scorer
+from verifiers.checkers import LabelSetError, canonical_columns
+from verifiers.nli import ModelUnavailable, load_scorer
 from tests.random_models import save_random_nli_model
 from tests.verify_helpers import verify
 

@@ -20,7 +20,7 @@ import numpy as np
 from citekeeper.language import ENGLISH, ModelChoice, choose_nli_model
 from citekeeper.files import replace_durably
 from citekeeper.models import PULLED_FROM, ModelSourceError, resolve_model
-from verifiers.checkers import (  # noqa: F401 (LabelSetError: imported from here too)
+from verifiers.checkers import (
     PROTOCOLS, CheckerError, LabelSetError, Preset, build_protocol, detect_protocol, preset_for,
 )
 from verifiers.checkers import Protocol as CheckerProtocol
