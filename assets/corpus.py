@@ -43,7 +43,7 @@ def ingested_corpus(context: dg.AssetExecutionContext, store: StoreResource, ing
     quarantined = {e.source_path: f"{e.stage}: {e.reason}" for e in result.errors}
     context.log.info(f"event=ingested version={manifest.name} created={result.created} parsed={result.n_parsed} "
                      f"reused={result.n_reused} removed={result.n_removed} skipped={result.n_skipped} "
-                     f"quarantined={result.n_quarantined}")
+                     f"no_text={len(result.no_text)} quarantined={result.n_quarantined}")
     for error in result.errors:
         context.log.warning(f"event=quarantined version={manifest.name} path={error.source_path!r} "
                             f"stage={error.stage} reason={error.reason!r}")
@@ -58,6 +58,7 @@ def ingested_corpus(context: dg.AssetExecutionContext, store: StoreResource, ing
             "n_removed": result.n_removed,
             "removed_doc_ids": dg.MetadataValue.json(result.removed_doc_ids),
             "n_skipped": result.n_skipped,
+            "no_text": dg.MetadataValue.json(result.no_text),
             "n_quarantined": result.n_quarantined,
             "quarantined": dg.MetadataValue.json(quarantined),
             **{f"{step}_seconds": round(seconds, 3) for step, seconds in result.durations_s.items()},

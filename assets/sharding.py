@@ -70,6 +70,7 @@ def commit_shards(log: dg.DagsterLogManager, store: StoreResource, ingest: Inges
         "n_parsed": result.n_parsed,
         "n_reused": result.n_reused,
         "n_skipped": result.n_skipped,
+        "no_text": dg.MetadataValue.json(result.no_text),
         "n_quarantined": result.n_quarantined,
         "commit_seconds": round(result.durations_s.get("commit", 0.0), 3),
     }

@@ -57,6 +57,7 @@ DOCUMENTS = pa.schema(
         pa.field("access_scope", pa.string(), nullable=False),
         pa.field("size_bytes", pa.int64(), nullable=False),
         pa.field("encoding", pa.string()),  # what a text format was decoded from; null for binary formats
+        pa.field("front_matter", pa.string()),  # the whole front matter as JSON; null when the file has none
         *EMAIL_FIELDS,
         pa.field("n_chunks", pa.int32(), nullable=False),
         pa.field("text", pa.string(), nullable=False),  # canonical text; chunk offsets index into it

@@ -74,6 +74,7 @@ class VersionManifest:
     n_parsed: int = 0  # documents parsed for this version
     n_reused: int = 0  # documents carried over unchanged from the parent
     n_removed: int = 0  # parent documents deleted from the source tree
+    n_no_text: int = 0  # files skipped with nothing to cite (front matter only)
     source_dir: str = ""
     lance_versions: dict[str, int] = field(default_factory=dict)
 

@@ -19,7 +19,7 @@ from citekeeper.scope import strictest
 from citekeeper.text import lone_surrogate
 from parsers.formats import BY_EXTENSION
 from parsers.formats.text import UndecodableText, decode_text
-from parsers.metadata import SIDECAR_SUFFIX, MetadataError, read_sidecar, split_front_matter
+from parsers.metadata import SIDECAR_SUFFIX, FrontMatter, MetadataError, read_front_matter, read_sidecar
 from parsers.model import IngestError, ParseConfig, SourceFile
 
 # Case-sensitive, posix paths on every OS, dotfiles matched like any name; no braces, extglob or negation.
@@ -189,7 +189,7 @@ def _read_source(walk: _Walk, path: Path, source_path: str) -> SourceFile:
     filetype = file_format.filetype
     places = _places(walk, path, source_path)
     front_matter, sidecars = _explicit_metadata(walk.root, places, filetype, raw)
-    explicit = front_matter | sidecars[-1] | sidecars[0]  # the sidecar where the walk found it wins
+    explicit = front_matter.explicit | sidecars[-1] | sidecars[0]  # the sidecar where the walk found it wins
     return SourceFile(
         path=path.absolute(),
         source_path=source_path,
@@ -198,10 +198,11 @@ def _read_source(walk: _Walk, path: Path, source_path: str) -> SourceFile:
         content_hash=sha256_hex(raw),
         size_bytes=len(raw),
         access_scope=strictest(
-            (front_matter | sidecar).get("access_scope") or _configured_scope(config, place)
+            (front_matter.explicit | sidecar).get("access_scope") or _configured_scope(config, place)
             for sidecar, (_, place) in zip(sidecars, places)
         ),
         title=explicit.get("title"),
+        front_matter=front_matter.as_json,
     )
 
 
@@ -234,15 +235,13 @@ def _read_bytes(path: Path, max_bytes: int) -> bytes:
 
 def _explicit_metadata(
     root: Path, places: list[tuple[Path, str]], filetype: str, raw: bytes
-) -> tuple[dict[str, str], list[dict[str, str]]]:
+) -> tuple[FrontMatter, list[dict[str, str]]]:
     """(front matter, the sidecar at each of _places), whose keys override the front matter's. An invalid
     sidecar quarantines the document: guessing its access_scope could expose an internal document. Markdown is
     decoded as parsing decodes it (decode_text), so a Latin-1 or UTF-16 file's front matter is read, and one
     that cannot be decoded is quarantined here."""
     try:
-        front_matter = {}
-        if filetype == "md":
-            front_matter, _ = split_front_matter(decode_text(raw)[0])
+        front_matter = read_front_matter(decode_text(raw)[0] if filetype == "md" else "")
         return front_matter, [read_sidecar(place.with_name(place.name + SIDECAR_SUFFIX), root) for place, _ in places]
     except MetadataError as exc:
         raise Quarantined("discover", "InvalidMetadata", str(exc)) from exc

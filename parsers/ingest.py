@@ -33,7 +33,7 @@ from citekeeper.store import (
 from citekeeper.tables import to_arrow, write_parquet
 from citekeeper.identity import sha256_hex
 from parsers.discover import discover, duplicate_doc_id_reason
-from parsers.model import RUN_SETTINGS, Chunk, IngestError, ParseConfig, ParsedDocument, SourceFile
+from parsers.model import RUN_SETTINGS, Chunk, IngestError, ParseConfig, ParsedDocument, SkippedDocument, SourceFile
 from parsers.parse_pool import Progress, iter_outcomes
 
 STAGE_DONE = "stage.json"  # written last: a shard without it is incomplete
@@ -78,6 +78,7 @@ class IngestResult:
     n_parsed: int = 0
     n_reused: int = 0
     n_skipped: int = 0  # files include/exclude left out
+    no_text: list[str] = field(default_factory=list)  # source_paths skipped with nothing to cite
     removed_doc_ids: list[str] = field(default_factory=list)
     errors: list[IngestError] = field(default_factory=list)
     durations_s: dict[str, float] = field(default_factory=dict)
@@ -176,17 +177,20 @@ def stage(
     shutil.rmtree(out, ignore_errors=True)  # leftovers of an interrupted stage of this shard
     ingested_at = datetime.now(timezone.utc)
     parse_errors: list[IngestError] = []
+    no_text: set[str] = set()
     with _StagedWriter(out, ingested_at, batch_size) as staged:
         for _, outcome in iter_outcomes(to_parse, config, progress):
             if isinstance(outcome, ParsedDocument):
                 staged.add(outcome)
+            elif isinstance(outcome, SkippedDocument):
+                no_text.add(outcome.source_path)
             else:
                 parse_errors.append(outcome)
     parse_errors.sort(key=lambda error: error.source_path)  # the order of completion varies
     errors = found.errors + parse_errors
     write_parquet(_error_rows(errors, version, ingested_at), schema.INGEST_ERRORS, out / "errors.parquet")
     failed = {e.source_path for e in parse_errors}
-    write_parquet(_source_rows(sources, reused, failed), STAGED_SOURCES, out / "sources.parquet")
+    write_parquet(_source_rows(sources, reused, failed, no_text), STAGED_SOURCES, out / "sources.parquet")
     done = {"version": version, "parent": parent.name if parent else None, "config_hash": config_hash(config),
             "parse_settings": parse_settings(config), "reparse_reason": reparse_reason(parent, config),
             "source_dir": str(root), "shard": asdict(shard), "n_skipped": found.n_skipped}
@@ -215,12 +219,13 @@ def commit(
             raise StrictIngestFailed(f"--strict: {len(errors)} file(s) quarantined, no version committed:\n{listing}")
         sources = staged["sources"]
         tree = corpus_hash(sources.select(TREE_FIELDS).iter_rows())
-        documents = set(sources.filter(pl.col("outcome") != "failed")["doc_id"])
+        documents = set(sources.filter(pl.col("outcome").is_in(["parsed", "reused"]))["doc_id"])
+        no_text = sources.filter(pl.col("outcome") == "no_text")["source_path"].sort().to_list()
         equal = _equal_version(store, version, tree, staged["config_hash"], documents)
         if equal is not None:
             shutil.rmtree(store.layout.staging_dir / version, ignore_errors=True)
-            return IngestResult(equal, created=False, equals=equal.name, n_reused=sources.height,
-                                n_skipped=staged["n_skipped"], errors=errors)
+            return IngestResult(equal, created=False, equals=equal.name, n_reused=len(documents),
+                                n_skipped=staged["n_skipped"], no_text=no_text, errors=errors)
         parent_ids = _parent_doc_ids(store, staged["parent"])
         reused_ids = sources.filter(pl.col("outcome") == "reused")["doc_id"]
         removed = sorted(set(parent_ids) - set(sources["doc_id"]))
@@ -238,6 +243,7 @@ def commit(
             n_parsed=n_parsed,
             n_reused=reused_ids.len(),
             n_removed=len(removed),
+            n_no_text=len(no_text),
             source_dir=staged["source_dir"],
         )
         committed = store.commit_version(
@@ -254,6 +260,7 @@ def commit(
         n_parsed=n_parsed,
         n_reused=reused_ids.len(),
         n_skipped=staged["n_skipped"],
+        no_text=no_text,
         removed_doc_ids=removed,
         errors=errors,
         durations_s={"commit": time.perf_counter() - started},
@@ -364,7 +371,8 @@ def document_table(docs: list[ParsedDocument], ingested_at: datetime) -> pa.Tabl
     columns: dict[str, list] = {name: [] for name in STORED_SCHEMAS["documents"].names}
     for doc in docs:
         row = {**_document_fields(doc, ingested_at), "size_bytes": doc.source.size_bytes,
-               "n_chunks": len(doc.chunks), "text": doc.text, "encoding": doc.encoding}
+               "n_chunks": len(doc.chunks), "text": doc.text, "encoding": doc.encoding,
+               "front_matter": doc.source.front_matter}
         for name, column in columns.items():
             column.append(row[name])
     return pa.table(columns, schema=STORED_SCHEMAS["documents"])
@@ -375,12 +383,14 @@ def _error_rows(errors: list[IngestError], version: str, occurred_at: datetime) 
     return pa.Table.from_pylist(rows, schema=schema.INGEST_ERRORS)
 
 
-def _source_rows(sources: list[SourceFile], reused: set[str], failed: set[str]) -> pa.Table:
-    """A row per source with its outcome: reused (its parent rows stay), failed (quarantined) or parsed."""
+def _source_rows(sources: list[SourceFile], reused: set[str], failed: set[str], no_text: set[str]) -> pa.Table:
+    """A row per source with its outcome: reused (its parent rows stay), failed (quarantined), no_text (skipped:
+    nothing to cite) or parsed."""
     columns = {name: [getattr(s, name) for s in sources] for name in TREE_FIELDS}
     columns["outcome"] = [
-        "reused" if s.doc_id in reused else "failed" if s.source_path in failed else "parsed" for s in sources
-    ]
+        "reused" if s.doc_id in reused else "failed" if s.source_path in failed
+        else "no_text" if s.source_path in no_text else "parsed" for s in sources
+    ]  # fmt: skip
     return pa.table(columns, schema=STAGED_SOURCES)
 
 

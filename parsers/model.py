@@ -62,6 +62,7 @@ class SourceFile:
     size_bytes: int
     access_scope: str
     title: str | None = None  # explicit title from a sidecar / front matter
+    front_matter: str | None = None  # the whole front matter as JSON; None when the file has none
     # The document's bytes when a caller already holds them; None (what discovery gives, so that a tree is
     # never held in memory): the parser reads `path` again and checks it against content_hash.
     raw: bytes | None = field(default=None, repr=False, compare=False)
@@ -134,6 +135,14 @@ class IngestError:
     reason: str
 
 
+@dataclass(frozen=True)
+class SkippedDocument:
+    """A file with nothing to cite (a page of front matter only): left out of the version and listed, not an error."""
+
+    source_path: str
+    reason: str  # no_text
+
+
 def over_limit(source_path: str, stage: str, what: str, setting: str, limit: int) -> DocumentError:
     """The error of a document over one of ParseConfig's cost limits."""
     return DocumentError(source_path, stage, f"{what}, over the limit of {limit:,} ({setting})", error_type="LimitExceeded")
@@ -145,3 +154,11 @@ class DocumentError(Exception):
     def __init__(self, source_path: str, stage: str, reason: str, error_type: str | None = None):
         super().__init__(f"{source_path}: {stage}: {reason}")
         self.error = IngestError(source_path, stage, error_type or type(self).__name__, reason)
+
+
+class NothingToCite(DocumentError):
+    """The document holds no body text at all (as its source shows, not as a parser returned): it is skipped."""
+
+    def __init__(self, source_path: str):
+        super().__init__(source_path, "parse", "no body text: nothing to cite", error_type="NoText")
+        self.skipped = SkippedDocument(source_path, "no_text")

@@ -37,9 +37,9 @@ from pathlib import Path
 
 from parsers.document import parse_document
 from parsers.formats.paged import ocr_temp_prefix
-from parsers.model import DocumentError, IngestError, ParseConfig, ParsedDocument, SourceFile
+from parsers.model import DocumentError, IngestError, NothingToCite, ParseConfig, ParsedDocument, SkippedDocument, SourceFile
 
-Outcome = ParsedDocument | IngestError
+Outcome = ParsedDocument | IngestError | SkippedDocument
 Progress = Callable[[str, int, int], None]  # (source_path, documents parsed so far, documents to parse)
 Group = list[tuple[int, SourceFile]]  # (index in the sources, source), parsed one after the other
 
@@ -78,6 +78,8 @@ def iter_outcomes(sources: list[SourceFile], config: ParseConfig,
 def parse_one(source: SourceFile, config: ParseConfig) -> Outcome:
     try:
         return parse_document(source, config)
+    except NothingToCite as exc:
+        return exc.skipped
     except DocumentError as exc:
         return exc.error
     except Exception as exc:  # one bad document never sinks a run

@@ -76,7 +76,9 @@ def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chun
     if result.reparse_reason:
         click.echo(result.reparse_reason)
     click.echo(f"parsed {result.n_parsed}, reused {result.n_reused}, removed {result.n_removed}, "
-               f"quarantined {result.n_quarantined}, skipped {result.n_skipped}")
+               f"quarantined {result.n_quarantined}, skipped {result.n_skipped + len(result.no_text)}")
+    for source_path in result.no_text:
+        click.echo(f"  skipped {printable(source_path)}: no_text (no body text to cite)")
     for error in result.errors:
         click.echo(f"  quarantined {printable(error.source_path)}: {error.stage}: {error.error_type}: {printable(error.reason)}")
 

@@ -95,6 +95,9 @@ def test_front_matter_after_byte_order_mark(tmp_path):
         ("doc_id: 007\ntitle: No", {"doc_id": "007", "title": "No"}),  # kept as written, not 7 and False
         ("title: 运维手册\ndoc_id: 手册/简介\naccess_scope: internal_only", {"title": "运维手册", "doc_id": "手册/简介", "access_scope": "internal_only"}),
         ("title: A\r\ndoc_id: crlf\r\nauthor: [x, y]", {"title": "A", "doc_id": "crlf"}),  # unknown keys ignored
+        # a title that is empty or not plain text leaves the title to the parser's first heading
+        ("title: ''\ndoc_id: t", {"doc_id": "t"}),
+        ("title: [a, b]\ndoc_id: t", {"doc_id": "t"}),
     ],
 )
 def test_front_matter_is_yaml(tmp_path, front_matter, expected):
@@ -109,13 +112,15 @@ def test_front_matter_is_yaml(tmp_path, front_matter, expected):
 @pytest.mark.parametrize(
     ("front_matter", "reason"),
     [
-        ("title: [a, b]", "front matter: title must be a string, got list ['a', 'b']"),
+        # the keys that decide identity and access fail closed on anything but plain text
+        ("doc_id: [a, b]", "front matter line 2: doc_id must be plain text, not a list"),
+        ("title: T\naccess_scope:\n  level: internal_only", "front matter line 3: access_scope must be plain text, not a mapping"),
         ("doc_id: ok\ntitle: 'unclosed", "front matter line 3, column 17: invalid YAML: while scanning a quoted scalar found unexpected end"),
         ("title: a: b", "front matter line 2, column 9: invalid YAML: mapping values are not allowed here"),
         ("title: ok\ndoc_id: bell\x07", "front matter line 3: invalid YAML: character U+0007 is not allowed"),
         ("access_scope:internal_only", "front matter must be `key: value` lines (a space after each colon)"),
         ("access_scope: secret", "front matter: access_scope 'secret' is not one of"),
-        ("title: ''", "front matter: title must be a non-empty string"),
+        ("doc_id: ''", "front matter: doc_id must be a non-empty string"),
         # YAML alone would keep the last one: an internal document must not turn user-visible by accident
         ("access_scope: internal\naccess_scope: user_visible",
          "front matter line 3, column 1: invalid YAML: key 'access_scope' is given twice"),

@@ -12,8 +12,8 @@ import re
 from charset_normalizer import from_bytes
 
 from parsers.formats.base import Format, Partitioned
-from parsers.metadata import MetadataError, split_front_matter
-from parsers.model import DocumentError, ParseConfig, SourceFile
+from parsers.metadata import MetadataError, read_front_matter
+from parsers.model import DocumentError, NothingToCite, ParseConfig, SourceFile
 
 # (byte-order mark, the encoding recorded, the codec of the bytes after the mark). UTF-32 comes first: the
 # UTF-32-LE mark starts with the UTF-16-LE one.
@@ -139,6 +139,13 @@ def _undecodable_reason(raw: bytes, declared: str | None) -> str:
     return f"byte 0x{raw[offset]:02x} at offset {offset} {why}, and no encoding tried ({', '.join(tried)}) decodes every byte; re-save the file as UTF-8"
 
 
+def _body(source: SourceFile, text: str) -> str:
+    """The text to partition; one that is blank (a page of front matter only) has nothing to cite and is skipped."""
+    if not text.strip():
+        raise NothingToCite(source.source_path)
+    return text
+
+
 def _declared_charset(pattern: re.Pattern[bytes], raw: bytes) -> str | None:
     match = pattern.search(raw[:4096])
     return match.group(1).decode("ascii") if match else None
@@ -149,10 +156,10 @@ def _partition_md(source: SourceFile, raw: bytes, config: ParseConfig) -> Partit
 
     text, encoding = read_text(source, raw)
     try:
-        _, body = split_front_matter(text)
+        body = read_front_matter(text).body
     except MetadataError as exc:  # discovery already quarantined such files; this keeps parse_document total
         raise DocumentError(source.source_path, "read", str(exc), error_type="InvalidMetadata") from exc
-    return Partitioned(partition_md(text=body), encoding=encoding)
+    return Partitioned(partition_md(text=_body(source, body)), encoding=encoding)
 
 
 def _partition_html(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
@@ -166,21 +173,21 @@ def _partition_txt(source: SourceFile, raw: bytes, config: ParseConfig) -> Parti
     from unstructured.partition.text import partition_text
 
     text, encoding = read_text(source, raw)
-    return Partitioned(partition_text(text=text), encoding=encoding)
+    return Partitioned(partition_text(text=_body(source, text)), encoding=encoding)
 
 
 def _partition_rst(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
     from unstructured.partition.rst import partition_rst
 
     text, encoding = read_text(source, raw)  # pandoc reads UTF-8 only, and would replace bad bytes silently
-    return Partitioned(partition_rst(file=io.BytesIO(text.encode("utf-8"))), encoding=encoding)
+    return Partitioned(partition_rst(file=io.BytesIO(_body(source, text).encode("utf-8"))), encoding=encoding)
 
 
 def _partition_org(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
     from unstructured.partition.org import partition_org
 
     text, encoding = read_text(source, raw)  # pandoc, as for rst
-    return Partitioned(partition_org(file=io.BytesIO(text.encode("utf-8"))), encoding=encoding)
+    return Partitioned(partition_org(file=io.BytesIO(_body(source, text).encode("utf-8"))), encoding=encoding)
 
 
 def _partition_xml(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
