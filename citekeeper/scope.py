@@ -58,11 +58,17 @@ def redact_status(status: pl.DataFrame) -> pl.DataFrame:
     return status.with_columns(withheld(text, *scopes) for text, scopes in _STATUS_TEXT.items() if text in status.columns)
 
 
+# CHUNKS and DOCUMENTS columns that hold a document's own words: its text, and its front matter (a description,
+# an author, parameters), which is no locator.
+_CORPUS_TEXT = ("text", "front_matter")
+
+
 def redact_corpus(rows: pl.DataFrame) -> pl.DataFrame:
-    """CHUNKS or DOCUMENTS rows with the `text` of internal_only ones replaced by REDACTED (other tables as given)."""
-    if "text" not in rows.columns or "access_scope" not in rows.columns:
+    """CHUNKS or DOCUMENTS rows with the text and front matter of internal_only ones replaced by REDACTED (other
+    tables as given)."""
+    if "access_scope" not in rows.columns:
         return rows
-    return rows.with_columns(withheld("text", "access_scope"))
+    return rows.with_columns(withheld(column, "access_scope") for column in _CORPUS_TEXT if column in rows.columns)
 
 
 def write_shared_status(status: pl.DataFrame, path: Path, include_internal_text: bool = False) -> Path:

@@ -197,10 +197,7 @@ def _read_source(walk: _Walk, path: Path, source_path: str) -> SourceFile:
         filetype=filetype,
         content_hash=sha256_hex(raw),
         size_bytes=len(raw),
-        access_scope=strictest(
-            (front_matter.explicit | sidecar).get("access_scope") or _configured_scope(config, place)
-            for sidecar, (_, place) in zip(sidecars, places)
-        ),
+        access_scope=_access_scope(config, front_matter.explicit, sidecars, places),
         title=explicit.get("title"),
         front_matter=front_matter.as_json,
     )
@@ -249,11 +246,24 @@ def _explicit_metadata(
         raise Quarantined("read", "EncodingError", str(exc)) from exc
 
 
-def _configured_scope(config: ParseConfig, source_path: str) -> str:
+def _access_scope(
+    config: ParseConfig, front_matter: dict[str, str], sidecars: list[dict[str, str]], places: list[tuple[Path, str]]
+) -> str:
+    """The strictest scope any source gives the file: its front matter, and at each place it is reachable from
+    (_places) the sidecar there and the first override matching there. Sources that disagree never make a file
+    more visible than one of them says; default_access_scope holds only where none says anything."""
+    given = [front_matter.get("access_scope")]
+    for sidecar, (_, place) in zip(sidecars, places):
+        given += [sidecar.get("access_scope"), _override_scope(config, place)]
+    said = [scope for scope in given if scope]
+    return strictest(said) if said else config.default_access_scope
+
+
+def _override_scope(config: ParseConfig, source_path: str) -> str | None:
     for pattern, scope in config.access_scope_overrides:
         if fnmatch.fnmatchcase(source_path, pattern):
             return scope
-    return config.default_access_scope
+    return None
 
 
 def _quarantine_duplicate_doc_ids(walk: _Walk) -> None:

@@ -16,7 +16,7 @@ class ParseConfig:
     # Wall-clock limit for parsing one document (None: no limit). A pool worker past it is killed and
     # replaced; a serial parse (workers=1) is interrupted by SIGALRM, in the main thread only.
     parse_timeout_s: float | None = 300.0
-    # (glob on source_path, access_scope), first match wins; a sidecar or front matter still overrides.
+    # (glob on source_path, access_scope), first match wins; where a sidecar or front matter disagrees, the strictest holds.
     access_scope_overrides: tuple[tuple[str, str], ...] = ()
     # The sentence and normalisation rules chunks were cut with: new rules re-chunk every document once.
     text_rules: int = TEXT_RULES_VERSION

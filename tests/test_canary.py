@@ -1,5 +1,6 @@
 """The canary (issue #21): a unique string sits only in internal_only text, made so by a sidecar, by front
-matter, by a symlink and by a later scope change. Every CLI command and every Dagster asset runs over the
+matter (one that a sidecar contradicts, with the canary in the front matter too), by a symlink and by a later
+scope change. Every CLI command and every Dagster asset runs over the
 store, repair --apply and verification included; the canary must appear in no shared output file and no line
 printed or recorded as metadata, unless --include-internal-text was given (and then the file says so)."""
 from __future__ import annotations
@@ -37,6 +38,10 @@ def tree(version: int) -> dict[str, str]:
         "internal/plan.md.citekeeper.json": '{"access_scope": "internal_only"}',
         "internal/memo.md": f"---\naccess_scope: internal_only\n---\n# Memo\n\nBudget owners sign off on {CANARY} first.\n",
         "public/later.md": "# Later\n\nQuarterly budget reviews are held in the main office.\n",
+        # front matter and sidecar disagree: the strictest holds; the front matter itself is the document's words
+        "internal/board.md": f"---\naccess_scope: internal_only\ndescription: {CANARY} board notes\nmenu:\n  main:\n    "
+                             f"weight: 3\n---\n# Board\n\nThe board approved {CANARY} on Monday.\n",
+        "internal/board.md.citekeeper.json": '{"access_scope": "user_visible"}',
     }
     if version == 2:
         files["internal/plan.md"] += f"\n{MOVED.replace('each quarter', 'each quarter for ' + CANARY)}\n"
@@ -150,7 +155,7 @@ def test_no_cli_output_file_or_printed_line_holds_the_canary(world):
     store = world["store"]
     docs = store.read_documents("v2", columns=["source_path", "access_scope"])
     internal = set(docs.filter(pl.col("access_scope") == "internal_only")["source_path"])
-    assert {"internal/plan.md", "internal/memo.md", "public/plan-link.md", "public/later.md"} <= internal
+    assert {"internal/plan.md", "internal/memo.md", "internal/board.md", "public/plan-link.md", "public/later.md"} <= internal
     report = store.layout.citation_status_file("v2").parent / "report.html"
     files = [*shared_files(world["out"]), report] if report.exists() else shared_files(world["out"])
     assert [p for p in files if leaks(p)] == []

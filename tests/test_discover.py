@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from pathlib import Path
@@ -159,9 +160,30 @@ def test_access_scope_from_config_globs(tmp_path):
     sources, _ = discover_sources(tmp_path, config)
     assert {s.source_path: s.access_scope for s in sources} == {
         "guide.md": "user_visible",
-        "ops/public.md": "user_visible",  # a sidecar beats the config glob
+        "ops/public.md": "internal_only",  # a sidecar saying user_visible does not undo the glob
         "ops/runbook.md": "internal_only",
     }
+
+
+SCOPE_SOURCES = ("front matter", "sidecar", "override")
+
+
+@pytest.mark.parametrize("scopes", list(itertools.product((None, "user_visible", "internal_only"), repeat=3)),
+                         ids=lambda scopes: "-".join(scope or "unset" for scope in scopes))
+def test_sources_of_scope_that_disagree_give_the_strictest(tmp_path, scopes):
+    """Every combination of front matter, sidecar and override (each unset, user_visible or internal_only);
+    the oracle: internal_only if any says so, else user_visible if any says so, else the default."""
+    front_matter, sidecar, override = scopes
+    head = f"---\naccess_scope: {front_matter}\n---\n" if front_matter else ""
+    write(tmp_path / "doc.md", head + "# Doc\n\nBody.\n")
+    if sidecar:
+        write(tmp_path / "doc.md.citekeeper.json", json.dumps({"access_scope": sidecar}))
+    for default in ("user_visible", "internal_only"):
+        config = ParseConfig(default_access_scope=default, access_scope_overrides=(("doc.*", override),) if override else ())
+        (source,), errors = discover_sources(tmp_path, config)
+        said = [scope for scope in scopes if scope]
+        expected = "internal_only" if "internal_only" in said else "user_visible" if said else default
+        assert errors == [] and source.access_scope == expected, dict(zip(SCOPE_SOURCES, scopes))
 
 
 @pytest.mark.parametrize(
