@@ -94,7 +94,8 @@ class DocumentTexts:
 
 def anchor_answers(answers: list[ParsedAnswer], texts: DocumentTexts) -> tuple[list[ParsedAnswer], list[LineError]]:
     """`answers` with every citation by document anchored into chunks; an error for each citation whose document
-    is not in the version it cites (the answer still registers, with that citation invalid)."""
+    is not in the version it cites, or that names no document (`ParsedAnswer.unmapped`). The answer still
+    registers, with that citation invalid."""
     wanted = {  # id -> (version, citation, given_index); marker form: a reference shared by claims anchors once
         id(citation): (citation.corpus_version or answer.corpus_version, citation, given_index)
         for answer in answers
@@ -102,11 +103,11 @@ def anchor_answers(answers: list[ParsedAnswer], texts: DocumentTexts) -> tuple[l
         for given_index, citation in enumerate(claim.citations)
         if citation.chunk_id is None and citation.document is not None
     }
+    errors = [LineError(answer.line or 0, issue.field, issue.message) for answer in answers for issue in answer.unmapped]
     if not wanted:
-        return answers, []
+        return answers, errors
     texts.load((version, citation.document) for version, citation, _ in wanted.values())
     anchored = {key: _anchor(citation, version, texts, given_index) for key, (version, citation, given_index) in wanted.items()}
-    errors: list[LineError] = []
 
     def missing(citation: ParsedCitation) -> bool:
         return texts.get(wanted[id(citation)][0], citation.document) is None

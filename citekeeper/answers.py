@@ -96,6 +96,9 @@ class ParsedAnswer:
     source_record: str | None = None
     repaired_from: int | None = None  # the revision `citekeeper repair` made this record from
     line: int | None = None  # of the input file it was read from
+    # Sources the input names that no document maps (`--from FORMAT`'s `documents`): each is a citation registered
+    # unanchored, so judged invalid, and an error of the line (citekeeper.anchor reports it).
+    unmapped: tuple[Issue, ...] = ()
 
     def with_claims(self, claims: tuple[ParsedClaim, ...]) -> ParsedAnswer:
         """This answer with `claims` instead (its citations anchored). Copied without __init__: registration makes

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from citekeeper.anchor import UNANCHORED
 from citekeeper.answers import (
     MAX_CLAIMS_PER_ANSWER, AnswerInputError, DocumentRef, GivenText, Issue, ParsedAnswer, ParsedCitation, ParsedClaim,
     RequiredText, Timestamp, issue_from, check_claims, record_json,
@@ -34,7 +35,7 @@ def converter(response_format: str | None) -> Callable[..., ParsedAnswer] | None
 
 
 class ShapeError(ValueError):
-    """The response is not of its format's shape, or names a source `documents` does not map."""
+    """The response is not of its format's shape."""
 
     def __init__(self, field: str, message: str):
         super().__init__(message)
@@ -83,7 +84,8 @@ class Documents:
         self.keyed = {str(entry.key): entry for entry in entries if entry.key is not None}
         self.positional = {i: entry for i, entry in enumerate(entries) if entry.key is None}
 
-    def resolve(self, cited: Cited, hint: tuple[int | None, int | None]) -> DocumentRef:
+    def resolve(self, cited: Cited, hint: tuple[int | None, int | None]) -> DocumentRef | None:
+        """The document `cited` names; None when no entry maps it."""
         for key in cited.keys:
             if key is None:
                 continue
@@ -91,8 +93,12 @@ class Documents:
                 return self.keyed[str(key)].reference(hint)
             if isinstance(key, int) and key in self.positional:
                 return self.positional[key].reference(hint)
-        names = ", ".join(repr(key) for key in cited.keys if key is not None) or "no name"
-        raise ShapeError(cited.field, f"documents has no entry for this source ({names})")
+        return None
+
+
+def _unmapped(cited: Cited) -> Issue:
+    names = ", ".join(repr(key) for key in cited.keys if key is not None) or "no name"
+    return Issue(cited.field, f"documents has no entry for this source ({names})")
 
 
 def parse_response(
@@ -100,16 +106,19 @@ def parse_response(
 ) -> ParsedAnswer:
     """The answer of one `--from FORMAT` line (`text`: the line as read): claims citing documents, to be anchored
     at registration (citekeeper.anchor), the envelope kept as the source_record. AnswerInputError names each
-    problem."""
+    problem; a source `documents` does not map is no such error: its citation registers unanchored (invalid), the
+    answer's `unmapped` names it."""
     try:
         envelope = Envelope.model_validate(row)
     except ValidationError as exc:
         raise AnswerInputError([issue_from(error) for error in exc.errors()]) from None
     try:
-        answer, cited = _READERS[response_format](envelope.response)
-        claims = _claims(answer, cited, Documents(envelope.documents))
+        answer, cited = _READERS[response_format](_nones_absent(envelope.response))
+        claims, unmapped = _claims(answer, cited, Documents(envelope.documents))
     except ShapeError as exc:
         raise AnswerInputError([Issue(exc.field, str(exc))]) from None
+    except RecursionError:
+        raise AnswerInputError([Issue("response", "nested too deeply to be a response")]) from None
     try:
         check_claims(len(claims), max_claims)
     except PydanticCustomError as exc:
@@ -124,15 +133,28 @@ def parse_response(
         claims=claims,
         source_record=text if text is not None else record_json(row),
         line=line,
+        unmapped=unmapped,
     )
 
 
-def _claims(text: str, cited: list[Cited], documents: Documents) -> tuple[ParsedClaim, ...]:
+def _nones_absent(value):
+    """`value` without its None fields: an SDK's dump writes every unset field as None where the REST form leaves
+    it out, and both read the same."""
+    if isinstance(value, dict):
+        return {key: _nones_absent(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_nones_absent(item) for item in value]
+    return value
+
+
+def _claims(text: str, cited: list[Cited], documents: Documents) -> tuple[tuple[ParsedClaim, ...], tuple[Issue, ...]]:
+    """The claims of `text` with their citations, and the sources no document maps (each cited unanchored)."""
     sentences = [(start, end, strip_markers(text[start:end])) for start, end in sentence_spans(text)]
     sentences = [sentence for sentence in sentences if sentence[2]]
     if not sentences:
         raise ShapeError("response", "has no answer text")
     citations: list[dict[tuple, ParsedCitation]] = [{} for _ in sentences]  # one of each per claim, in order
+    unmapped: list[Issue] = []
     for c in cited:
         quote = c.quote
         if quote is not None:
@@ -140,10 +162,15 @@ def _claims(text: str, cited: list[Cited], documents: Documents) -> tuple[Parsed
                 raise ShapeError(c.field, f"the cited text should be text, not {type(quote).__name__}")
             quote = quote.strip() or None
         document = documents.resolve(c, _hint(c))
-        citation = ParsedCitation(None, quote, None, None, document)
+        if document is None:  # registered all the same, judged invalid with the reason, like a missing document
+            unmapped.append(_unmapped(c))
+            citation = ParsedCitation(None, quote, None, anchored_by=UNANCHORED, anchor_note=unmapped[-1].message)
+        else:
+            citation = ParsedCitation(None, quote, None, None, document)
         for i in _sentences_of(c.span, sentences):
-            citations[i].setdefault((document, quote), citation)
-    return tuple(ParsedClaim(claim, tuple(cites.values())) for (_, _, claim), cites in zip(sentences, citations))
+            citations[i].setdefault((document if document is not None else c.field, quote), citation)
+    claims = tuple(ParsedClaim(claim, tuple(cites.values())) for (_, _, claim), cites in zip(sentences, citations))
+    return claims, tuple(unmapped)
 
 
 def _hint(cited: Cited) -> tuple[int | None, int | None]:
@@ -214,7 +241,7 @@ def _anthropic(response) -> tuple[str, list[Cited]]:
             if kind in ("char_location", "page_location", "content_block_location"):
                 keys = (_index(citation.get("document_index"), f"{field}.document_index"), citation.get("document_title"))
             elif kind == "search_result_location":
-                keys = (citation.get("source"), citation.get("title"), _index(citation.get("search_result_index"), field))
+                keys = (citation.get("source"), citation.get("title"), _index(citation.get("search_result_index"), f"{field}.search_result_index"))
             elif kind == "web_search_result_location":
                 keys = (citation.get("url"), citation.get("title"))
             else:
@@ -282,24 +309,49 @@ def _openai_chat(response: dict) -> tuple[str, list[Cited]]:
 
 
 def _cohere(response) -> tuple[str, list[Cited]]:
-    """Chat v2: message.content text blocks; message.citations with start/end into the text and their sources."""
-    message = _get(response, "message", "response.message", dict)
-    content = message.get("content")
-    blocks = _text_blocks(content) if isinstance(content, list) else []
-    text = content if isinstance(content, str) else _joined(blocks)
+    """Chat v2: message.content text blocks; message.citations with start/end into the text and their sources.
+    Or chat_stream's events (a list), assembled into that response."""
+    if isinstance(response, list):
+        text, citations = _cohere_stream(response)
+    else:
+        message = _get(response, "message", "response.message", dict)
+        content = message.get("content")
+        text = content if isinstance(content, str) else _joined(_text_blocks(content) if isinstance(content, list) else [])
+        citations = [(citation, f"response.message.citations.{i}") for i, citation in enumerate(message.get("citations") or [])]
+    return text, [cited for citation, field in citations for cited in _cohere_citation(citation, field)]
+
+
+def _cohere_stream(events: list) -> tuple[str, list[tuple[object, str]]]:
+    """The text of the content-start / content-delta events (by content index, in order), and each
+    citation-start's citation with its field."""
+    texts: dict[int, list[str]] = {}
+    citations = []
+    for i, event in enumerate(events):
+        kind = _get(event, "type", f"response.{i}.type", str)
+        delta = _get(event, "delta", f"response.{i}.delta", dict, required=False) or {}
+        message = _get(delta, "message", f"response.{i}.delta.message", dict, required=False) or {}
+        if kind in ("content-start", "content-delta"):
+            content = _get(message, "content", f"response.{i}.delta.message.content", dict, required=False) or {}
+            text = _get(content, "text", f"response.{i}.delta.message.content.text", str, required=False)
+            texts.setdefault(_index(event.get("index", 0), f"response.{i}.index"), []).append(text or "")  # a thinking delta has none
+        elif kind == "citation-start":
+            citations.append((message.get("citations"), f"response.{i}.delta.message.citations"))
+    return "".join("".join(pieces) for _, pieces in sorted(texts.items())), citations
+
+
+def _cohere_citation(citation, field: str) -> list[Cited]:
+    """A citation's span (`start` / `end` into the text) cited once per source."""
+    start = _index(_get(citation, "start", f"{field}.start", int), f"{field}.start")
+    end = _index(_get(citation, "end", f"{field}.end", int), f"{field}.end")
     cited = []
-    for i, citation in enumerate(message.get("citations") or []):
-        field = f"response.message.citations.{i}"
-        start = _index(_get(citation, "start", f"{field}.start", int), f"{field}.start")
-        end = _index(_get(citation, "end", f"{field}.end", int), f"{field}.end")
-        for j, source in enumerate(_get(citation, "sources", f"{field}.sources", list)):
-            document = source.get("document") if isinstance(source, dict) else None
-            document = document if isinstance(document, dict) else {}
-            source_id = source.get("id") if isinstance(source, dict) else None
-            keys = (document.get("id"), source_id, *_positional(source_id))
-            passage = next((document[k] for k in ("text", "snippet", "content", "chunk") if isinstance(document.get(k), str)), None)
-            cited.append(Cited((start, end), keys, f"{field}.sources.{j}", passage))
-    return text, cited
+    for j, source in enumerate(_get(citation, "sources", f"{field}.sources", list)):
+        document = source.get("document") if isinstance(source, dict) else None
+        document = document if isinstance(document, dict) else {}
+        source_id = source.get("id") if isinstance(source, dict) else None
+        keys = (document.get("id"), source_id, *_positional(source_id))
+        passage = next((document[k] for k in ("text", "snippet", "content", "chunk") if isinstance(document.get(k), str)), None)
+        cited.append(Cited((start, end), keys, f"{field}.sources.{j}", passage))
+    return cited
 
 
 def _positional(source_id: object) -> tuple[int, ...]:
@@ -309,6 +361,7 @@ def _positional(source_id: object) -> tuple[int, ...]:
 
 
 _CAMEL = re.compile(r"_([a-z])")
+_UPPER = re.compile(r"[A-Z]")
 
 
 def _camel(value):
@@ -321,9 +374,27 @@ def _camel(value):
 
 
 def _gemini(response) -> tuple[str, list[Cited]]:
-    """generateContent: the first candidate's parts and groundingMetadata. Segment offsets are UTF-8 bytes into
-    the part's text (proto JSON drops a zero startIndex)."""
-    response = _camel(response)
+    """generateContent's response as REST returns it (camelCase) or the Python SDK dumps it (snake_case: read as
+    camelCase, its fields named back as it spells them)."""
+    camel = _camel(response)
+    if camel == response:
+        return _gemini_rest(response)
+    try:
+        text, cited = _gemini_rest(camel)
+    except ShapeError as exc:
+        raise ShapeError(_snake(exc.field), str(exc)) from None
+    for c in cited:
+        c.field = _snake(c.field)
+    return text, cited
+
+
+def _snake(field: str) -> str:
+    return _UPPER.sub(lambda m: "_" + m.group(0).lower(), field)
+
+
+def _gemini_rest(response: object) -> tuple[str, list[Cited]]:
+    """The first candidate's parts and groundingMetadata. Segment offsets are UTF-8 bytes into the part's text
+    (proto JSON drops a zero startIndex and partIndex)."""
     candidates = _get(response, "candidates", "response.candidates", list)
     if not candidates:
         raise ShapeError("response.candidates", "is empty")
@@ -337,16 +408,19 @@ def _gemini(response) -> tuple[str, list[Cited]]:
     for i, support in enumerate(grounding.get("groundingSupports") or []):
         field = f"response.candidates.0.groundingMetadata.groundingSupports.{i}"
         segment = _get(support, "segment", f"{field}.segment", dict)
-        part_text, part_start = by_part.get(segment.get("partIndex", 0), ("", 0))
+        part = _index(segment.get("partIndex", 0), f"{field}.segment.partIndex")
+        if part not in by_part:
+            raise ShapeError(f"{field}.segment.partIndex", f"names part {part}, which holds no text ({len(parts)} part(s))")
+        part_text, part_start = by_part[part]
         span = _code_points(part_text, segment, f"{field}.segment")
-        for j in _get(support, "groundingChunkIndices", f"{field}.groundingChunkIndices", list):
-            index = _index(j, f"{field}.groundingChunkIndices")
-            if index >= len(chunks):
-                raise ShapeError(f"{field}.groundingChunkIndices", f"names grounding chunk {index}, of {len(chunks)}")
+        for position, index in enumerate(_get(support, "groundingChunkIndices", f"{field}.groundingChunkIndices", list)):
+            at = f"{field}.groundingChunkIndices.{position}"
+            if _index(index, at) >= len(chunks):
+                raise ShapeError(at, f"names grounding chunk {index}, of {len(chunks)}")
             source = chunks[index].get("retrievedContext") or chunks[index].get("web") or {}
             passage = source.get("text") or (source.get("ragChunk") or {}).get("text")
             keys = (source.get("uri"), source.get("documentName"), source.get("title"), index)
-            cited.append(Cited((part_start + span[0], part_start + span[1]), keys, f"{field}.groundingChunkIndices.{j}", passage))
+            cited.append(Cited((part_start + span[0], part_start + span[1]), keys, at, passage))
     return _joined(blocks), cited
 
 

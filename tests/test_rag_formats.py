@@ -224,21 +224,23 @@ def test_bad_lines_are_named_and_the_good_ones_register(english_store, tmp_path)
     lines = [
         envelope(1, ANTHROPIC),
         envelope(2, {"choices": []}),  # an OpenAI response where an Anthropic one belongs
-        envelope(3, missing_key),  # a source `documents` does not map
+        envelope(3, missing_key),  # a source `documents` does not map: registered, that citation invalid
         envelope(4, ANTHROPIC, [{"source_path": "guide.md"}, {"source_path": "gone.md"}]),  # not in the version
         "{not json",
     ]
     (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
     result = run("answers", "add", tmp_path / "in.jsonl", "--from", "anthropic", "--store", english_store)
     assert result.exit_code == 1
-    assert "2 added, 0 revised, 0 unchanged, 3 error(s), 1 citation(s) of missing documents" in result.output
+    assert "3 added, 0 revised, 0 unchanged, 2 error(s), 2 citation(s) of missing documents" in result.output
     assert "line 2: response.content: missing" in result.output
     assert "line 3: response.content.2.citations.0: documents has no entry for this source (7, 'Limits')" in result.output
     assert "line 4: claims.1.citations.0: document 'gone.md' is not in cited version 'v1'" in result.output
     assert "line 5: json: not valid JSON" in result.output
-    status = statuses(english_store, "v1", tmp_path).filter(pl.col("answer_id") == "a4")
-    assert sorted(status["status"]) == ["invalid", "valid"]  # the citation is kept, judged invalid with the reason
-    assert "not anchored at registration: document 'gone.md'" in status.filter(pl.col("status") == "invalid")["reason"].item()
+    all_statuses = statuses(english_store, "v1", tmp_path)
+    for answer_id, reason in [("a3", "documents has no entry for this source (7, 'Limits')"), ("a4", "document 'gone.md'")]:
+        status = all_statuses.filter(pl.col("answer_id") == answer_id)
+        assert sorted(status["status"]) == ["invalid", "valid"]  # the citation is kept, judged invalid with the reason
+        assert f"not anchored at registration: {reason}" in status.filter(pl.col("status") == "invalid")["reason"].item()
 
     shown = run("answers", "show", "a4", "--store", english_store).output
     assert "anchored by exact" in shown and "anchored by unanchored: document 'gone.md' is not in cited version 'v1'" in shown
