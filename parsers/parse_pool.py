@@ -33,10 +33,8 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from pathlib import Path
 
 from parsers.document import parse_document
-from parsers.formats.paged import ocr_temp_prefix
 from parsers.model import DocumentError, IngestError, NothingToCite, ParseConfig, ParsedDocument, SkippedDocument, SourceFile
 
 Outcome = ParsedDocument | IngestError | SkippedDocument
@@ -134,11 +132,14 @@ def _parse_in_pool(runs: list[Group], n_sources: int, config: ParseConfig, size:
             waiting.extendleft(pool.orphans())
 
 
-def _serve(conn: Connection, config: ParseConfig) -> None:
+def _serve(conn: Connection, config: ParseConfig, temp_dir: str) -> None:
     """A worker: parse each run the parent sends, sending back an outcome per document as it is done,
     until the parent hangs up. Its address space may grow by config.worker_memory_bytes at most: past it an
-    allocation fails (the document is quarantined) or the worker dies (WorkerDied), never the machine."""
+    allocation fails (the document is quarantined) or the worker dies (WorkerDied), never the machine.
+    Everything it and the tools it starts write to a temp dir (rendered pages, Tesseract's `tess_*` input
+    images) goes into its private `temp_dir`, which the parent removes however the worker ends."""
     os.setpgrp()  # its own process group: killing it kills the Poppler/Tesseract processes it started too
+    os.environ["TMPDIR"] = tempfile.tempdir = temp_dir
     if config.worker_memory_bytes is not None:
         _cap_address_space(config.worker_memory_bytes)
     try:
@@ -156,13 +157,11 @@ def _kill_group(process: BaseProcess) -> None:
         process.kill()
 
 
-def _remove_temp_dirs(pid: int) -> None:
-    """What a killed worker rendered pages into. A child it started may still be finishing a write: try again."""
+def _remove_temp_dir(temp_dir: str) -> None:
+    """A worker's private temp dir. A child of a killed worker may still be finishing a write: try again."""
     for _ in range(20):
-        leftovers = list(Path(tempfile.gettempdir()).glob(f"{ocr_temp_prefix(pid)}*"))
-        for leftover in leftovers:
-            shutil.rmtree(leftover, ignore_errors=True)
-        if not any(path.exists() for path in leftovers):
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        if not os.path.exists(temp_dir):
             return
         time.sleep(0.05)
 
@@ -196,6 +195,7 @@ def _main_module_hidden() -> Iterator[None]:
 class _Worker:
     process: BaseProcess
     conn: Connection
+    temp_dir: str  # private (mode 0700): TMPDIR of the worker and of the tools it runs
     tasks: deque[tuple[int, SourceFile]] = field(default_factory=deque)  # its run's documents not done yet
     deadline: float = math.inf  # of the first of them
 
@@ -228,8 +228,7 @@ class _Pool:
         try:
             worker.conn.send(sources)
         except OSError:  # it died while idle (the out-of-memory killer picks the biggest process, busy or not)
-            worker.process.join()
-            worker.conn.close()
+            self._end(worker)
             worker = self._start()
             worker.conn.send(sources)
         worker.tasks = deque(run)
@@ -261,17 +260,24 @@ class _Pool:
             worker.process.join(timeout=10)
             if worker.process.exitcode is None:
                 worker.process.kill()
-                worker.process.join()
-            worker.conn.close()
+            self._end(worker)
         self._idle, self._busy = [], []
 
     def _start(self) -> _Worker:
         parent_end, child_end = self._context.Pipe()
-        process = self._context.Process(target=_serve, args=(child_end, self._config), name="citekeeper-parse", daemon=True)
+        temp_dir = tempfile.mkdtemp(prefix="citekeeper-parse-")  # mode 0700
+        process = self._context.Process(target=_serve, args=(child_end, self._config, temp_dir), name="citekeeper-parse", daemon=True)
         with _main_module_hidden():
             process.start()
         child_end.close()
-        return _Worker(process, parent_end)
+        return _Worker(process, parent_end, temp_dir)
+
+    @staticmethod
+    def _end(worker: _Worker) -> None:
+        """Reap a worker that exited or was killed, and remove its temp dir."""
+        worker.process.join()
+        worker.conn.close()
+        _remove_temp_dir(worker.temp_dir)
 
     def _deadline(self) -> float:
         return time.monotonic() + self._timeout if self._timeout else math.inf
@@ -301,9 +307,7 @@ class _Pool:
         """Kill the worker (if it still runs), remove what it left in the temp dir and free its place: submit()
         starts a new one when needed."""
         _kill_group(worker.process)
-        worker.process.join()
-        worker.conn.close()
-        _remove_temp_dirs(worker.process.pid)
+        self._end(worker)
         self._busy.remove(worker)
         task = worker.tasks.popleft()
         if worker.tasks:

@@ -7,8 +7,10 @@ pi-heif decodes HEIC but has no encoder to make one.
 from __future__ import annotations
 
 import io
+import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -235,12 +237,32 @@ def test_ocr_that_finds_nothing_says_so(tmp_path, ocr_tools, name):
     assert error.error_type == "NoText" and "OCR (Tesseract eng+chi_sim) found no text" in error.reason
 
 
-def test_a_worker_killed_while_it_ocrs_leaves_no_temp_files(tmp_path, ocr_tools):
-    """The rendered pages and the PDF copy of a worker killed past parse_timeout_s are removed (#21)."""
-    before = set(Path(tempfile.gettempdir()).glob("citekeeper-ocr-*"))
+def test_a_worker_killed_while_it_ocrs_leaves_no_temp_files(tmp_path, ocr_tools, monkeypatch):
+    """The rendered pages, the PDF copy and Tesseract's own `tess_*` files of a worker killed past
+    parse_timeout_s are removed (#21, #30): each worker writes into a private temp dir, its TMPDIR."""
+    system_temp = Path(tempfile.gettempdir())
+    before = {path.name for path in system_temp.iterdir() if path.name.startswith(("tess_", "citekeeper-"))}
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temp"))  # where the pool makes the workers' dirs
+    (tmp_path / "temp").mkdir()
     scan = drawn(ENGLISH * 8, ImageFont.load_default(size=40))
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "scan.pdf").write_bytes(pdf([scan] * 30))
-    result = ingest(tmp_path / "src", CorpusStore(tmp_path / "store"), config=ParseConfig(workers=2, parse_timeout_s=3.0))
+    # 6 s: past rendering, most likely while Tesseract reads a page (3 s killed it before it began: no tess_ files)
+    result = ingest(tmp_path / "src", CorpusStore(tmp_path / "store"), config=ParseConfig(workers=2, parse_timeout_s=6.0))
     assert [e.error_type for e in result.errors] == ["ParseTimeout"]
-    assert set(Path(tempfile.gettempdir()).glob("citekeeper-ocr-*")) == before
+    left = [path.name for path in (tmp_path / "temp").iterdir() if not path.name.startswith("pymp-")]
+    assert left == []  # (pymp-*: multiprocessing's own dir of this process, removed when it exits)
+    after = {path.name for path in system_temp.iterdir() if path.name.startswith(("tess_", "citekeeper-"))}
+    assert after <= before
+
+
+def test_each_worker_has_a_private_temp_dir(tmp_path, monkeypatch):
+    """Mode 0700, named as the worker's TMPDIR, and gone once the pool closes."""
+    from parsers.parse_pool import _Pool
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    pool = _Pool(2, ParseConfig())
+    dirs = [Path(tmp_path / name) for name in os.listdir(tmp_path)]
+    assert len(dirs) == 2 and all(stat.S_IMODE(d.stat().st_mode) == 0o700 for d in dirs)
+    pool.close()
+    assert not any(d.exists() for d in dirs)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import io
-import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,15 +65,10 @@ def _pages_without_text(raw: bytes) -> list[list]:
     return [[] for _ in PdfReader(io.BytesIO(raw)).pages]
 
 
-def ocr_temp_prefix(pid: int) -> str:
-    """The prefix of the temp dirs process `pid` renders pages in: a killed parse worker's are removed by name."""
-    return f"citekeeper-ocr-{pid}-"
-
-
 @contextmanager
 def _pdf_on_disk(raw: bytes) -> Iterator[Path]:
     """Poppler reads files: the PDF is written once for all of its pages."""
-    with tempfile.TemporaryDirectory(prefix=ocr_temp_prefix(os.getpid())) as directory:
+    with tempfile.TemporaryDirectory(prefix="citekeeper-ocr-") as directory:  # in a pool worker: its private temp dir
         path = Path(directory) / "document.pdf"
         path.write_bytes(raw)
         yield path
