@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.answer_store import AddResult, AnswerSnapshot, AnswerStore
-from citekeeper.answers import ANCHORED_BY_CHUNK, citation_entries
+from citekeeper.answers import ANCHORED_BY_CHUNK, UNANCHORED, citation_entries
 from citekeeper.files import atomic_open, atomic_write_text
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import CITATION_STATUS, LOST_STATUSES, REPAIR_KINDS, REPAIRS
@@ -392,7 +392,10 @@ def record_from_rows(answer: dict, claims: list[dict], citations: list[dict]) ->
 
 
 def _citation_record(row: dict, answer_version: str) -> dict:
-    if row["chunk_id"] is None:  # unanchored: as given, anchored again when re-added
+    if row["chunk_id"] is None and row["cited_doc_id"] is None and row["cited_source_path"] is None:
+        # it named no document (an unmapped source): kept unanchored, with why
+        citation = {"quote": row["quote"], "anchor": {"method": UNANCHORED, "note": row["anchor_note"]}}
+    elif row["chunk_id"] is None:  # unanchored: as given, anchored again when re-added
         citation = {"doc_id": row["cited_doc_id"], "source_path": row["cited_source_path"], "quote": row["quote"]}
     else:
         citation = {"chunk_id": row["chunk_id"], "quote": row["quote"], "text_hash": row["cited_text_hash"]}

@@ -10,13 +10,12 @@ from dataclasses import dataclass, replace
 from rapidfuzz import fuzz
 
 from citekeeper.answer_files import LineError
-from citekeeper.answers import DocumentRef, ParsedAnswer, ParsedCitation, ParsedClaim
+from citekeeper.answers import UNANCHORED, DocumentRef, ParsedAnswer, ParsedCitation, ParsedClaim
 from citekeeper.locate import locate_quote
 from citekeeper.text import snap_to_words, trim_span
 
-ANCHOR_METHODS = ("chunk_id", "exact", "normalized", "fuzzy", "offsets", "document", "unanchored")
+ANCHOR_METHODS = ("chunk_id", "exact", "normalized", "fuzzy", "offsets", "document", UNANCHORED)
 REVIEW_METHODS = ("fuzzy", "offsets")  # anchored, but a person should look: flagged in exports
-UNANCHORED = "unanchored"
 FUZZY_THRESHOLD = 0.9  # rapidfuzz partial_ratio / 100 of the best window of the document
 
 

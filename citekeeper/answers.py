@@ -45,6 +45,7 @@ class AnswerInputError(ValueError):
 
 
 ANCHORED_BY_CHUNK = "chunk_id"  # the citation named its chunk: nothing to anchor
+UNANCHORED = "unanchored"  # registration found no chunk for it: judged invalid, with its anchor_note
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +214,7 @@ class AnchorNote(BaseModel):
     method: RequiredText
     score: float | None = None
     given_index: StrictInt | None = None
+    note: GivenText | None = None  # unanchored: why
 
 
 class CitationRecord(BaseModel):
@@ -229,7 +231,7 @@ class CitationRecord(BaseModel):
     @model_validator(mode="after")
     def _names_its_evidence(self) -> CitationRecord:
         named = [key for key in ("chunk_id", "doc_id", "source_path") if getattr(self, key) is not None]
-        if not named:
+        if not named and not self._unanchored:  # a record repair rebuilt keeps a citation naming no document
             raise _record_error("chunk_id", "missing: give chunk_id, or the document's doc_id or source_path")
         if len(named) > 1:
             raise _record_error(named[1], f"give one of chunk_id, doc_id and source_path, not {' and '.join(named)}")
@@ -245,11 +247,15 @@ class CitationRecord(BaseModel):
             raise _record_error("end_char", f"should be after start_char ({self.start_char})")
         return self
 
+    @property
+    def _unanchored(self) -> bool:
+        return self.anchor is not None and self.anchor.method == UNANCHORED
+
     def parsed(self) -> ParsedCitation:
         document = None
-        if self.chunk_id is None:
+        if self.chunk_id is None and (self.doc_id is not None or self.source_path is not None):
             document = DocumentRef(self.doc_id, self.source_path, self.start_char, self.end_char)
-        anchor = self.anchor if self.chunk_id is not None else None
+        anchor = self.anchor if self.chunk_id is not None or self._unanchored and document is None else None
         return ParsedCitation(
             chunk_id=self.chunk_id,
             quote=self.quote,
@@ -258,6 +264,7 @@ class CitationRecord(BaseModel):
             document=document,
             anchored_by=anchor.method if anchor else ANCHORED_BY_CHUNK,
             anchor_score=anchor.score if anchor else None,
+            anchor_note=anchor.note if anchor else None,
             given_index=anchor.given_index if anchor else None,
         )
 

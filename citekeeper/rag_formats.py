@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from citekeeper.anchor import UNANCHORED
 from citekeeper.answers import (
-    MAX_CLAIMS_PER_ANSWER, AnswerInputError, DocumentRef, GivenText, Issue, ParsedAnswer, ParsedCitation, ParsedClaim,
-    RequiredText, Timestamp, issue_from, check_claims, record_json,
+    MAX_CLAIMS_PER_ANSWER, UNANCHORED, AnswerInputError, DocumentRef, GivenText, Issue, ParsedAnswer, ParsedCitation,
+    ParsedClaim, RequiredText, Timestamp, issue_from, check_claims, record_json,
 )  # fmt: skip
 from citekeeper.text import marker_ids, sentence_spans, strip_markers
 

@@ -319,7 +319,7 @@ REPAIRS = pa.schema(
         pa.field("reason", pa.string(), nullable=False),
         pa.field("score", pa.float64()),  # the suggestion's score, for repairs that used one
         pa.field("method", pa.string()),  # the suggestion's method (changes.reanchor)
-        pa.field("old_chunk_id", pa.string(), nullable=False),
+        pa.field("old_chunk_id", pa.string()),  # null: a citation by document registration could not anchor
         pa.field("old_version", pa.string(), nullable=False),
         pa.field("old_start_char", pa.int64()),
         pa.field("old_end_char", pa.int64()),

@@ -365,3 +365,30 @@ def test_cohere_stream_events_assemble_into_one_response(tmp_path):
     assert result.exit_code == 1
     at = next(i for i, event in enumerate(unmapped) if event["type"] == "citation-start" and event["index"] == 1)
     assert f"line 1: response.{at}.delta.message.citations.sources.0: documents has no entry for this source ('doc:9', 'doc:9', 9)" in result.output
+
+
+def test_repair_keeps_an_unmappable_citation_invalid_beside_the_repaired_ones(tmp_path):
+    """An unanchored citation (no chunk, no document) is a normal row: repair --apply re-points the moved ones
+    and carries it into the new revision, still invalid with its reason (#30: repair died casting null chunk ids)."""
+    store_root = store_of(tmp_path)
+    appendix = {"type": "page_location", "cited_text": "Timeouts are listed in the appendix.", "document_index": 7,
+                "document_title": "Appendix", "file_id": None, "start_page_number": 3, "end_page_number": 4}  # fmt: skip
+    response = json.loads(json.dumps(ANTHROPIC_DUMP))
+    response["content"][2]["citations"].append(appendix)
+    assert add(store_root, tmp_path, "anthropic", response, DUMPS["anthropic"][1]).exit_code == 1
+    ingest(write_tree(tmp_path / "v2", corpus(GUIDE, LIMITS_V1, guide_path="manual/guide.md")), CorpusStore(store_root),
+           version="v2", config=ParseConfig(workers=1))  # fmt: skip
+    report = tmp_path / "report.html"
+    assert run("stale", "--against", "v2", "--store", store_root, "--report", report).exit_code == 0
+
+    repaired = run("repair", "--against", "v2", "--apply", "--store", store_root)
+    assert repaired.exit_code == 0, repaired.output
+    rows = exported(store_root, tmp_path)
+    assert rows["revision"].unique().to_list() == [2]
+    assert sorted(rows.filter(pl.col("chunk_id").is_not_null())["source_path"]) == ["limits.md", "manual/guide.md"]
+    (bad,) = rows.filter(pl.col("chunk_id").is_null()).iter_rows(named=True)
+    assert (bad["anchored_by"], bad["quote"]) == ("unanchored", "Timeouts are listed in the appendix.")
+    assert bad["anchor_note"] == "documents has no entry for this source (7, 'Appendix')"
+    status = statuses(store_root, "v2", tmp_path)
+    assert sorted(status["status"]) == ["invalid", "valid", "valid"]
+    assert status.filter(pl.col("status") == "invalid")["reason"].item().endswith("documents has no entry for this source (7, 'Appendix')")
