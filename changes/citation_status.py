@@ -136,7 +136,7 @@ def _locators(frame: pl.DataFrame, target_version: str, cited_version: str) -> p
         cited_version=pl.lit(cited_version),
         doc_id=pl.col("old_doc_id"),
         source_path=pl.col("old_source_path"),
-        access_scope=pl.col("old_access_scope"),
+        access_scope=pl.coalesce("old_access_scope", "quote_access_scope"),  # an unanchored quote of internal text
         old_locator=native_locator("old_"),
         new_locator=successor(native_locator("new_")),
         old_start_char=pl.when(quote_in_old).then(old_start).otherwise("old_start_char"),

@@ -12,7 +12,8 @@ from rapidfuzz import fuzz
 from citekeeper.answer_files import LineError
 from citekeeper.answers import UNANCHORED, DocumentRef, ParsedAnswer, ParsedCitation, ParsedClaim
 from citekeeper.locate import locate_quote
-from citekeeper.text import snap_to_words, trim_span
+from citekeeper.scope import INTERNAL
+from citekeeper.text import normalize_text, snap_to_words, trim_span
 
 ANCHOR_METHODS = ("chunk_id", "exact", "normalized", "fuzzy", "offsets", "document", UNANCHORED)
 REVIEW_METHODS = ("fuzzy", "offsets")  # anchored, but a person should look: flagged in exports
@@ -46,6 +47,7 @@ class DocumentTexts:
         self._docs: dict[tuple[str, str], _Document] = {}  # (version, doc_id)
         self._paths: dict[str, dict[str, str]] = {}  # version -> source_path -> doc_id
         self._versions: dict[str, bool] = {}
+        self._internal: dict[str, list[tuple[str, ...]]] = {}  # version -> each internal_only text, as is and normalised
 
     def has_version(self, version: str) -> bool:
         if version not in self._versions:
@@ -85,6 +87,19 @@ class DocumentTexts:
         for doc_id, text in texts.iter_rows():
             yield _Document(doc_id, text, spans.get(doc_id, ()))
 
+    def is_internal_text(self, version: str, quote: str) -> bool:
+        """Whether `quote` is in an internal_only document of `version`, exact or normalised (strict or loose).
+        The version's internal texts are read once, when an unanchored quote first asks."""
+        if not self.has_version(version):
+            return False
+        if version not in self._internal:
+            scopes = self.corpus.read_documents(version, columns=["doc_id", "access_scope"])
+            internal_ids = [doc_id for doc_id, scope in scopes.iter_rows() if scope == INTERNAL]
+            texts = self.corpus.read_documents(version, columns=["text"], doc_ids=internal_ids)["text"] if internal_ids else []
+            self._internal[version] = [(text, normalize_text(text), normalize_text(text, loose=True)) for text in texts]
+        forms = (quote, normalize_text(quote), normalize_text(quote, loose=True))
+        return any(form and form in text for texts in self._internal[version] for form, text in zip(forms, texts))
+
     def get(self, version: str, ref: DocumentRef) -> _Document | None:
         """The document `ref` names in `version` as loaded; None when the version or the document is not in the store."""
         doc_id = ref.doc_id if ref.doc_id is not None else self._paths.get(version, {}).get(ref.source_path)
@@ -103,15 +118,31 @@ def anchor_answers(answers: list[ParsedAnswer], texts: DocumentTexts) -> tuple[l
         if citation.chunk_id is None and citation.document is not None
     }
     errors = [LineError(answer.line or 0, issue.field, issue.message) for answer in answers for issue in answer.unmapped]
-    if not wanted:
-        return answers, errors
-    texts.load((version, citation.document) for version, citation, _ in wanted.values())
-    anchored = {key: _anchor(citation, version, texts, given_index) for key, (version, citation, given_index) in wanted.items()}
+    if wanted:
+        texts.load((version, citation.document) for version, citation, _ in wanted.values())
+        anchored = {key: _anchor(citation, version, texts, given_index) for key, (version, citation, given_index) in wanted.items()}
 
-    def missing(citation: ParsedCitation) -> bool:
-        return texts.get(wanted[id(citation)][0], citation.document) is None
+        def missing(citation: ParsedCitation) -> bool:
+            return texts.get(wanted[id(citation)][0], citation.document) is None
 
-    return [_anchored_answer(answer, anchored, missing, errors) for answer in answers], errors
+        answers = [_anchored_answer(answer, anchored, missing, errors) for answer in answers]
+    return [_internal_quotes_withheld(answer, texts) for answer in answers], errors
+
+
+def _internal_quotes_withheld(answer: ParsedAnswer, texts: DocumentTexts) -> ParsedAnswer:
+    """`answer` with each unanchored quote that is internal_only text of its version marked internal_only: it is
+    evidence claimed from the corpus, so every shared output withholds it as it would an anchored internal quote."""
+    if not any(c.anchored_by == UNANCHORED and c.quote for claim in answer.claims for c in claim.citations):
+        return answer
+
+    def checked(citation: ParsedCitation) -> ParsedCitation:
+        version = citation.corpus_version or answer.corpus_version
+        if citation.anchored_by != UNANCHORED or not citation.quote or not texts.is_internal_text(version, citation.quote):
+            return citation
+        note = f"{citation.anchor_note}; the quote is internal_only text of {version!r}, so it is withheld"
+        return replace(citation, anchor_note=note, quote_access_scope=INTERNAL)
+
+    return answer.with_claims(tuple(replace(claim, citations=tuple(map(checked, claim.citations))) for claim in answer.claims))
 
 
 def _anchored_answer(

@@ -59,6 +59,7 @@ def _located(store, version: str, citations: pl.DataFrame) -> pl.DataFrame:
     frame = locate_quotes(frame, "_chunk_text", "quote", prefix="_quote")
     found = pl.col("_quote_start").is_not_null()
     return frame.with_columns(
+        access_scope=pl.coalesce("access_scope", "quote_access_scope"),  # an unanchored quote of internal text
         cited_version=pl.col("corpus_version"),
         locator=native_locator(),
         start_char=pl.when(found).then(pl.col("_chunk_start") + pl.col("_quote_start")).otherwise("_chunk_start"),

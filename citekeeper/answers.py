@@ -74,6 +74,7 @@ class ParsedCitation:
     anchor_score: float | None = None
     anchor_note: str | None = None
     given_index: int | None = None  # the citation as given, within its claim: a quote across chunks is several
+    quote_access_scope: str | None = None  # unanchored, its quote internal_only text: withheld (citekeeper.anchor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,6 +483,7 @@ def answer_rows(answer: ParsedAnswer, revision: int, source_file: str | None, re
                     "given_index": citation_index if cit.given_index is None else cit.given_index,
                     "cited_doc_id": cit.document.doc_id if cit.document is not None else None,
                     "cited_source_path": cit.document.source_path if cit.document is not None else None,
+                    "quote_access_scope": cit.quote_access_scope,
                 }
             )
     answer_row = {

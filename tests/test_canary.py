@@ -1,6 +1,6 @@
 """The canary (issue #21): a unique string sits only in internal_only text, made so by a sidecar, by front
 matter (one that a sidecar contradicts, with the canary in the front matter too), by a symlink and by a later
-scope change. Every CLI command and every Dagster asset runs over the
+scope change; and a public answer quotes it as if a public page said so (its quote anchors nowhere). Every CLI command and every Dagster asset runs over the
 store, repair --apply and verification included; the canary must appear in no shared output file and no line
 printed or recorded as metadata, unless --include-internal-text was given (and then the file says so)."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ from assets import corpus as ingest_assets
 from assets import verification as verification_assets
 from assets.partitions import corpus_versions
 from tests.dagster_settings import settings
-from citekeeper.scope import RAW_TEXT_KEY
+from citekeeper.scope import RAW_TEXT_KEY, REDACTED
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
 
@@ -100,6 +100,14 @@ ANTHROPIC_ANSWER = {
         {"type": "text", "text": " Deploys wait for review.", "citations": [
             {"type": "char_location", "cited_text": PUBLIC, "document_index": 1}]}]},
 }  # fmt: skip
+# A public answer quoting internal text as if a public page said it: the quote anchors nowhere in that page, and
+# is withheld all the same, because it is internal_only text of the version.
+UNANCHORED_ANSWER = {
+    "answer_id": "claims-public", "corpus_version": "v1", "documents": [{"source_path": "public/guide.md"}],
+    "response": {"type": "message", "role": "assistant", "content": [
+        {"type": "text", "text": "The plan has a code name.", "citations": [
+            {"type": "char_location", "cited_text": f"The acquisition is code-named {CANARY} in every memo.", "document_index": 0}]}]},
+}  # fmt: skip
 
 
 def shared_files(*roots: Path) -> list[Path]:
@@ -123,7 +131,7 @@ def world(tmp_path_factory):
     run("ingest", str(write(base / "src", tree(1))), "--version", "v1", "--workers", "1")
     (base / "answers.jsonl").write_text("\n".join(json.dumps(a) for a in answers(CorpusStore(store_dir))) + "\n")
     run("answers", "add", str(base / "answers.jsonl"))
-    (base / "anthropic.jsonl").write_text(json.dumps(ANTHROPIC_ANSWER) + "\n")
+    (base / "anthropic.jsonl").write_text(json.dumps(ANTHROPIC_ANSWER) + "\n" + json.dumps(UNANCHORED_ANSWER) + "\n")
     run("answers", "add", str(base / "anthropic.jsonl"), "--from", "anthropic")  # the response itself quotes the canary
     run("ingest", str(write(base / "src", tree(2))), "--version", "v2", "--workers", "1")
     run("versions")
@@ -144,7 +152,7 @@ def world(tmp_path_factory):
     run("verify", "--no-model", "--version", "v2", "--out", str(out / "verify"), "--shard", "1/2", "--run-id", "s")
     run("verify-merge", "--out", str(out / "verify"), "--version", "v2", "--run-id", "s", store=False)
     run("answers", "list")
-    for answer_id in ("public", "internal"):
+    for answer_id in ("public", "internal", "claims-public"):
         run("answers", "show", answer_id)
     run("answers", "export", "--out", str(out / "answers.parquet"))
     run("gc", "--keep-last", "5", "--dry-run")
@@ -213,3 +221,14 @@ def test_no_dagster_asset_or_its_metadata_holds_the_canary(tmp_path):
     assert CANARY not in "\n".join(seen)
     store = CorpusStore(store_dir)
     assert not leaks(store.layout.citation_status_file("v2").parent / "report.html")
+
+
+def test_an_unanchored_quote_of_internal_text_is_withheld_and_says_why(world):
+    shown = world["run"]("answers", "show", "claims-public")
+    assert "withheld" in shown and CANARY not in shown
+    rows = pl.read_parquet(world["out"] / "answers.parquet").filter(pl.col("answer_id") == "claims-public")
+    (row,) = rows.iter_rows(named=True)
+    assert (row["anchored_by"], row["chunk_id"], row["access_scope"]) == ("unanchored", None, "internal_only")
+    assert row["anchor_note"].endswith("the quote is internal_only text of 'v1', so it is withheld")
+    status = pl.read_parquet(world["out"] / "status.parquet").filter(pl.col("answer_id") == "claims-public")
+    assert status["status"].to_list() == ["invalid"] and status["quote"].to_list() == [REDACTED]
