@@ -424,6 +424,9 @@ class CorpusStore:
                 lance_table.delete("true")
         elif lance_table.version != parent.lance_versions[table]:
             lance_table.restore(parent.lance_versions[table])
+        missing = [field for field in STORED_SCHEMAS[table] if field.name not in lance_table.schema.names]
+        if missing:  # a store from before a column existed: null in its older rows, as its readers take it
+            lance_table.add_columns(pa.schema(missing))
         return lance_table
 
     def _export_parquet(self, version: str, errors: pa.Table) -> None:

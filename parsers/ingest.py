@@ -50,7 +50,7 @@ STAGED_SOURCES = schema.STAGED_SOURCES.append(pa.field("access_scope", pa.string
     pa.field("title", pa.string())  # explicit (sidecar or front matter); null when the parser finds one
 )
 # A parent's document, as far as reuse is concerned.
-REUSE_COLUMNS = ["doc_id", "doc_content_hash", "source_path", "access_scope", "title"]
+REUSE_COLUMNS = ["doc_id", "doc_content_hash", "source_path", "access_scope", "title", "front_matter"]
 CHUNK_FIELDS = [f.name for f in fields(Chunk)]  # a chunk's own columns of the chunks table
 
 
@@ -278,22 +278,21 @@ def _unchanged_doc_ids(
     source_path and access_scope, parsed under the same parse settings. Fails closed on the scope: rows are
     reused only under the very access_scope the source has now. A stored title may be the parser's (the first
     heading), so only an explicit title is compared: one taken out of a sidecar while the bytes stay is not
-    seen here (the version's corpus_hash does see it). One join of two frames of metadata, no row per
-    document as Python objects."""
+    seen here (the version's corpus_hash does see it). The front matter comes from the bytes, so it differs only
+    where the parent was committed before the column existed: such a document is parsed once more. One join of
+    two frames of metadata, no row per document as Python objects."""
     if parent is None or not sources or reparse_reason(parent, config) is not None:
         return set()
     previous = store.read_documents(parent.name, columns=REUSE_COLUMNS)
-    current = pl.DataFrame(
-        {name: [getattr(s, name) for s in sources] for name in ("doc_id", "content_hash", "source_path",
-                                                                "access_scope", "title")},
-        schema={"doc_id": pl.String, "content_hash": pl.String, "source_path": pl.String,
-                "access_scope": pl.String, "title": pl.String},
-    )
+    compared = ("doc_id", "content_hash", "source_path", "access_scope", "title", "front_matter")
+    current = pl.DataFrame({name: [getattr(s, name) for s in sources] for name in compared},
+                           schema=dict.fromkeys(compared, pl.String))
     same = current.join(previous, on="doc_id", how="inner", suffix="_parent").filter(
         (pl.col("content_hash") == pl.col("doc_content_hash"))
         & (pl.col("source_path") == pl.col("source_path_parent"))
         & (pl.col("access_scope") == pl.col("access_scope_parent"))
         & (pl.col("title").is_null() | (pl.col("title") == pl.col("title_parent")).fill_null(False))
+        & pl.col("front_matter").eq_missing(pl.col("front_matter_parent"))
     )
     return set(same["doc_id"])
 

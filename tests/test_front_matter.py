@@ -184,3 +184,22 @@ def test_a_file_with_text_but_no_front_matter_has_none(tmp_path):
     write_tree(tmp_path, {"plain.md": "# Plain\n\nNo front matter.\n"})
     (source,), errors = discover_sources(tmp_path, SERIAL)
     assert errors == [] and source.front_matter is None
+
+
+def test_a_store_from_before_the_front_matter_column_takes_the_next_ingest(tmp_path, monkeypatch):
+    """v1 committed by a citekeeper whose documents table had no front_matter column: v2 commits, and v1 reads
+    back with the column null."""
+    from citekeeper import store as store_module
+
+    root = write_tree(tmp_path / "site", {"modules.md": HUGO + "# Modules\n\nHugo Modules are building blocks.\n"})
+    older = store_module.STORED_SCHEMAS["documents"]
+    with monkeypatch.context() as patched:
+        patched.setitem(store_module.STORED_SCHEMAS, "documents", older.remove(older.get_field_index("front_matter")))
+        ingest(root, CorpusStore(tmp_path / "store"), version="v1", config=SERIAL)
+    (root / "social.md").write_text(MKDOCS + "Social cards.\n", encoding="utf-8")
+    store = CorpusStore(tmp_path / "store")
+    assert ingest(root, store, version="v2", config=SERIAL).created
+    front_matter = {version: dict(store.read_documents(version, columns=["source_path", "front_matter"]).iter_rows())
+                    for version in ("v1", "v2")}  # fmt: skip
+    assert front_matter["v1"] == {"modules.md": None}
+    assert {path: json.loads(value) for path, value in front_matter["v2"].items()} == {"modules.md": _expected(HUGO), "social.md": _expected(MKDOCS)}
