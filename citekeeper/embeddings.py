@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from citekeeper.layout import StoreLayout
 from citekeeper.language import models_for, resolve_language
-from citekeeper.models import ModelSourceError, resolve_model
+from citekeeper.models import ModelSourceError, load_sentence_transformer, resolve_model
 from citekeeper.text import normalize_text
 
 if TYPE_CHECKING:
@@ -97,9 +97,7 @@ class Embedder:
     def __init__(self, model: Path | str | None = None):
         self.name = model_name(model)
         source = _bundled_model_dir() if model is None else resolve_model(model).path
-        from sentence_transformers import SentenceTransformer
-
-        self.model = SentenceTransformer(str(source), device="cpu", local_files_only=True)
+        self.model = load_sentence_transformer(source)
         self.dim = int(self.model.get_embedding_dimension())
 
     def embed(self, texts: list[str]) -> np.ndarray:

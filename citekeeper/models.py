@@ -1,16 +1,19 @@
 """Where a model comes from: a local directory, the local Hugging Face cache, or a download into it (resolve_model);
 `pull` copies models into plain directories for a machine without network (docs/verification.md, "Where
-models come from")."""
+models come from"); and how a model folder is loaded, as data and never as code (load_pretrained,
+load_weights, load_sentence_transformer; docs/production.md, "Security model")."""
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,10 +29,16 @@ TOKENIZER_FILES = frozenset(
     {"tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spm.model", "sentencepiece.bpe.model"}
 )
 _TRUE = {"1", "true", "yes", "on"}
+# The files in which transformers reads `auto_map`: the classes it would import from Python files of the folder.
+CUSTOM_CODE_FILES = ("config.json", "tokenizer_config.json")
 
 
 class ModelSourceError(RuntimeError):
     """A model spec that gives no loadable local directory; the message says why."""
+
+
+class UntrustedModelError(ModelSourceError):
+    """A model folder that would run code of its own when loaded; refused before anything is loaded."""
 
 
 @dataclass(frozen=True)
@@ -83,8 +92,75 @@ def needed_files(names: Iterable[str]) -> list[str]:
     """The files from_pretrained needs out of a repo or directory listing: the top-level config and tokenizer
     files and one weights format, safetensors when there are any (many repos carry the weights twice)."""
     top = sorted(name for name in names if "/" not in name)
-    weights = [name for name in top if name.endswith(".safetensors")] or [name for name in top if name.endswith(".bin")]
-    return [name for name in top if name.endswith(SUPPORT_SUFFIXES)] + weights
+    return [name for name in top if name.endswith(SUPPORT_SUFFIXES)] + weight_files(top)
+
+
+def weight_files(names: Iterable[str]) -> list[str]:
+    """The weights a listing holds in the one format citekeeper loads: safetensors when there are any, else the
+    pickled .bin files."""
+    names = sorted(names)
+    return [name for name in names if name.endswith(".safetensors")] or [name for name in names if name.endswith(".bin")]
+
+
+def refuse_custom_code(directory: Path) -> None:
+    """UntrustedModelError when `directory` names Python code of its own (`auto_map`), which transformers would
+    import from the folder: citekeeper loads a model folder as data only."""
+    for name in CUSTOM_CODE_FILES:
+        path = directory / name
+        if not path.is_file():
+            continue
+        try:
+            settings = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ModelSourceError(f"{path} is not readable JSON: {exc}") from exc
+        if isinstance(settings, dict) and "auto_map" in settings:
+            raise UntrustedModelError(
+                f"{path} has the key `auto_map`, which names Python code in the model folder; citekeeper never "
+                "runs code from a model folder (use a model whose architecture transformers ships)"
+            )
+
+
+def load_pretrained(loader, directory: Path, **options):
+    """`loader.from_pretrained` (AutoConfig, AutoTokenizer, an AutoModelFor* class) on a local model folder, as
+    citekeeper loads every one: its custom code refused first and never imported, whatever stdin would answer."""
+    refuse_custom_code(directory)
+    with _pickles_refused(directory):
+        return loader.from_pretrained(directory, trust_remote_code=False, local_files_only=True, **options)
+
+
+def load_weights(model_class, directory: Path):
+    """load_pretrained of a model class, from the safetensors when the folder has both formats."""
+    return load_pretrained(model_class, directory, **_safetensors_first(directory))
+
+
+def load_sentence_transformer(directory: Path):
+    """A sentence-transformers model on the CPU from a local folder, under load_pretrained's rules (sentence-
+    transformers also refuses, without trust_remote_code, a modules.json type outside its own package)."""
+    refuse_custom_code(directory)
+    from sentence_transformers import SentenceTransformer
+
+    with _pickles_refused(directory):
+        return SentenceTransformer(str(directory), device="cpu", local_files_only=True, trust_remote_code=False,
+                                   model_kwargs=_safetensors_first(directory))  # fmt: skip
+
+
+def _safetensors_first(directory: Path) -> dict:
+    # transformers prefers safetensors on its own today; said explicitly so a pickle beside them is never read.
+    return {"use_safetensors": True} if any(name.endswith(".safetensors") for name in os.listdir(directory)) else {}
+
+
+@contextmanager
+def _pickles_refused(directory: Path) -> Iterator[None]:
+    """torch.load's weights_only refusal of a pickle holding more than tensors, as one UntrustedModelError
+    naming the weight files, in place of a raw UnpicklingError."""
+    try:
+        yield
+    except pickle.UnpicklingError as exc:
+        files = ", ".join(str(directory / name) for name in weight_files(os.listdir(directory)))
+        raise UntrustedModelError(
+            f"{files}: the pickled weights hold objects besides tensors, which citekeeper never unpickles "
+            "(torch.load with weights_only refused them); use a copy of the model saved as safetensors"
+        ) from exc
 
 
 def _is_loadable(names: Iterable[str]) -> bool:
@@ -202,6 +278,7 @@ def pull(models: Iterable[str], to_dir: Path | str) -> list[PulledModel]:
 
 def _pull_one(spec: str, to_dir: Path) -> PulledModel:
     source = resolve_model(spec)
+    refuse_custom_code(source.path)  # a copy that no citekeeper command would load
     target = to_dir / pulled_name(spec)
     # Copied beside the target and renamed into place, so an interrupted pull never leaves half a model there.
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=to_dir))

@@ -19,7 +19,7 @@ import numpy as np
 
 from citekeeper.language import ENGLISH, ModelChoice, choose_nli_model
 from citekeeper.files import replace_durably
-from citekeeper.models import PULLED_FROM, ModelSourceError, resolve_model
+from citekeeper.models import PULLED_FROM, ModelSourceError, load_pretrained, load_weights, resolve_model
 from verifiers.checkers import (
     PROTOCOLS, CheckerError, LabelSetError, Preset, build_protocol, detect_protocol, preset_for,
 )
@@ -298,15 +298,15 @@ def load_scorer(
     try:
         from transformers import AutoConfig, AutoTokenizer
 
-        config = AutoConfig.from_pretrained(local.path)
+        config = load_pretrained(AutoConfig, local.path)
         protocol_name = checker or (preset.protocol if preset else None) or detect_protocol(model, config)
         if protocol_name not in PROTOCOLS:
             raise CheckerError(f"unknown checker protocol {protocol_name!r}: use one of {', '.join(PROTOCOLS)}")
         if backend == "onnx" and protocol_name not in ONNX_PROTOCOLS:
             raise CheckerError(f"model {model!r}: the onnx backend runs {' and '.join(ONNX_PROTOCOLS)} checkers, not {protocol_name}")
-        tokenizer = AutoTokenizer.from_pretrained(local.path)
-        hf_model = MODEL_CLASSES[protocol_name](local.path).eval()
-    except (OSError, ValueError, KeyError) as exc:
+        tokenizer = load_pretrained(AutoTokenizer, local.path)
+        hf_model = load_weights(_model_class(protocol_name), local.path).eval()
+    except (ModelSourceError, OSError, ValueError, KeyError) as exc:
         if isinstance(exc, CheckerError | LabelSetError):
             raise
         raise ModelUnavailable(missing_model_message(model, f"{type(exc).__name__}: {exc}")) from exc
@@ -332,25 +332,18 @@ def load_scorer(
     return OnnxScorer(**common, session=_onnx_session(onnx_path, placement))
 
 
-def _sequence_classifier(path):
-    from transformers import AutoModelForSequenceClassification
-
-    return AutoModelForSequenceClassification.from_pretrained(path)
-
-
-def _seq2seq(path):
-    from transformers import AutoModelForSeq2SeqLM
-
-    return AutoModelForSeq2SeqLM.from_pretrained(path)
+MODEL_CLASSES = {  # the transformers Auto class each protocol's model loads with
+    "nli": "AutoModelForSequenceClassification", "binary": "AutoModelForSequenceClassification",
+    "seq2seq": "AutoModelForSeq2SeqLM", "causal-lm": "AutoModelForCausalLM",
+}  # fmt: skip
 
 
-def _causal_lm(path):
-    from transformers import AutoModelForCausalLM
+def _model_class(protocol_name: str):
+    import transformers
 
-    return AutoModelForCausalLM.from_pretrained(path)
+    return getattr(transformers, MODEL_CLASSES[protocol_name])
 
 
-MODEL_CLASSES = {"nli": _sequence_classifier, "binary": _sequence_classifier, "seq2seq": _seq2seq, "causal-lm": _causal_lm}
 ONNX_PROTOCOLS = ("nli", "binary")  # sequence classifiers: one logits output, exported and quantised as is
 
 
