@@ -13,7 +13,7 @@ import pytest
 
 from citekeeper.embeddings import EmbeddingStore
 from citekeeper.language import MULTILINGUAL
-from citekeeper.models import ModelSourceError, needed_files, pulled_name, resolve_model
+from citekeeper.models import HUB_TIMEOUT_S, ModelSourceError, needed_files, pulled_name, resolve_model
 from tests.hub_server import LoopbackHub, hub_env, run_python, unanswered_endpoint
 from tests.random_models import save_random_nli_model
 from verifiers.nli import load_scorer
@@ -88,7 +88,9 @@ def test_a_hub_id_is_downloaded_once_then_loads_from_the_cache_without_network(h
 def test_without_network_a_hub_id_fails_within_seconds_with_guidance(tmp_path):
     with unanswered_endpoint() as endpoint:
         failed = outcome(run_python(LOAD, MODEL, env=hub_env(tmp_path / "hf", endpoint)))
-    assert failed["seconds"] < 10  # not minutes of TCP and huggingface_hub retries
+    # Not minutes of TCP and huggingface_hub retries: one HUB_TIMEOUT_S (the message says so), with a margin wide
+    # enough for a busy machine; a hang the bound misses would take minutes.
+    assert failed["seconds"] < 12 * HUB_TIMEOUT_S
     message = failed["error"]
     assert f"cannot load NLI model {MODEL!r}" in message and f"cannot be fetched from {endpoint}" in message
     assert "no answer within 5 s" in message and "--model /local/dir" in message and "--no-model" in message
@@ -99,10 +101,9 @@ def test_hf_hub_offline_read_at_call_time_makes_no_request(hub_repo, monkeypatch
     with LoopbackHub({MODEL: hub_repo}).running() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-        started = time.monotonic()
         with pytest.raises(ModelSourceError, match="not in the local Hugging Face cache and HF_HUB_OFFLINE=1"):
             resolve_model(MODEL)
-        assert time.monotonic() - started < 2 and hub.requests == []
+        assert hub.requests == []  # no request at all, so no time spent waiting on one
 
 
 EMBED = """
@@ -124,7 +125,9 @@ def test_an_embedding_hub_id_is_downloaded_or_falls_back_to_full_text_fast(hub_r
     with unanswered_endpoint() as endpoint:
         env = hub_env(tmp_path / "hf-empty", endpoint)
         fallback = outcome(run_python(EMBED, MODEL, str(tmp_path / "store"), env=env))
-    assert fallback["dim"] is None and fallback["seconds"] < 10
+    # Bounded by the hub timeout, not minutes of TCP and hub retries: against the same process loading the model
+    # from a hub that answers (the same imports, measured in this run, so a busy machine slows both alike).
+    assert fallback["dim"] is None and fallback["seconds"] < loaded["seconds"] + 3 * HUB_TIMEOUT_S
     assert any("falls back to full-text search" in w and "citekeeper models pull" in w for w in fallback["warnings"])
 
 
