@@ -121,6 +121,12 @@ def test_undecodable_bytes_are_quarantined_with_their_offset(ingested):
         ("caf\xe9".encode("utf-8"), "utf-16", ("caf\xe9", "utf-8")),  # a UTF-16 <meta> was read as ASCII: ignored
         ("caf\xe9".encode("utf-8"), "no-such-charset", ("caf\xe9", "utf-8")),
         ("Hello, world".encode("utf-16-le"), None, ("Hello, world", "utf-16-le")),  # NULs: UTF-16 without a BOM
+        ("Hello, world".encode("utf-16-be"), None, ("Hello, world", "utf-16-be")),
+        ("Hi".encode("utf-16-le"), None, ("Hi", "utf-16-le")),
+        (("部署前请备份数据库。\n" * 8).encode("utf-16-le"), None, ("部署前请备份数据库。\n" * 8, "utf-16-le")),
+        (b"# Notes\n\nThe deploy runs nightly.\x00 Back up first.\n", None,
+         ("# Notes\n\nThe deploy runs nightly.\x00 Back up first.\n", "utf-8")),  # a stray NUL is not UTF-16
+        (b"ab\x00\x00\x00\x00cd", None, ("ab\x00\x00\x00\x00cd", "utf-8")),  # NULs on both parities
         ("你好，世界。".encode("gbk"), None, ("你好，世界。", "gb18030")),
         ("It\u2019s the team\u2019s job.".encode("cp1252"), None, ("It\u2019s the team\u2019s job.", "cp1252")),
     ],

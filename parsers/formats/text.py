@@ -30,8 +30,34 @@ _BOMS = (
 _SUPERSETS = {"iso8859-1": "cp1252", "ascii": "cp1252", "gb2312": "gb18030", "gbk": "gb18030"}
 # What undeclared, non-UTF-8 office files here are written in: Chinese and Western Windows code pages.
 _LEGACY_CANDIDATES = ("gb18030", "cp1252")
-# Only UTF-16 puts NUL bytes in text (every ASCII character, space and newline has one).
-_NUL_CANDIDATES = ("utf_16_le", "utf_16_be")
+# UTF-16 without a byte-order mark: every ASCII character, space and newline puts a NUL in its code unit, so the
+# NULs share one parity (odd offsets little-endian, even big-endian). A few NULs prove nothing (a stray NUL in
+# UTF-8 has a parity too): it takes this many, or NULs in half the bytes of that parity (a short ASCII text).
+_UTF16_MIN_NULS = 8
+_UTF16_NUL_SHARE = 0.95  # "nearly all" on one parity: a character such as U+0100 puts a NUL on the other
+
+# What a reader of rendered Markdown or HTML never sees: comments, script, style and title bodies, tags with
+# their attributes (and declarations, processing instructions), a code fence's own line with its info string, a
+# link reference definition and a link's target. Only closed comments and bodies count as unseen, so that an
+# unclosed one never makes a page look empty. No match scans past where the next one could start, so the
+# measure stays linear in the file however its brackets fall.
+_UNSHOWN_MARKUP = re.compile(
+    r"<!--(?:(?!<!--).)*?-->"
+    r"|<(script|style|title)\b[^<>]*>(?:(?!<(?:script|style|title)\b).)*?</\1\s*>"
+    r"|<[!?/]?[A-Za-z](?:[^<>\"']++|\"[^\"]*+\"|'[^']*+')*+>"  # a quoted value may hold < and > (antd: <br>)
+    r"|^ {0,3}(?:`{3,}|~{3,})[^\n]*|^ {0,3}\[[^\]\n]+\]:[^\n]*|\]\([^()\[\]\n]*\)",
+    re.S | re.I | re.M,
+)
+_NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")
+# A parser that returns less than this share of the letters and digits its source shows has lost text (measured
+# on the real corpora: every page keeps more than 0.8 of them; libxml2 dropping a text node past 10 MB keeps
+# next to nothing, unstructured keeping only a raw <main> of Markdown 0.015).
+_MIN_KEPT_SHARE = 0.5
+_HTML_MAIN = re.compile(r"<main\b", re.I)
+# MDX reads a block that starts with `import ` or `export ` at the start of a line, up to a blank line, as
+# JavaScript (ESM), not prose; in a code fence it is code.
+_ESM_START = re.compile(r"(?:import|export) ")
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
 
 _HTML_CHARSET = re.compile(rb"<meta[^>]{0,200}?charset\s*=\s*[\"']?\s*([A-Za-z0-9_.:-]+)", re.I)
 _XML_ENCODING = re.compile(rb"\A\s*<\?xml[^>]{0,200}?encoding\s*=\s*[\"']([A-Za-z0-9_.:-]+)")
@@ -49,14 +75,16 @@ def decode_text(raw: bytes, declared: str | None = None) -> tuple[str, str]:
        (_SUPERSETS), when it is known, ASCII-compatible and decodes every byte. A declaration is the
        document's own word; browsers and mail readers follow it too, and 7-bit charsets (ISO-2022-JP) would
        pass as UTF-8.
-    3. Strict UTF-8, when the bytes hold no NUL (UTF-16 without a byte-order mark passes as UTF-8 too).
-    4. A guess, as unstructured's detect_file_encoding guesses: charset_normalizer ranks the candidates that
+    3. UTF-16 without a byte-order mark, when NULs fall on every other byte (_utf16_codec): little-endian
+       when they are at odd offsets, big-endian at even ones.
+    4. Strict UTF-8 (UTF-16 without a byte-order mark passes as UTF-8 too, hence 3 first; a stray NUL is
+       UTF-8's NUL).
+    5. A guess, as unstructured's detect_file_encoding guesses: charset_normalizer ranks the candidates that
        decode every byte; the first that decodes the whole file wins. The candidates are fixed: GB18030
-       (which reads GBK and GB2312) and Windows-1252 (which reads printable Latin-1), or UTF-16 LE/BE when
-       the bytes hold NULs. An open guess misreads short text silently: measured, it took a French sentence
-       for Windows-1250 ("Crčme") and a GBK one for UTF-16-BE. Even so a file of a few words can be
-       ambiguous; UTF-8 never is.
-    5. UndecodableText, naming the first byte that is not UTF-8 (or the first NUL).
+       (which reads GBK and GB2312) and Windows-1252 (which reads printable Latin-1). An open guess misreads
+       short text silently: measured, it took a French sentence for Windows-1250 ("Crčme") and a GBK one for
+       UTF-16-BE. Even so a file of a few words can be ambiguous; UTF-8 never is.
+    6. UndecodableText, naming the first byte that is not UTF-8.
 
     No rule replaces a byte: a replaced byte would let a citation quote text the document does not hold.
     """
@@ -66,11 +94,14 @@ def decode_text(raw: bytes, declared: str | None = None) -> tuple[str, str]:
     declared_codec = _declared_codec(declared)
     if declared_codec and (text := _strict(raw, declared_codec)) is not None:
         return text, declared_codec
-    if b"\x00" not in raw and (text := _strict(raw, "utf-8")) is not None:
-        return text, "utf-8"
-    if guessed := _guess(raw):
-        return guessed
-    raise UndecodableText(_undecodable_reason(raw, declared))
+    if (utf16 := _utf16_codec(raw)) and (text := _strict(raw, utf16)) is not None:
+        return text, utf16
+    try:
+        return raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError as not_utf8:
+        if guessed := _guess(raw):
+            return guessed
+        raise UndecodableText(_undecodable_reason(raw, declared, not_utf8)) from None
 
 
 def read_text(source: SourceFile, raw: bytes, declared: str | None = None) -> tuple[str, str]:
@@ -112,14 +143,22 @@ def _declared_codec(declared: str | None) -> str | None:
     return codec if ascii_compatible else None
 
 
-def _guess_candidates(raw: bytes) -> tuple[str, ...]:
-    return _NUL_CANDIDATES if b"\x00" in raw else _LEGACY_CANDIDATES
+def _utf16_codec(raw: bytes) -> str | None:
+    """The UTF-16 codec the NULs in `raw` show (see _UTF16_MIN_NULS), or None."""
+    at_even, at_odd = raw[0::2].count(0), raw[1::2].count(0)
+    if at_odd > at_even:
+        codec, nuls, parity_bytes = "utf-16-le", at_odd, len(raw) // 2
+    else:
+        codec, nuls, parity_bytes = "utf-16-be", at_even, (len(raw) + 1) // 2
+    if not nuls or nuls < _UTF16_NUL_SHARE * (at_even + at_odd):
+        return None
+    return codec if nuls >= _UTF16_MIN_NULS or 2 * nuls >= parity_bytes else None
 
 
 def _guess(raw: bytes) -> tuple[str, str] | None:
     # threshold=1.0: rank every candidate, however messy; its default (0.2) rejects short Chinese with
     # full-width punctuation ("你好，世界。") outright.
-    ranked = from_bytes(raw, cp_isolation=list(_guess_candidates(raw)), threshold=1.0, enable_fallback=False, preemptive_behaviour=False)
+    ranked = from_bytes(raw, cp_isolation=list(_LEGACY_CANDIDATES), threshold=1.0, enable_fallback=False, preemptive_behaviour=False)
     for match in ranked:
         codec = codecs.lookup(match.encoding).name
         # charset_normalizer decodes only samples of a large file: the whole file must decode.
@@ -128,15 +167,11 @@ def _guess(raw: bytes) -> tuple[str, str] | None:
     return None
 
 
-def _undecodable_reason(raw: bytes, declared: str | None) -> str:
-    try:
-        raw.decode("utf-8")
-        offset, why = raw.index(b"\x00"), "is NUL, which text does not hold"
-    except UnicodeDecodeError as exc:
-        offset, why = exc.start, f"is not UTF-8 ({exc.reason})"
+def _undecodable_reason(raw: bytes, declared: str | None, not_utf8: UnicodeDecodeError) -> str:
     tried = [f"declared {declared!r}"] if declared else []
-    tried += ["utf-8", *(codecs.lookup(codec).name for codec in _guess_candidates(raw))]
-    return f"byte 0x{raw[offset]:02x} at offset {offset} {why}, and no encoding tried ({', '.join(tried)}) decodes every byte; re-save the file as UTF-8"
+    tried += [*filter(None, [_utf16_codec(raw)]), "utf-8", *(codecs.lookup(codec).name for codec in _LEGACY_CANDIDATES)]
+    return (f"byte 0x{raw[not_utf8.start]:02x} at offset {not_utf8.start} is not UTF-8 ({not_utf8.reason}), and no encoding "
+            f"tried ({', '.join(tried)}) decodes every byte; re-save the file as UTF-8")  # fmt: skip
 
 
 def _body(source: SourceFile, text: str) -> str:
@@ -151,22 +186,92 @@ def _declared_charset(pattern: re.Pattern[bytes], raw: bytes) -> str | None:
     return match.group(1).decode("ascii") if match else None
 
 
-def _partition_md(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
-    from unstructured.partition.md import partition_md
+def _shown_text(source: SourceFile, markup: str) -> str:
+    """What Markdown or HTML shows a reader. A page that shows nothing (front matter, comments) has nothing to
+    cite and is skipped; lxml finds no element in a page of comments only, and unstructured's HTML partitioner
+    fails on it ('NoneType' object has no attribute 'xpath')."""
+    shown = _UNSHOWN_MARKUP.sub(" ", markup)
+    if not shown.strip():
+        raise NothingToCite(source.source_path)
+    return shown
 
+
+def _count_letters_and_digits(text: str) -> int:
+    return len(_NOT_LETTER_OR_DIGIT.sub("", text))
+
+
+def _lost_text(elements: list, shown: str) -> str | None:
+    """Why the parser's elements hold much less text than the source shows (_MIN_KEPT_SHARE), or None."""
+    kept = sum(_count_letters_and_digits(element.text or "") for element in elements)
+    visible = _count_letters_and_digits(shown)
+    if kept >= _MIN_KEPT_SHARE * visible:
+        return None
+    return f"text lost: the parser kept {kept:,} of the {visible:,} letters and digits the file shows"
+
+
+def _markdown_body(source: SourceFile, raw: bytes) -> tuple[str, str]:
+    """(the text after the front matter, its encoding)."""
     text, encoding = read_text(source, raw)
     try:
-        body = read_front_matter(text).body
+        return read_front_matter(text).body, encoding
     except MetadataError as exc:  # discovery already quarantined such files; this keeps parse_document total
         raise DocumentError(source.source_path, "read", str(exc), error_type="InvalidMetadata") from exc
-    return Partitioned(partition_md(text=_body(source, body)), encoding=encoding)
+
+
+def _partition_markdown(source: SourceFile, body: str) -> list:
+    """partition_md's elements, or, where it lost text, partition_text's: Markdown is written to read as plain
+    text, so its markup in the text is better than its text lost."""
+    from unstructured.partition.md import partition_md
+    from unstructured.partition.text import partition_text
+
+    shown = _shown_text(source, body)
+    elements = partition_md(text=body)
+    return partition_text(text=body) if _lost_text(elements, shown) else elements
+
+
+def _without_esm(body: str) -> str:
+    """An MDX body with its ESM blocks (_ESM_START) blanked line by line, so Markdown around them reads as before."""
+    lines = body.splitlines(keepends=True)
+    fence = None  # the open code fence's marker
+    in_esm, after_blank = False, True
+    for index, line in enumerate(lines):
+        blank = not line.strip()
+        if in_esm:
+            in_esm = not blank
+        elif fence:
+            closing = line.strip()  # the marker again, as long or longer, and nothing else
+            fence = None if closing.startswith(fence) and not closing.strip(fence[0]) else fence
+        elif opened := _FENCE_OPEN.match(line):
+            fence = opened.group(1)
+        else:
+            in_esm = after_blank and bool(_ESM_START.match(line))
+        if in_esm:
+            lines[index] = "\n"
+        after_blank = blank
+    return "".join(lines)
+
+
+def _partition_md(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
+    body, encoding = _markdown_body(source, raw)
+    return Partitioned(_partition_markdown(source, body), encoding=encoding)
+
+
+def _partition_mdx(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
+    body, encoding = _markdown_body(source, raw)
+    return Partitioned(_partition_markdown(source, _without_esm(body)), encoding=encoding)
 
 
 def _partition_html(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
+    """partition_html's elements; a page whose text they lost is quarantined (there is no plain reading of HTML)."""
     from unstructured.partition.html import partition_html
 
     text, encoding = read_text(source, raw, _declared_charset(_HTML_CHARSET, raw))
-    return Partitioned(partition_html(text=text), encoding=encoding)
+    main = _HTML_MAIN.search(text)  # unstructured reads a page's <main> alone when it has one
+    shown = _shown_text(source, text[main.start() :] if main else text)
+    elements = partition_html(text=text)
+    if reason := _lost_text(elements, shown):
+        raise DocumentError(source.source_path, "parse", reason, error_type="TextLost")
+    return Partitioned(elements, encoding=encoding)
 
 
 def _partition_txt(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
@@ -201,6 +306,7 @@ def _partition_xml(source: SourceFile, raw: bytes, config: ParseConfig) -> Parti
 
 FORMATS = (
     Format("md", (".md", ".markdown"), _partition_md, "Markdown (YAML front matter read as metadata)"),
+    Format("mdx", (".mdx",), _partition_mdx, "MDX (Markdown with JSX; its ESM import/export blocks are not text)"),
     Format("html", (".html", ".htm"), _partition_html, "HTML"),
     Format("txt", (".txt",), _partition_txt, "plain text"),
     Format("rst", (".rst",), _partition_rst, "reStructuredText"),
