@@ -66,7 +66,7 @@ def citation_status(
     corpus = store.corpus_store()
     registered = {}
     if answers.answers_path:
-        answer_store = AnswerStore(corpus.root, max_claims_per_answer=answers.max_claims_per_answer, corpus=corpus)
+        answer_store = AnswerStore(corpus.root, limits=answers.limits(), corpus=corpus)
         added = answer_store.add(answers.answers_path, response_format=answers.answers_format)
         for error in [*added.errors, *added.unanchored]:
             context.log.warning(f"event=answer_input_error file={answers.answers_path!r} error={str(error)!r}")
@@ -154,10 +154,11 @@ def citations_reference_existing_chunks(store: StoreResource) -> dg.AssetCheckRe
 
     corpus = store.corpus_store()
     citations = AnswerStore(corpus.root).citations().select("answer_id", "citation_id", "chunk_id", "corpus_version")
-    cited = citations["chunk_id"].unique().to_list()  # only these are read, from each version
+    anchored = citations.drop_nulls("chunk_id")  # one registration could not anchor names no chunk: invalid, no phantom
+    cited = anchored["chunk_id"].unique().to_list()  # only these are read, from each version
     known = [corpus.read_chunks(v.name, columns=["chunk_id"], chunk_ids=cited) for v in corpus.versions()]
     ever = pl.concat(known).unique() if known else pl.DataFrame(schema={"chunk_id": pl.String})
-    phantom = citations.join(ever, on="chunk_id", how="anti")
+    phantom = anchored.join(ever, on="chunk_id", how="anti")
     return dg.AssetCheckResult(
         passed=phantom.height == 0,
         severity=dg.AssetCheckSeverity.WARN,

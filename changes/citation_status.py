@@ -13,6 +13,7 @@ from citekeeper.locate import locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF, LOST_STATUSES
 from citekeeper.scope import ACCESS_SCOPES, INTERNAL, USER_VISIBLE, visible_from
+from citekeeper.store import reading_store
 from citekeeper.tables import ParquetStream, conform, counts_of, empty, read_parquet, write_parquet
 from changes.diff import VersionDiff, diff_versions
 from changes.reanchor import Reanchorer, reanchor
@@ -340,6 +341,7 @@ class ChangedChunks:
         return pl.concat([untouched, self.old_chunks.filter(pl.col("chunk_id").is_in(cited_ids.implode()))])
 
 
+@reading_store  # gc waits until it has read the versions and written its outputs
 def check_citations(
     store, target_version: str, suggest: bool = True, embedding_store=None, citations_per_batch: int = CITATION_BATCH
 ) -> CitationCheck:

@@ -14,6 +14,7 @@ from citekeeper.files import atomic_open, atomic_write_text
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import CITATION_STATUS, LOST_STATUSES, REPAIR_KINDS, REPAIRS
 from citekeeper.scope import REDACTED, crosses_into_internal, internal
+from citekeeper.store import reading_store
 from citekeeper.tables import conform, counts_of, read_parquet, write_parquet
 from changes.citation_status import Suggester, check_citations
 
@@ -306,6 +307,7 @@ def card_repairs(store, target_version: str, status: pl.DataFrame) -> pl.DataFra
     ])  # fmt: skip
 
 
+@reading_store  # gc waits until it has read the versions and written its outputs
 def repair_citations(
     store,
     target_version: str,

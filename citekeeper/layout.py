@@ -59,6 +59,11 @@ class StoreLayout:
         return self.root / ".lock"
 
     @property
+    def readers_lock(self) -> Path:
+        """The readers' shared lease against gc (CorpusStore.reading): a SQLite file holding no data."""
+        return self.root / ".readers.lock"
+
+    @property
     def answers_dir(self) -> Path:
         return self.root / "answers"
 

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from citekeeper.answer_store import AnswerStore
-from citekeeper.files import atomic_write_text
+from citekeeper.files import abandoned_temp_files, atomic_write_text, remove_abandoned
 from citekeeper.locations import is_remote, parquet_filesystem
 from citekeeper.lance_tables import DOC_ID_INDEX, add_rows, delete_docs, index_doc_ids, sorted_batches
 from citekeeper.store import DEFAULT_LOCK_TIMEOUT, EXPORTS, SORT_KEYS, TABLES, CorpusStore, StoreError, StoreLocked
@@ -33,7 +33,7 @@ EMBEDDING_INDEX_PREFIX = "chunks__"  # citekeeper.embeddings: chunks__<version>_
 
 @dataclass(frozen=True)
 class Removal:
-    kind: str  # manifest | export | diff | citations | repairs | verify_run | staging | embeddings
+    kind: str  # manifest | export | diff | citations | repairs | verify_run | staging | embeddings | temp
     version: str | None  # the version it belonged to (None: a diff, named by both)
     location: str  # a local path or an object-store URI
     bytes: int
@@ -231,7 +231,7 @@ def removals(store: CorpusStore, kept: Sequence[str], pruned: Sequence[str],
     layout, keep = store.layout, set(kept)
     latest = kept[-1] if kept else None
     found = [_local("manifest", name, layout.manifest(name)) for name in pruned]
-    found += [_local("manifest", None, p) for p in sorted(layout.versions_dir.glob(".*.tmp"))]  # a killed commit's
+    found += [_local("temp", None, path) for path in _abandoned_temp_files(store.root)]
     found += _export_removals(store, keep, latest)
     found += [_local("diff", None, p) for n, p in sorted(_subdirs(layout.diffs_dir).items()) if not _names_two_kept(n, keep)]
     for kind, folder, prefix in (("citations", layout.citations_dir, "target_version="),
@@ -243,7 +243,20 @@ def removals(store: CorpusStore, kept: Sequence[str], pruned: Sequence[str],
     return found
 
 
+def _abandoned_temp_files(root: Path) -> list[Path]:
+    """Temp files of atomic writes whose writer died (citekeeper.files), anywhere under the root but in LanceDB's
+    tables (`*.lance`), which are not written that way."""
+    found = []
+    for folder, subfolders, _ in os.walk(root):
+        subfolders[:] = [name for name in subfolders if not name.endswith(".lance")]
+        found += abandoned_temp_files(Path(folder))
+    return found
+
+
 def _remove(store: CorpusStore, removal: Removal) -> None:
+    if removal.kind == "temp":  # checked again: only while no writer holds it
+        remove_abandoned(Path(removal.location))
+        return
     if is_remote(removal.location):
         filesystem, path = parquet_filesystem(removal.location, store.storage_options)
         folder = path.rsplit("/", 1)[0]  # .../corpus_version=<v>/<table>.parquet -> its folder
@@ -360,17 +373,18 @@ def gc(
 ) -> GcSummary:
     """Prune every version that is not kept (docs/ingest.md, "Retention") and compact what stays.
 
-    Crash safety: gc holds the store's writer lock (and the answer store's while it decides what is cited and
-    deletes manifests). Until cleanup, every tag points at a table version holding its version's rows (old
-    history or rewritten) and nothing a tag references is deleted; manifests follow the new table versions
-    before cleanup. `.gc-pending` is written before the rewrite and removed after cleanup, so an interrupted
-    gc leaves every kept version readable and the next gc redoes the rewrite.
+    Crash safety: gc holds the store's writer lock, excludes readers (CorpusStore.reading), and holds the answer
+    store's lock while it decides what is cited and deletes manifests. Until cleanup, every tag points at a table
+    version holding its version's rows (old history or rewritten) and nothing a tag references is deleted;
+    manifests follow the new table versions before cleanup. `.gc-pending` is written before the rewrite and removed
+    after cleanup, so an interrupted gc leaves every kept version readable and the next gc redoes the rewrite.
 
     dry_run: change nothing, report what would go (bytes_after counts only the files outside LanceDB).
     rewrite: rewrite the kept versions' LanceDB data (None: when versions were pruned now, or a gc died midway).
     """
     started = time.perf_counter()
-    with store.lock(lock_timeout):
+    # Readers (stale, verify, repair) read the versions gc prunes and rewrites and write beside the outputs it removes.
+    with store.lock(lock_timeout), nullcontext() if dry_run else store.excluding_readers(lock_timeout):
         before = store_bytes(store)
         try:  # no answer may start citing a version between the decision and the manifest's removal
             with nullcontext() if dry_run else _answers_lock(store, lock_timeout):

@@ -8,12 +8,12 @@ import hashlib
 import json
 import operator
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import filelock
 import polars as pl
@@ -42,6 +42,7 @@ STORED_SCHEMAS = {
 SORT_KEYS = {"chunks": ["doc_id", "ordinal"], "documents": ["doc_id"], "errors": ["source_path", "stage"]}
 GENERATED_NAME = re.compile(r"^v(\d{4,})$")
 DEFAULT_LOCK_TIMEOUT = 30.0
+READ_LEASE_TIMEOUT = 600.0  # how long a reader waits for a running gc (its rewrite of a large store takes minutes)
 
 
 class StoreError(Exception):
@@ -108,6 +109,20 @@ def _lance_errors(table: str, version: str) -> Iterator[None]:
             f"cannot read the {table} of corpus version {version!r}: {first[:300]} (if `citekeeper gc` is pruning "
             "it, run again once gc is done; it never prunes the latest version)"
         ) from exc
+
+
+T = TypeVar("T")
+
+
+def reading_store(function: Callable[..., T]) -> Callable[..., T]:
+    """`function(store, ...)` under the store's reader lease (CorpusStore.reading)."""
+
+    @functools.wraps(function)
+    def under_lease(store: CorpusStore, *args, **kwargs) -> T:
+        with store.reading():
+            return function(store, *args, **kwargs)
+
+    return under_lease
 
 
 def validate_version_name(name: str) -> str:
@@ -339,6 +354,39 @@ class CorpusStore:
         return self._offsets[key]
 
     # ------------------------------------------------------------------ writing
+
+    @contextmanager
+    def reading(self, timeout: float = READ_LEASE_TIMEOUT) -> Iterator[None]:
+        """A reader's shared lease on the store (re-entrant within a process): `gc`, which prunes versions, compacts
+        the ones it keeps and removes the outputs of the pruned ones, waits until no reader holds one, and a reader
+        waits while gc runs. Taken by the commands that read versions and write outputs beside them: stale, verify,
+        repair."""
+        if not self.root.is_dir():  # no store yet: nothing gc could take away, and no folder for a mistyped --store
+            yield
+            return
+        with self._readers_lock("read", timeout, "`citekeeper gc` is pruning or compacting it"):
+            yield
+
+    @contextmanager
+    def excluding_readers(self, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
+        """gc's side of `reading`: no reader holds a lease, and new ones wait, until the block ends."""
+        with self._readers_lock("write", timeout, "readers are using it (a stale, verify or repair is running)"):
+            yield
+
+    @contextmanager
+    def _readers_lock(self, mode: str, timeout: float, busy: str) -> Iterator[None]:
+        """filelock's ReadWriteLock (SQLite's shared and exclusive locks: fcntl(2) locks, dropped by the kernel when
+        their holder dies). A writer waiting holds new readers off, so readers cannot starve gc."""
+        lock = filelock.ReadWriteLock(self.layout.readers_lock)
+        try:
+            (lock.acquire_read if mode == "read" else lock.acquire_write)(timeout)
+        except filelock.Timeout:
+            raise StoreLocked(f"corpus store {self.root}: {busy}; waited {timeout:g}s for {lock.lock_file}. Retry "
+                              "when it has finished.") from None  # fmt: skip
+        try:
+            yield
+        finally:
+            lock.release()
 
     @contextmanager
     def lock(self, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:

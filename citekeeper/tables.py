@@ -1,13 +1,14 @@
 """Polars frames / Arrow tables <-> Parquet with the schemas of citekeeper.schema."""
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from citekeeper.files import replace_durably, temp_path
+from citekeeper.files import atomic_path
 
 
 def to_arrow(frame: pl.DataFrame | pa.Table, schema: pa.Schema) -> pa.Table:
@@ -45,9 +46,9 @@ class ParquetStream:
 
     def __init__(self, path: Path, schema: pa.Schema):
         self.path, self.schema = Path(path), schema
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = temp_path(self.path)
-        self._writer = pq.ParquetWriter(self._tmp, schema)
+        with ExitStack() as opening:  # a writer that cannot start leaves no temp file
+            self._writer = pq.ParquetWriter(opening.enter_context(atomic_path(self.path)), schema)
+            self._written = opening.pop_all()
 
     def write(self, frame: pl.DataFrame | pa.Table) -> None:
         self._writer.write_table(to_arrow(frame, self.schema))
@@ -55,12 +56,9 @@ class ParquetStream:
     def __enter__(self) -> ParquetStream:
         return self
 
-    def __exit__(self, error_type, *_) -> None:
+    def __exit__(self, *error) -> None:
         self._writer.close()
-        if error_type is None:
-            replace_durably(self._tmp, self.path)
-        else:
-            self._tmp.unlink(missing_ok=True)
+        self._written.__exit__(*error)  # renamed into place, or removed on an error
 
 
 def counts_of(frame: pl.DataFrame, column: str, values: tuple[str, ...] | None = None) -> dict[str, int]:

@@ -12,7 +12,7 @@ from citekeeper.schema import ANSWER_EXPORT, CITATION_STATUSES
 from citekeeper.scope import write_shared_status
 from citekeeper.text import printable
 from citekeeper.store import CorpusStore, StoreError
-from pipelines.cli_common import include_internal_text_option, store_option
+from pipelines.cli_common import include_internal_text_option, reading, store_option
 from changes.repair import DEFAULT_MIN_SCORE
 
 
@@ -180,17 +180,15 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
     from reports.terminal import terminal_summary
 
     store = CorpusStore.from_env(store_dir)
-    try:
+    with reading(store):  # the statuses read back for --out and --report are the ones just written
         check = check_citations(store, target, suggest=not no_reanchor)
-    except StoreError as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(terminal_summary(check.outline, check.blast_radius, target))
-    click.echo(f"statuses stored at {check.status_path}")
-    if out is not None:
-        click.echo(f"statuses written to {write_shared_status(check.read_status(), out, include_internal_text)}")
-    if report is not None:
-        write_store_report(report, store, target, check.read_status(), check.blast_radius)
-        click.echo(f"report written to {report}")
+        click.echo(terminal_summary(check.outline, check.blast_radius, target))
+        click.echo(f"statuses stored at {check.status_path}")
+        if out is not None:
+            click.echo(f"statuses written to {write_shared_status(check.read_status(), out, include_internal_text)}")
+        if report is not None:
+            write_store_report(report, store, target, check.read_status(), check.blast_radius)
+            click.echo(f"report written to {report}")
     failing = {s: n for s, n in check.counts().items() if s in fail_on and n}
     if failing:
         click.echo("failing: " + ", ".join(f"{n} {s}" for s, n in failing.items()), err=True)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -29,6 +31,19 @@ store_option = store_option_defaulting_to(
     "Store directory (manifests, writer lock; LanceDB tables and Parquet exports unless "
     "$CITEKEEPER_LANCE_URI / $CITEKEEPER_PARQUET_URI put them in an object store).",
 )
+
+
+@contextmanager
+def reading(store) -> Iterator[None]:
+    """The command's reader lease on `store` (CorpusStore.reading) around the block: gc waits until it has read
+    and written everything. A StoreError in it (a gc that outlasts the wait, a version gone) is its one error line."""
+    from citekeeper.store import StoreError  # polars and pyarrow: keep the CLI's start fast
+
+    try:
+        with store.reading():
+            yield
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 include_internal_text_option = click.option(

@@ -7,7 +7,7 @@ import click
 
 from citekeeper.language import ENGLISH, MULTILINGUAL, ModelChoice
 from verifiers.checkers import PROTOCOLS
-from pipelines.cli_common import language_option, store_option
+from pipelines.cli_common import language_option, reading, store_option
 
 
 @click.command("verify")
@@ -84,32 +84,33 @@ def verify_command(
     if shard is not None and run_id is None:
         raise click.UsageError("--shard needs --run-id: every shard of one run writes under the same run id")
     store = CorpusStore.from_env(store_dir)
-    try:
-        version = store.version_or_latest(version)
-    except (StoreError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from exc
-    scorer = choice = None
-    if not no_model:
+    with reading(store):  # gc waits until the run has read its version and written its tables
         try:
-            choice, scorer = chosen_scorer(
-                model, language, lambda: sample_store_texts(store, version), f"corpus version {version}", device=device,
-                backend=backend, onnx_cache_dir=store.layout.onnx_dir, batch_size=batch_size, progress=True,
-                threads=threads, checker=checker, supported_label=supported_label,
-            )  # fmt: skip
-        except ScorerUnavailable as exc:
-            hint = "" if model else (
-                f"\n(chosen as the {exc.choice.reason}; --language en|zh|multi or --model overrides the choice)"
-            )
-            raise click.ClickException(f"NLI model: {exc.choice.describe()}\n{exc}{hint}") from exc
-        click.echo(f"NLI model: {choice.describe()}")
-        click.echo(f"device: {scorer.placement.device}, {scorer.precision} ({scorer.placement.reason}); checker: {scorer.checker}")
-        if notice := licence_notice(choice.model, scorer.preset):
-            click.echo(f"licence: {notice}", err=True)
-    try:
-        result, _ = verify_store(store, out_dir, version=version, answers_file=answers_file, scorer=scorer,
-                                     run_id=run_id, shard=shard)  # fmt: skip
-    except (StoreError, AnswersFileError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from exc
+            version = store.version_or_latest(version)
+        except (StoreError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from exc
+        scorer = choice = None
+        if not no_model:
+            try:
+                choice, scorer = chosen_scorer(
+                    model, language, lambda: sample_store_texts(store, version), f"corpus version {version}", device=device,
+                    backend=backend, onnx_cache_dir=store.layout.onnx_dir, batch_size=batch_size, progress=True,
+                    threads=threads, checker=checker, supported_label=supported_label,
+                )  # fmt: skip
+            except ScorerUnavailable as exc:
+                hint = "" if model else (
+                    f"\n(chosen as the {exc.choice.reason}; --language en|zh|multi or --model overrides the choice)"
+                )
+                raise click.ClickException(f"NLI model: {exc.choice.describe()}\n{exc}{hint}") from exc
+            click.echo(f"NLI model: {choice.describe()}")
+            click.echo(f"device: {scorer.placement.device}, {scorer.precision} ({scorer.placement.reason}); checker: {scorer.checker}")
+            if notice := licence_notice(choice.model, scorer.preset):
+                click.echo(f"licence: {notice}", err=True)
+        try:
+            result, _ = verify_store(store, out_dir, version=version, answers_file=answers_file, scorer=scorer,
+                                         run_id=run_id, shard=shard)  # fmt: skip
+        except (StoreError, AnswersFileError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from exc
     run = result.run.row(0, named=True)
     click.echo(_summary(run, result.directory, choice))
     if shard is not None:

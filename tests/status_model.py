@@ -14,6 +14,9 @@ oracle knows which copy an edit touched. A document's canonical text is its para
 line; each paragraph is exactly one chunk (its length is in PARA_MIN..PARA_MAX, i.e. more than half of
 MAX_CHUNK_CHARS and at most all of it, so the greedy packer never merges two).
 
+Answers cite paragraphs of v1 by chunk (`Cite`), and some cite by document what registration cannot anchor
+(`DocCite`: a document v1 lacks, or a quote in none of its text): their rows are invalid, the others unaffected.
+
 What the generator stays away from (situations where two edit scripts give the same files but different
 answers, or where the similarity matcher's choice is a coin toss) is checked by `problems()` after every
 operation; an operation that would create one is dropped.
@@ -480,13 +483,49 @@ class Answer:
     answer_id: str
     form: str  # structured | marker
     lang: str  # en | zh: the language of its claims
-    cites: tuple[Cite, ...]
+    cites: tuple[AnyCite, ...]
 
     def __repr__(self) -> str:
         return f"{self.answer_id} ({self.form}, {self.lang}): {', '.join(map(repr, self.cites))}"
 
 
-def quote_text(old: Corpus, cite: Cite) -> str | None:
+# Registration anchors a quote exactly, then normalised, then fuzzily at partial_ratio >= 0.9 (docs/answers.md,
+# "Citations by document"). A quote meant to anchor nowhere stays this far from every window of the text.
+UNANCHORED_MAX_RATIO = 0.75
+NOT_ANCHORED = "not anchored at registration"  # how an unanchored citation's invalid reason starts
+INVENTED_NAMES = ("retired/guide-d9.md", "kb-retired", "归档/手册-d9.md")  # documents no script has
+
+
+@dataclass(frozen=True)
+class DocCite:
+    """A citation by document (doc_id or source_path, with a quote) that registration cannot anchor in v1: the
+    document it names is not in v1 (`quote` is then any sentence), or `quote` is in no text of it."""
+
+    uid: str  # u<n>: its name in the script; it cites no paragraph
+    by: str  # doc_id | source_path: the key that names the document
+    name: str
+    quote: str
+    lang: str  # of the quote: the language of an answer citing it first
+
+    def __repr__(self) -> str:
+        return f"{self.uid}:{self.by}={self.name!r}/{_short(self.quote, 24)}"
+
+
+AnyCite = Cite | DocCite
+
+
+def named_document(old: Corpus, cite: DocCite) -> Doc | None:
+    """The v1 document `cite` names, if v1 has it."""
+    return next((doc for doc in old if (doc.doc_id if cite.by == "doc_id" else doc.path) == cite.name), None)
+
+
+def cite_lang(old: Corpus, cite: AnyCite) -> str:
+    return cite.lang if isinstance(cite, DocCite) else locate(old, cite.uid).para.lang
+
+
+def quote_text(old: Corpus, cite: AnyCite) -> str | None:
+    if isinstance(cite, DocCite):
+        return cite.quote
     return None if cite.quote is None else locate(old, cite.uid).para.sentences[cite.quote]
 
 
@@ -498,9 +537,10 @@ ZH_CLAIMS = ["第一个论断成立", "第二个论断也成立", "另一个论�
 def answer_record(answer: Answer, old: Corpus, chunk_ids: dict[str, str], version: str = "v1") -> dict:
     """The JSON record registered for `answer`, its citations pointing at the v1 chunk of each paragraph."""
 
-    def citation(cite: Cite) -> dict:
+    def citation(cite: AnyCite) -> dict:
         quote = quote_text(old, cite)
-        return {"chunk_id": chunk_ids[cite.uid]} | ({} if quote is None else {"quote": quote})
+        named = {cite.by: cite.name} if isinstance(cite, DocCite) else {"chunk_id": chunk_ids[cite.uid]}
+        return named | ({} if quote is None else {"quote": quote})
 
     record = {"answer_id": answer.answer_id, "question": "?", "corpus_version": version}
     claims = ZH_CLAIMS if answer.lang == "zh" else EN_CLAIMS
@@ -537,7 +577,7 @@ class EditScript:
         return apply_all(self.old, self.ops)
 
     @property
-    def cites(self) -> list[tuple[Answer, Cite]]:
+    def cites(self) -> list[tuple[Answer, AnyCite]]:
         return [(a, c) for a in self.answers for c in a.cites]
 
     def _repr_pretty_(self, printer, cycle) -> None:  # how hypothesis prints a falsifying example
@@ -678,12 +718,12 @@ def _valid(old: Corpus, ops, answers) -> EditScript | None:
         new = apply_all(old, ops)
     except (IndexError, AttributeError, StopIteration, TypeError):
         return None
-    if problems(old, new, ops) or any(locate(old, c.uid) is None for a in answers for c in a.cites):
+    if problems(old, new, ops) or any(isinstance(c, Cite) and locate(old, c.uid) is None for a in answers for c in a.cites):
         return None
     return EditScript(old, tuple(ops), tuple(answers))
 
 
-def reductions(script: EditScript, keep: list[tuple[str, Cite]]):
+def reductions(script: EditScript, keep: list[tuple[str, AnyCite]]):
     """Smaller scripts that still cite `keep` ((answer_id, cite) pairs), smallest steps last: one citation
     only, then without one operation, one document or one paragraph. For the test's minimiser: it keeps the
     first one that still fails the same way."""
@@ -863,8 +903,34 @@ def _propose(draw, kind: str, b: _Builder) -> Op | None:
     raise ValueError(kind)
 
 
+def _doc_cite(draw, old: Corpus, new: Corpus, texts: Texts, uid: str) -> DocCite | None:
+    """A citation by document registration cannot anchor in v1, or None when the quote drawn comes too close."""
+    by = draw(st.sampled_from(["doc_id", "source_path"]))
+
+    def name_of(doc: Doc) -> str:
+        return doc.doc_id if by == "doc_id" else doc.path
+
+    if draw(st.booleans()):  # a document v1 lacks: a name only v2 has, another key's name, or none's
+        others = [d.path if by == "doc_id" else d.doc_id for d in old]
+        names = sorted(({name_of(d) for d in new} | set(others) | set(INVENTED_NAMES)) - {name_of(d) for d in old})
+        para = draw(st.sampled_from([p for d in old for p in d.paragraphs]))
+        return DocCite(uid, by, draw(st.sampled_from(names)), draw(st.sampled_from(para.sentences)), para.lang)
+    doc = draw(st.sampled_from(old))  # a quote in none of its text: a new sentence of another pool
+    lang = Counter(p.lang for p in doc.paragraphs).most_common(1)[0][0]
+    pool = draw(st.sampled_from(INSERT_POOLS[lang]))
+    quote = texts.sentence(pool)
+    if _closest_window(quote, doc.text) > UNANCHORED_MAX_RATIO:
+        return None
+    return DocCite(uid, by, name_of(doc), quote, POOL_LANG[pool])
+
+
+def _closest_window(quote: str, text: str) -> float:
+    """How close `quote` comes to any window of `text`, case aside (a normalised match would come to 1)."""
+    return max(fuzz.partial_ratio(quote, text), fuzz.partial_ratio(quote.casefold(), text.casefold())) / 100.0
+
+
 @st.composite
-def edit_scripts(draw, max_docs: int = 3, max_ops: int = 8, max_cites: int = 5) -> EditScript:
+def edit_scripts(draw, max_docs: int = 3, max_ops: int = 8, max_cites: int = 5, max_doc_cites: int = 2) -> EditScript:
     texts = Texts(draw(st.integers(0, 2**20)))
     serial = [0]
     old = tuple(draw(documents(f"D{k}", texts, serial)) for k in range(draw(st.integers(1, max_docs))))
@@ -883,12 +949,16 @@ def edit_scripts(draw, max_docs: int = 3, max_ops: int = 8, max_cites: int = 5) 
         cite = Cite(draw(st.sampled_from(pool)).uid, draw(st.sampled_from([0, None, 1, 2])))
         if cite not in cites:
             cites.append(cite)
+    for _ in range(draw(st.integers(0, max_doc_cites))):
+        doc_cite = _doc_cite(draw, old, builder.new, texts, builder.fresh("u"))
+        if doc_cite is not None and doc_cite.quote not in {c.quote for c in cites if isinstance(c, DocCite)}:
+            cites.insert(draw(st.integers(0, len(cites))), doc_cite)
     n_answers = draw(st.integers(1, min(3, len(cites))))
-    groups: list[list[Cite]] = [[] for _ in range(n_answers)]
+    groups: list[list[AnyCite]] = [[] for _ in range(n_answers)]
     for i, cite in enumerate(cites):
         groups[i if i < n_answers else draw(st.integers(0, n_answers - 1))].append(cite)
     answers = tuple(
-        Answer(f"a{i}", draw(st.sampled_from(["structured", "marker"])), locate(old, group[0].uid).para.lang, tuple(group))
+        Answer(f"a{i}", draw(st.sampled_from(["structured", "marker"])), cite_lang(old, group[0]), tuple(group))
         for i, group in enumerate(groups)
     )
     return EditScript(old, tuple(builder.ops), answers)
@@ -953,6 +1023,18 @@ def scenarios() -> dict[str, EditScript]:
             [md("D0", Z, Y, X, Z2)], [Delete("p5"), edit(Y, 0)],
             Answer("a0", "marker", "zh", (Cite("p5", None), Cite("p10", 1), Cite("p6", 0), Cite("p6", 1))),
             Answer("a1", "structured", "zh", (Cite("p5", 2), Cite("p7", None)))),
+        "citations by document registration cannot anchor, beside citations that move": script(
+            [md("D0", P, A, path="guide.md"), md("D1", Z, Y, explicit="kb-zh", path="手册.md")],
+            [MoveFile("D0", "moved/guide.md"), edit(Y, 0)],
+            Answer("a0", "structured", "en", (
+                Cite("p1", 0),
+                DocCite("u1", "source_path", "moved/guide.md", P.sentences[1], "en"),  # the path only v2 has
+                DocCite("u2", "doc_id", "手册.md", Z.sentences[0], "zh"))),  # a path, given as a doc_id
+            Answer("a1", "marker", "zh", (
+                Cite("p6", 1),
+                DocCite("u3", "doc_id", "kb-zh", t.sentence("ZH"), "zh"),  # quotes none of its text
+                DocCite("u4", "source_path", "guide.md", t.sentence("EN"), "en"))),
+            Answer("a2", "structured", "en", (DocCite("u5", "doc_id", "kb-retired", A.sentences[2], "en"),))),
     }
     if BLANK_PAGES:
         out["PDF: a blank page before the second"] = script(
@@ -961,6 +1043,9 @@ def scenarios() -> dict[str, EditScript]:
             Answer("a0", "structured", "en", (Cite("p1", None), Cite("p3", 0))))
     for name, s in out.items():
         assert not problems(s.old, s.new, s.ops), (name, problems(s.old, s.new, s.ops))
+        for _, c in s.cites:
+            if isinstance(c, DocCite) and (doc := named_document(s.old, c)) is not None:
+                assert _closest_window(c.quote, doc.text) <= UNANCHORED_MAX_RATIO, (name, c)
     return out
 
 
@@ -974,10 +1059,10 @@ class Expected:
 
     status: str
     reason: str  # why, in the model's words (for the failure report)
-    doc_id: str
-    source_path: str
-    old_start_char: int
-    old_end_char: int
+    doc_id: str | None  # None (and no old span, no locator): a citation by document registration could not anchor
+    source_path: str | None
+    old_start_char: int | None
+    old_end_char: int | None
     old_locator: str | None
     new_doc_id: str | None = None
     new_chunk: tuple[str, int] | None = None
@@ -989,6 +1074,8 @@ class Expected:
     # Stale and removed: every verbatim place of the evidence the re-anchoring may suggest, as (doc_id,
     # start_char, end_char, chunk); empty: the evidence is verbatim nowhere (no exact suggestion possible).
     suggestions: frozenset = field(default_factory=frozenset)
+    # Not anchored at registration: the document its invalid reason names (the reason starts NOT_ANCHORED).
+    unanchored_name: str | None = None
 
 
 def _span(placed: Placed, evidence: str) -> tuple[int, int]:
@@ -1014,7 +1101,18 @@ def _verbatim(new: Corpus, evidence: str, prefer: list[str]) -> frozenset:
     return frozenset(found for d in new if d.doc_id not in prefer and (found := first(d)))
 
 
-def expected_status(script: EditScript, cite: Cite) -> Expected:
+def expected_unanchored(old: Corpus, cite: DocCite) -> Expected:
+    """Registration found no chunk for it: invalid, with no chunk, document or span of v1."""
+    why = "v1 has no such document" if named_document(old, cite) is None else "its quote is in no text of it"
+    return Expected(
+        "invalid", f"{cite.by} {cite.name!r}: {why}", doc_id=None, source_path=None, old_start_char=None,
+        old_end_char=None, old_locator=None, unanchored_name=cite.name,
+    )  # fmt: skip
+
+
+def expected_status(script: EditScript, cite: AnyCite) -> Expected:
+    if isinstance(cite, DocCite):
+        return expected_unanchored(script.old, cite)
     old_place = locate(script.old, cite.uid)
     quote = quote_text(script.old, cite)
     evidence = quote if quote is not None else old_place.para.text

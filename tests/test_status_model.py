@@ -1,13 +1,15 @@
 """Model-based test of the whole citation-status logic (issue #20).
 
 Hypothesis draws small corpora (1-3 documents: Markdown with repeated paragraphs, a workbook, a multi-page PDF,
-a deck; English and Chinese), citations of them in both answer forms (with and without quotes), and a random
+a deck; English and Chinese), citations of them in both answer forms (with and without quotes), citations by
+document that registration cannot anchor (a document v1 lacks, a quote in none of its text), and a random
 edit script (insert, delete, move, duplicate and edit paragraphs; blank rows, pages and slides; renamed sheets;
 moved files, with and without an explicit doc_id). The product ingests both versions, registers the answers
 and judges every citation against v2; the oracle (tests/status_model.py, which imports nothing of the product)
 says from the script alone what every status row must hold: status, old and new locator (chunk, offsets,
 native-locator line, source path) and, for stale and removed citations, the re-anchoring span when the
-evidence is still verbatim somewhere.
+evidence is still verbatim somewhere; an unanchored citation is invalid, "not anchored at registration". Then
+`repair --apply` runs; every unanchored citation must be in its answer's current revision as it was given.
 
 Knobs (environment):
   CITEKEEPER_STATUS_MODEL_EXAMPLES=N  examples to run (default 200; e.g. 20 while developing)
@@ -26,7 +28,7 @@ import os
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import polars as pl
@@ -38,10 +40,11 @@ from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
 from parsers.model import ParseConfig
 from tests.status_model import (
-    MAX_CHUNK_CHARS, Corpus, EditScript, Expected, answer_record, edit_scripts, expected_rows, quote_text, reductions,
-    scenarios, write_corpus,
+    MAX_CHUNK_CHARS, NOT_ANCHORED, Corpus, DocCite, EditScript, Expected, answer_record, edit_scripts, expected_rows,
+    named_document, quote_text, reductions, scenarios, write_corpus,
 )  # fmt: skip
 from changes.citation_status import check_citations
+from changes.repair import repair_citations
 
 EXAMPLES = int(os.environ.get("CITEKEEPER_STATUS_MODEL_EXAMPLES", "200"))
 SHRINK = os.environ.get("CITEKEEPER_STATUS_MODEL_SHRINK", "model")  # model | hypothesis | 0
@@ -59,7 +62,7 @@ COMPARED = [  # the status row's columns the oracle predicts, as they are named 
 KIND = {  # how a mismatching column is reported
     **dict.fromkeys(["doc_id", "source_path", "old_locator", "new_doc_id", "new_chunk_id", "new_locator", "new_source_path"], "locator"),
     **dict.fromkeys(["old_start_char", "old_end_char", "new_start_char", "new_end_char"], "span"),
-    "status": "status", "new_text": "text", "suggestion": "suggestion",
+    "status": "status", "new_text": "text", "suggestion": "suggestion", "reason": "reason", "repair": "repair",
 }  # fmt: skip
 
 
@@ -113,8 +116,16 @@ def chunk_table(store: CorpusStore, version: str) -> dict[tuple[str, int], str]:
     return {(d, s): c for c, d, s in chunks.iter_rows()}
 
 
-def run_product(script: EditScript, tmp: Path) -> tuple[dict, dict, list[dict]]:
-    """Ingest v1, register the answers, ingest v2, judge. Returns (uid -> v1 chunk_id, v2 chunk table, status rows)."""
+@dataclass(frozen=True)
+class ProductRun:
+    chunk_ids: dict  # uid -> v1 chunk_id of every v1 paragraph
+    new_chunks: dict  # v2 chunk table (chunk_table)
+    status: list[dict]  # the status rows against v2
+    repaired: list[dict]  # the current revisions' citation rows after `repair --apply` against v2
+
+
+def run_product(script: EditScript, tmp: Path) -> ProductRun:
+    """Ingest v1, register the answers, ingest v2, judge, repair (what `repair --apply` runs)."""
     store = CorpusStore(tmp / "store")
     v1 = ingest_version(store, script.old, tmp / "v1", "v1")
     old_chunks = chunk_table(store, v1)
@@ -122,24 +133,29 @@ def run_product(script: EditScript, tmp: Path) -> tuple[dict, dict, list[dict]]:
     path = tmp / "answers.jsonl"
     path.write_text("".join(json.dumps(answer_record(a, script.old, chunk_ids, v1), ensure_ascii=False) + "\n" for a in script.answers))
     added = AnswerStore(store.root).add(path)
+    missing = [c for _, c in script.cites if isinstance(c, DocCite) and named_document(script.old, c) is None]
     assert not added.errors and added.n_registered == len(script.answers), added.summary()
+    assert len(added.unanchored) == len(missing), (added.unanchored, missing)  # each reported, none refused
     v2 = ingest_version(store, script.new, tmp / "v2", "v2")
     status = check_citations(store, v2).read_status().to_dicts()
-    return chunk_ids, chunk_table(store, v2), status
+    repair_citations(store, v2, apply=True)
+    repaired = AnswerStore(store.root).snapshot().citations().to_dicts()
+    return ProductRun(chunk_ids, chunk_table(store, v2), status, repaired)
 
 
 # ---------------------------------------------------------------------------------------------------- compare
 
 
-def compare(script: EditScript, chunk_ids: dict, new_chunks: dict, status: list[dict]) -> list[dict]:
+def compare(script: EditScript, run: ProductRun) -> list[dict]:
     """One entry per citation whose row differs from the oracle's: key, expected, actual row, differing columns."""
     expected = expected_rows(script)
+    chunk_ids, new_chunks, status = run.chunk_ids, run.new_chunks, run.status
     actual = {(r["answer_id"], r["chunk_id"], r["quote"]): r for r in status}
     out = []
     if len(status) != len(expected):
         out.append({"key": "*", "expected": f"{len(expected)} rows", "actual": f"{len(status)} rows", "diff": {"rows": (len(expected), len(status))}})
     for (answer_id, uid, quote), want in expected.items():
-        row = actual.get((answer_id, chunk_ids[uid], quote))
+        row = actual.get((answer_id, chunk_ids.get(uid), quote))  # an unanchored citation has no chunk
         if row is None:
             out.append({"key": (answer_id, uid, quote), "expected": want, "actual": None, "diff": {"row": ("a row", None)}})
             continue
@@ -150,8 +166,30 @@ def compare(script: EditScript, chunk_ids: dict, new_chunks: dict, status: list[
         problem = suggestion_problem(want, row, new_chunks)
         if problem:
             diff["suggestion"] = problem
+        if want.unanchored_name is not None and not unanchored_reason(row["reason"], want.unanchored_name):
+            diff["reason"] = (f"{NOT_ANCHORED}: ... {want.unanchored_name!r} ...", row["reason"])
         if diff:
             out.append({"key": (answer_id, uid, quote), "expected": want, "actual": row, "diff": diff})
+    return out + repair_mismatches(script, run.repaired)
+
+
+def unanchored_reason(reason: str, name: str) -> bool:
+    return reason.startswith(NOT_ANCHORED) and name in reason
+
+
+def repair_mismatches(script: EditScript, repaired: list[dict]) -> list[dict]:
+    """Repair never repairs an invalid citation: each unanchored one is in its answer's current revision as given
+    (its quote, the document it names, its version v1), still unanchored."""
+    out = []
+    for answer, cite in script.cites:
+        if not isinstance(cite, DocCite):
+            continue
+        rows = [r for r in repaired if r["answer_id"] == answer.answer_id and r["chunk_id"] is None and r["quote"] == cite.quote]
+        got = [(r["anchored_by"], r[f"cited_{cite.by}"], r["corpus_version"]) for r in rows]
+        want = [("unanchored", cite.name, "v1")]
+        if got != want:
+            key = (answer.answer_id, cite.uid, cite.quote)
+            out.append({"key": key, "expected": expected_rows(script)[key], "actual": rows, "diff": {"repair": (want, got)}})
     return out
 
 
@@ -190,7 +228,7 @@ def report(script: EditScript, mismatches: list[dict]) -> str:
             lines.append(f"  product: {row.get('reason')}")
         for name, (expected, actual) in m["diff"].items():
             lines.append(f"  {name}:\n    expected {expected!r}\n    actual   {actual!r}")
-        if isinstance(want, Expected) and isinstance(row, dict):
+        if isinstance(want, Expected) and isinstance(row, dict):  # a status row (a repair mismatch: citation rows)
             lines.append("  expected row: " + ", ".join(f"{f.name}={getattr(want, f.name)!r}" for f in fields(want) if f.name not in ("new_text", "reason")))
             lines.append("  actual row:   " + ", ".join(f"{k}={row[k]!r}" for k in [*COMPARED, "new_chunk_id", "suggested_method", "suggested_start_char", "suggested_end_char", "suggested_chunk_id"] if k != "new_text"))
     return "\n".join(lines)
@@ -200,10 +238,10 @@ def report(script: EditScript, mismatches: list[dict]) -> str:
 
 
 def mismatches_of(script: EditScript) -> list[dict]:
-    """Run the product on `script` and compare every status row with the oracle's."""
+    """Run the product on `script` and compare every status row, and what repair kept, with the oracle's."""
     with tempfile.TemporaryDirectory(prefix="status-model-") as tmp:
-        chunk_ids, new_chunks, status = run_product(script, Path(tmp))
-    return compare(script, chunk_ids, new_chunks, status)
+        run = run_product(script, Path(tmp))
+    return compare(script, run)
 
 
 def minimise(script: EditScript, mismatches: list[dict]) -> tuple[EditScript, list[dict]]:
