@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import field_validator
 
-from citekeeper.answers import MAX_CLAIMS_PER_ANSWER
+from citekeeper.answers import MAX_CITATIONS_PER_ANSWER, MAX_CITATIONS_PER_CLAIM, MAX_CLAIMS_PER_ANSWER, AnswerLimits
 from citekeeper.rag_formats import converter
 from citekeeper.language import validate_language
 from citekeeper.store import CorpusStore
@@ -91,13 +91,19 @@ class AnswersResource(dg.ConfigurableResource):
     # Each line of answers_path is an LLM API's response in its envelope: anthropic | openai | cohere | gemini |
     # llamaindex | langchain (citekeeper.rag_formats); None: answer records.
     answers_format: str | None = None
-    max_claims_per_answer: int = MAX_CLAIMS_PER_ANSWER  # a registered answer of more claims is refused
+    # A registered answer over a limit is refused as its line.
+    max_claims_per_answer: int = MAX_CLAIMS_PER_ANSWER
+    max_citations_per_claim: int = MAX_CITATIONS_PER_CLAIM
+    max_citations_per_answer: int = MAX_CITATIONS_PER_ANSWER
 
     @field_validator("answers_format")
     @classmethod
     def _known_format(cls, value: str | None) -> str | None:
         converter(value)  # UnknownFormat (a ValueError) names the formats
         return value
+
+    def limits(self) -> AnswerLimits:
+        return AnswerLimits(self.max_claims_per_answer, self.max_citations_per_claim, self.max_citations_per_answer)
 
 
 class VerifierResource(dg.ConfigurableResource):

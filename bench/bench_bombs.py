@@ -4,7 +4,8 @@ quarantined, against ingesting one ordinary document in the same run.
 Each bomb is made here and ingested on its own (beside one good document) by `citekeeper ingest` in a fresh
 process with the default settings (a pool of parse workers); the peak RSS of that process and of its largest
 descendant are sampled every 50 ms. Target: every process at most 1,536 MB, and each bomb quarantined with the
-limit it broke (the 5 MB one-line text, a document once its title is bounded, ingested). The 50 MB marker-form answer goes through `citekeeper answers add` the same way.
+limit it broke (the 5 MB one-line text, a document once its title is bounded, ingested). The 50 MB marker-form answer
+and the claim of 100,000 citations go through `citekeeper answers add` the same way, each refused by its limit.
 
     .venv/bin/python bench/bench_bombs.py [--only NAME]
 """
@@ -105,6 +106,21 @@ def marker_answer(path: Path, size: int = 50 * 2**20) -> None:
     path.write_text(json.dumps(record) + "\n")
 
 
+def many_citations_answer(path: Path, n: int = 100_000) -> None:
+    """One claim citing the same chunk 100,000 times (registered before, and `stale` ran past 300 s on it)."""
+    citations = [{"chunk_id": "ck_x", "quote": f"backups run at night {i}"} for i in range(n)]
+    record = {"answer_id": "cited-100k", "answer": "The backup runs at night.", "corpus_version": "v1",
+              "claims": [{"text": "The backup runs at night.", "citations": citations}]}  # fmt: skip
+    path.write_text(json.dumps(record) + "\n")
+
+
+# answers file -> (maker, the limit that must refuse it)
+ANSWER_BOMBS = {
+    "marker-answer-50MB.jsonl": (marker_answer, "max_claims_per_answer"),
+    "claim-100k-citations.jsonl": (many_citations_answer, "max_citations_per_claim"),
+}
+
+
 def run_measured(args: list[str]) -> dict:
     """Run `citekeeper ARGS` in a fresh process; its wall time, exit code, output and peak RSS (own, largest
     descendant) in MB."""
@@ -163,15 +179,17 @@ def main() -> None:
                   f"{peak / worst:.2f}x the baseline's peak; {'OK' if ok else 'MISSED'}")  # fmt: skip
             for line in quarantined:
                 print(f"    {line[:160]}")
-        if not args.only or args.only == "marker-answer-50MB.jsonl":
-            answers = base / "marker-answer-50MB.jsonl"
-            marker_answer(answers)
+        for name, (make, limit) in ANSWER_BOMBS.items():
+            if args.only and args.only != name:
+                continue
+            answers = base / name
+            make(answers)
             result = run_measured(["answers", "add", str(answers), "--store", str(base / "store-answers")])
             peak = max(result["own_mb"], result["worker_mb"])
-            refused = "max_claims_per_answer" in result["output"]
-            failed += [] if refused and peak <= LIMIT_MB else ["marker-answer-50MB.jsonl"]
-            print(f"{'marker-answer-50MB.jsonl':22} {result['seconds']:6.1f} s until refused; peak {peak:5.0f} MB; "
-                  f"{peak / worst:.2f}x the baseline's peak; {'OK' if refused and peak <= LIMIT_MB else 'MISSED'}")  # fmt: skip
+            ok = limit in result["output"] and peak <= LIMIT_MB
+            failed += [] if ok else [name]
+            print(f"{name:22} {result['seconds']:6.1f} s until refused ({limit}); peak {peak:5.0f} MB; "
+                  f"{peak / worst:.2f}x the baseline's peak; {'OK' if ok else 'MISSED'}")  # fmt: skip
         print(f"target: every process <= {LIMIT_MB} MB, each bomb quarantined (or refused; the long line ingested) -> "
               f"{'OK' if not failed else 'MISSED: ' + ', '.join(failed)}")  # fmt: skip
 

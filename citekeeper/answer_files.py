@@ -11,7 +11,7 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from citekeeper.answers import MAX_CLAIMS_PER_ANSWER, AnswerInputError, ParsedAnswer, parse_answer
+from citekeeper.answers import AnswerInputError, AnswerLimits, ParsedAnswer, parse_answer
 
 
 @dataclass(frozen=True)
@@ -27,22 +27,22 @@ class LineError:
 READ_BATCH = 20_000  # records parsed and registered at a time: memory follows this, not the file
 
 
-def read_answer_records(path: Path, max_claims: int = MAX_CLAIMS_PER_ANSWER) -> tuple[list[ParsedAnswer], list[LineError]]:
+def read_answer_records(path: Path, limits: AnswerLimits = AnswerLimits()) -> tuple[list[ParsedAnswer], list[LineError]]:
     """The answers of a JSONL or Parquet file, and an error for each problem of a bad non-blank line / row."""
     answers, errors = [], []
-    for batch_answers, batch_errors in iter_answer_records(path, max_claims=max_claims):
+    for batch_answers, batch_errors in iter_answer_records(path, limits=limits):
         answers.extend(batch_answers)
         errors.extend(batch_errors)
     return answers, errors
 
 
 def iter_answer_records(
-    path: Path, batch_size: int = READ_BATCH, max_claims: int = MAX_CLAIMS_PER_ANSWER, convert: Convert | None = None
+    path: Path, batch_size: int = READ_BATCH, limits: AnswerLimits = AnswerLimits(), convert: Convert | None = None
 ) -> Iterator[tuple[list[ParsedAnswer], list[LineError]]]:
     """read_answer_records in batches of at most `batch_size` lines / rows, read as they are needed."""
     path = Path(path)
     rows = _parquet_rows(path, batch_size) if path.suffix.lower() == ".parquet" else _jsonl_rows(path)
-    return parsed_batches(rows, batch_size, max_claims, convert)
+    return parsed_batches(rows, batch_size, limits, convert)
 
 
 class JsonLine(NamedTuple):
@@ -53,14 +53,14 @@ class JsonLine(NamedTuple):
 
 
 # Parses a record of another shape (an LLM API's response, citekeeper.rag_formats), read from a line (the line's
-# text, when it was one), with at most max_claims claims; raises AnswerInputError.
-Convert = Callable[[object, int, int, str | None], ParsedAnswer]
+# text, when it was one), within the AnswerLimits; raises AnswerInputError.
+Convert = Callable[[object, int, AnswerLimits, str | None], ParsedAnswer]
 
 
 def parsed_batches(
     rows: Iterable[tuple[int, object]],
     batch_size: int = READ_BATCH,
-    max_claims: int = MAX_CLAIMS_PER_ANSWER,
+    limits: AnswerLimits = AnswerLimits(),
     convert: Convert | None = None,
 ) -> Iterator[tuple[list[ParsedAnswer], list[LineError]]]:
     """(line, record) pairs (a record, or the LineError of a line that could not be read) parsed `batch_size`
@@ -74,7 +74,7 @@ def parsed_batches(
         else:
             try:
                 record, text = (row.value, row.text) if isinstance(row, JsonLine) else (row, None)
-                answers.append(convert(record, line_no, max_claims, text) if convert else parse_answer(record, line_no, max_claims))
+                answers.append(convert(record, line_no, limits, text) if convert else parse_answer(record, line_no, limits))
             except AnswerInputError as exc:
                 errors.extend(LineError(line_no, issue.field, issue.message) for issue in exc.issues)
         if n % batch_size == 0:

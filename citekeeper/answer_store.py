@@ -26,7 +26,7 @@ from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from citekeeper.sharding import Shard
 from citekeeper.tables import empty
 from citekeeper.answer_files import READ_BATCH, LineError, iter_answer_records, parsed_batches
-from citekeeper.answers import MAX_CLAIMS_PER_ANSWER, ParsedAnswer, answer_rows
+from citekeeper.answers import AnswerLimits, ParsedAnswer, answer_rows
 
 TABLES = {"answers": ANSWERS, "claims": CLAIMS, "citations": CITATIONS}
 PARTS = "parts"
@@ -190,7 +190,7 @@ class AnswerStore:
         self,
         store_root: Path | str,
         lock_timeout: float = 60.0,
-        max_claims_per_answer: int = MAX_CLAIMS_PER_ANSWER,
+        limits: AnswerLimits = AnswerLimits(),
         corpus: CorpusStore | None = None,
     ):
         """`corpus`: the store citations by document are anchored in (default: the one at `store_root`)."""
@@ -198,7 +198,7 @@ class AnswerStore:
         self.root = self.layout.answers_dir
         self.store_root = store_root
         self._corpus = corpus
-        self.max_claims_per_answer = max_claims_per_answer
+        self.limits = limits
         self.lock_timeout = lock_timeout
 
     @property
@@ -250,7 +250,7 @@ class AnswerStore:
         not registered but reported: it changed since the records were made from it (a repair's guard).
         """
         path = Path(path)
-        batches = iter_answer_records(path, batch_size, self.max_claims_per_answer, converter(response_format))
+        batches = iter_answer_records(path, batch_size, self.limits, converter(response_format))
         return self._add(batches, str(path), expected_revisions)
 
     def add_records(
@@ -259,7 +259,7 @@ class AnswerStore:
         """Register answer records given as dicts (either form, as one line of an answers file holds, or responses
         in their envelope with `response_format`): what RAG code calls as it produces answers. Record N's problems
         are reported as `line N`, the good ones register."""
-        batches = parsed_batches(enumerate(records, start=1), batch_size, self.max_claims_per_answer, converter(response_format))
+        batches = parsed_batches(enumerate(records, start=1), batch_size, self.limits, converter(response_format))
         return self._add(batches, source, None)
 
     def _add(self, batches, source: str, expected_revisions: dict[str, int] | None) -> AddResult:

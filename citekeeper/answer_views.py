@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from citekeeper.anchor import REVIEW_METHODS
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answer_store import AnswerSnapshot, AnswerStore
 from citekeeper.locate import locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import ANSWER_EXPORT
@@ -24,22 +24,33 @@ def answer_list(store) -> pl.DataFrame:
     """answer_id, revision, n_claims, n_citations of every current answer, by answer_id."""
     answers = AnswerStore(store.root).snapshot()
     claims = answers.claims().group_by("answer_id").agg(n_claims=pl.len(), n_citations=pl.col("n_citations").sum())
-    return answers.answers().select("answer_id", "revision", "question").join(claims, on="answer_id", how="left").sort("answer_id")
+    listed = answers.answers().select("answer_id", "revision", "question").join(claims, on="answer_id", how="left")
+    return listed.with_columns(pl.col("n_claims", "n_citations").fill_null(0)).sort("answer_id")  # no claims: 0, not null
 
 
 def citation_rows(store, answer_id: str | None = None, include_internal_text: bool = False) -> pl.DataFrame:
     """ANSWER_EXPORT rows of the current answers (or of one): each citation with its document, locator and the
     span of its quote in the version it cites; internal_only quotes withheld unless `include_internal_text`."""
+    return _citation_rows(store, AnswerStore(store.root).snapshot(), answer_id, include_internal_text)
+
+
+def shown_answer(store, answer_id: str, include_internal_text: bool = False) -> tuple[int, pl.DataFrame]:
+    """The current revision of `answer_id` and its citation_rows (none when it has no claims), of one snapshot."""
     answers = AnswerStore(store.root).snapshot()
+    rows = _citation_rows(store, answers, answer_id, include_internal_text)
+    return answers.answers().filter(pl.col("answer_id") == answer_id)["revision"].item(), rows
+
+
+def _citation_rows(store, answers: AnswerSnapshot, answer_id: str | None, include_internal_text: bool) -> pl.DataFrame:
     claims, citations = answers.claims(), answers.citations()
     if answer_id is not None:
-        claims, citations = (frame.filter(pl.col("answer_id") == answer_id) for frame in (claims, citations))
-        if claims.is_empty():
+        if answers.answers().filter(pl.col("answer_id") == answer_id).is_empty():  # an answer may have no claims
             raise UnknownAnswer(f"no registered answer {answer_id!r}")
+        claims, citations = (frame.filter(pl.col("answer_id") == answer_id) for frame in (claims, citations))
     located = pl.concat(
         [_located(store, version, group) for (version,), group in citations.partition_by("corpus_version", as_dict=True).items()],
         how="diagonal_relaxed",
-    ) if citations.height else citations  # fmt: skip
+    ) if citations.height else empty(ANSWER_EXPORT).drop("claim_index", "claim_text", "claim_status")  # fmt: skip
     rows = claims.select(
         "answer_id", "revision", "claim_id", "claim_index", pl.col("text").alias("claim_text"), pl.col("status").alias("claim_status")
     ).join(located, on=["answer_id", "revision", "claim_id"], how="left")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
+from collections.abc import Iterable
 from typing import Annotated
 
 from pydantic import (
@@ -25,6 +26,9 @@ from citekeeper.identity import text_hash
 
 # An answer of more claims is refused (a 50 MB marker-form answer made 1.87 M claims and a 10 GB verify).
 MAX_CLAIMS_PER_ANSWER = 10_000
+# Likewise citations (a claim of 100,000 citations made `stale` run past 300 s, re-anchoring each).
+MAX_CITATIONS_PER_CLAIM = 1_000
+MAX_CITATIONS_PER_ANSWER = 100_000
 
 
 @dataclass(frozen=True)
@@ -204,6 +208,33 @@ Offset = Annotated[StrictInt, Field(ge=0)]
 ReferenceKey = Annotated[str, PlainValidator(_reference_key)]
 
 
+@dataclass(frozen=True)
+class AnswerLimits:
+    """The most one answer may hold; an answer over a limit is refused as its line, the message naming the limit."""
+
+    max_claims_per_answer: int = MAX_CLAIMS_PER_ANSWER
+    max_citations_per_claim: int = MAX_CITATIONS_PER_CLAIM
+    max_citations_per_answer: int = MAX_CITATIONS_PER_ANSWER
+
+    def check_claims(self, n: int) -> None:
+        """Before the claims are made: how many there will be."""
+        if n > self.max_claims_per_answer:
+            raise _record_error("claims", f"the answer has {n:,} claims, over the limit of {self.max_claims_per_answer:,} "
+                                "(max_claims_per_answer)")  # fmt: skip
+
+    def check_citations(self, claims: Iterable[ParsedClaim]) -> None:
+        total = 0
+        for index, claim in enumerate(claims):
+            n = len(claim.citations)
+            if n > self.max_citations_per_claim:
+                raise _record_error("claims", f"claim {index + 1} has {n:,} citations, over the limit of "
+                                    f"{self.max_citations_per_claim:,} (max_citations_per_claim)")  # fmt: skip
+            total += n
+        if total > self.max_citations_per_answer:
+            raise _record_error("claims", f"the answer has {total:,} citations, over the limit of "
+                                f"{self.max_citations_per_answer:,} (max_citations_per_answer)")  # fmt: skip
+
+
 def _record_error(field_name: str, message: str) -> PydanticCustomError:
     """An error of a rule over the whole record (pydantic gives it an empty loc): ctx names its field."""
     return PydanticCustomError("answer_record", message, {"field": field_name})
@@ -306,18 +337,19 @@ class AnswerRecord(BaseModel):
 
     @model_validator(mode="after")
     def _resolve_claims(self, info: ValidationInfo) -> AnswerRecord:
-        """Exactly one form, of at most `max_claims` claims (the validation context's); in marker form every
-        marker must name a reference."""
-        limit = (info.context or {}).get("max_claims", MAX_CLAIMS_PER_ANSWER)
+        """Exactly one form, within the validation context's AnswerLimits; in marker form every marker must name
+        a reference."""
+        limits = (info.context or {}).get("limits", AnswerLimits())
         if self.claims is not None and self.references is not None:
             raise _record_error("claims", "give either claims (structured) or references (marker form), not both")
         if self.claims is not None:
-            check_claims(len(self.claims), limit)
+            limits.check_claims(len(self.claims))
             self._parsed_claims = tuple(claim.parsed() for claim in self.claims)
         elif self.references is not None:
-            self._parsed_claims = _marker_claims(self.answer, _reference_map(self.references), limit)
+            self._parsed_claims = _marker_claims(self.answer, _reference_map(self.references), limits)
         else:
             raise _record_error("claims", "missing: give claims (structured) or references (marker form)")
+        limits.check_citations(self._parsed_claims)
         return self
 
     def parsed(self, source_record: str | None = None, line: int | None = None) -> ParsedAnswer:
@@ -344,15 +376,10 @@ def _reference_map(references: list[ReferenceRecord]) -> dict[str, ParsedCitatio
     return by_key
 
 
-def check_claims(n: int, limit: int) -> None:
-    if n > limit:
-        raise _record_error("claims", f"the answer has {n:,} claims, over the limit of {limit:,} (max_claims_per_answer)")
-
-
-def _marker_claims(answer: str, references: dict[str, ParsedCitation], limit: int) -> tuple[ParsedClaim, ...]:
+def _marker_claims(answer: str, references: dict[str, ParsedCitation], limits: AnswerLimits) -> tuple[ParsedClaim, ...]:
     claims = []
     sentences = split_sentences(answer)
-    check_claims(len(sentences), limit)
+    limits.check_claims(len(sentences))
     for sentence in sentences:
         keys = _sentence_keys(sentence)
         unknown = [key for key in keys if key not in references]
@@ -388,11 +415,11 @@ def citation_entries(record: dict, input_form: str) -> dict[tuple[int, int], dic
     }
 
 
-def parse_answer(record: object, line: int | None = None, max_claims: int = MAX_CLAIMS_PER_ANSWER) -> ParsedAnswer:
+def parse_answer(record: object, line: int | None = None, limits: AnswerLimits = AnswerLimits()) -> ParsedAnswer:
     """Validate one input record (either form), read from `line` of its file. Raises AnswerInputError naming
     every bad field."""
     try:
-        validated = AnswerRecord.model_validate(record, context={"max_claims": max_claims})
+        validated = AnswerRecord.model_validate(record, context={"limits": limits})
     except ValidationError as exc:
         raise AnswerInputError([issue_from(error) for error in exc.errors()]) from None
     return validated.parsed(record_json(record), line)

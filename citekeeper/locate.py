@@ -40,10 +40,13 @@ def locate_quote(text: str, quote: str) -> QuoteMatch | None:
 def char_find(text: pl.Expr, quote: pl.Expr) -> pl.Expr:
     """Code-point offset of the first exact occurrence of `quote` in `text`; null when absent or null.
 
-    (polars `str.find` answers in UTF-8 bytes: the characters before the first match are counted instead.)
+    (polars `str.find` answers in UTF-8 bytes: the characters before the first match are counted instead. It and
+    `str.contains`, even literal, compile a lone pattern into a regex, which a long quote overflows; `str.split`
+    builds none.)
     """
-    found = text.str.contains(quote, literal=True) & (quote.str.len_chars() > 0)
-    return pl.when(found).then(text.str.split(quote).list.first().str.len_chars().cast(pl.Int64))
+    parts = text.str.split(quote)
+    found = (parts.list.len() > 1) & (quote.str.len_chars() > 0)
+    return pl.when(found).then(parts.list.first().str.len_chars().cast(pl.Int64))
 
 
 def locate_quotes(frame: pl.DataFrame, text: str, quote: str, prefix: str = "quote") -> pl.DataFrame:

@@ -12,8 +12,8 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from citekeeper.answers import (
-    MAX_CLAIMS_PER_ANSWER, UNANCHORED, AnswerInputError, DocumentRef, GivenText, Issue, ParsedAnswer, ParsedCitation,
-    ParsedClaim, RequiredText, Timestamp, issue_from, check_claims, record_json,
+    UNANCHORED, AnswerLimits, AnswerInputError, DocumentRef, GivenText, Issue, ParsedAnswer, ParsedCitation,
+    ParsedClaim, RequiredText, Timestamp, issue_from, record_json,
 )  # fmt: skip
 from citekeeper.text import marker_ids, sentence_spans, strip_markers
 
@@ -101,7 +101,7 @@ def _unmapped(cited: Cited) -> Issue:
 
 
 def parse_response(
-    row: object, line: int | None = None, max_claims: int = MAX_CLAIMS_PER_ANSWER, text: str | None = None, *, response_format: str
+    row: object, line: int | None = None, limits: AnswerLimits = AnswerLimits(), text: str | None = None, *, response_format: str
 ) -> ParsedAnswer:
     """The answer of one `--from FORMAT` line (`text`: the line as read): claims citing documents, to be anchored
     at registration (citekeeper.anchor), the envelope kept as the source_record. AnswerInputError names each
@@ -119,7 +119,8 @@ def parse_response(
     except RecursionError:
         raise AnswerInputError([Issue("response", "nested too deeply to be a response")]) from None
     try:
-        check_claims(len(claims), max_claims)
+        limits.check_claims(len(claims))
+        limits.check_citations(claims)
     except PydanticCustomError as exc:
         raise AnswerInputError([Issue("response", str(exc))]) from None
     return ParsedAnswer(

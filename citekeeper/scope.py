@@ -7,6 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
+from citekeeper.outputs import output_metadata
 from citekeeper.schema import CITATION_STATUS
 from citekeeper.tables import write_parquet
 
@@ -75,7 +76,8 @@ def write_shared_status(status: pl.DataFrame, path: Path, include_internal_text:
     """A shareable copy of CITATION_STATUS rows: internal_only text withheld unless asked for, which the file's
     metadata records."""
     rows = status if include_internal_text else redact_status(status)
-    return write_parquet(rows, CITATION_STATUS.with_metadata(raw_text_metadata(include_internal_text)), path)
+    metadata = raw_text_metadata(include_internal_text) | output_metadata("citation_status")
+    return write_parquet(rows, CITATION_STATUS.with_metadata(metadata), path)
 
 
 def raw_text_metadata(include_internal_text: bool) -> dict[str, str]:

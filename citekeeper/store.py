@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlparse
 from typing import TYPE_CHECKING, TypeVar
 
 import filelock
@@ -152,6 +153,12 @@ class CorpusStore:
     def from_env(cls, root: Path | str) -> CorpusStore:
         """The store at `root` with the object-store locations of $CITEKEEPER_LANCE_URI & co."""
         return cls(root, **locations_from_env())
+
+    def local_locations(self) -> list[Path]:
+        """Every local directory the store owns: its root (the answer store too), and its LanceDB and Parquet
+        locations when they are elsewhere on this machine (no output may be written into any)."""
+        uris = [uri for uri in (self.lance_uri, self.parquet_uri) if uri is not None and not is_remote(uri)]
+        return [self.root, *(Path(urlparse(uri).path if uri.startswith("file:") else uri) for uri in uris)]
 
     # ------------------------------------------------------------------ paths
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 import polars as pl
 
-from citekeeper.answers import MAX_CLAIMS_PER_ANSWER
+from citekeeper.answers import MAX_CITATIONS_PER_ANSWER, MAX_CITATIONS_PER_CLAIM, MAX_CLAIMS_PER_ANSWER, AnswerLimits
 from citekeeper.schema import ANSWER_EXPORT, CITATION_STATUSES
 from citekeeper.scope import write_shared_status
 from citekeeper.text import printable
 from citekeeper.store import CorpusStore, StoreError
-from pipelines.cli_common import include_internal_text_option, reading, store_option
+from pipelines.cli_common import OutputCommand, OutputPath, force_option, include_internal_text_option, reading, store_option
 from changes.repair import DEFAULT_MIN_SCORE
 
 
@@ -25,11 +25,16 @@ def answers_group() -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--max-claims-per-answer", type=click.IntRange(min=1), default=MAX_CLAIMS_PER_ANSWER, show_default=True,
               help="An answer of more claims (sentences, in marker form) is refused as a bad line.")
+@click.option("--max-citations-per-claim", type=click.IntRange(min=1), default=MAX_CITATIONS_PER_CLAIM, show_default=True,
+              help="An answer with a claim of more citations is refused as a bad line.")
+@click.option("--max-citations-per-answer", type=click.IntRange(min=1), default=MAX_CITATIONS_PER_ANSWER, show_default=True,
+              help="An answer of more citations, all its claims together, is refused as a bad line.")
 @click.option("--from", "response_format", default=None, metavar="FORMAT",
               help="Each line is {answer_id, question, corpus_version, documents, response}, the response as this API or "
               "framework returns it: anthropic, openai, cohere, gemini, llamaindex or langchain.")
 @store_option
-def answers_add(file: Path, max_claims_per_answer: int, response_format: str | None, store_dir: Path) -> None:
+def answers_add(file: Path, max_claims_per_answer: int, max_citations_per_claim: int, max_citations_per_answer: int,
+                response_format: str | None, store_dir: Path) -> None:
     """Register the answers of FILE (JSONL or Parquet, structured or marker form, or --from FORMAT).
 
     Good lines register even when others are malformed; each bad line is reported with its line number
@@ -41,7 +46,8 @@ def answers_add(file: Path, max_claims_per_answer: int, response_format: str | N
     from citekeeper.rag_formats import UnknownFormat
 
     try:
-        result = AnswerStore(store_dir, max_claims_per_answer=max_claims_per_answer).add(file, response_format=response_format)
+        limits = AnswerLimits(max_claims_per_answer, max_citations_per_claim, max_citations_per_answer)
+        result = AnswerStore(store_dir, limits=limits).add(file, response_format=response_format)
     except (AnswerStoreLocked, UnknownFormat) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{file}: {result.summary()}")
@@ -71,13 +77,15 @@ def answers_list(store_dir: Path) -> None:
 @store_option
 def answers_show(answer_id: str, include_internal_text: bool, store_dir: Path) -> None:
     """ANSWER_ID as registered: its claims, and each citation's document, locator and quote."""
-    from citekeeper.answer_views import UnknownAnswer, citation_rows
+    from citekeeper.answer_views import UnknownAnswer, shown_answer
 
     try:
-        rows = citation_rows(CorpusStore.from_env(store_dir), answer_id, include_internal_text)
+        revision, rows = shown_answer(CorpusStore.from_env(store_dir), answer_id, include_internal_text)
     except UnknownAnswer as exc:
         raise click.ClickException(exc.args[0]) from None
-    click.echo(f"answer {printable(answer_id)} (revision {rows['revision'][0]})")
+    click.echo(f"answer {printable(answer_id)} (revision {revision})")
+    if rows.is_empty():
+        click.echo("  no claims")
     for (claim_index,), claim in rows.partition_by("claim_index", as_dict=True, maintain_order=True).items():
         first = claim.row(0, named=True)
         click.echo(f"  claim {claim_index + 1} ({first['claim_status']}): {printable(first['claim_text'])}")
@@ -93,15 +101,17 @@ def answers_show(answer_id: str, include_internal_text: bool, store_dir: Path) -
                 click.echo(f"        “{printable(cite['quote'])}”")
 
 
-@answers_group.command("export")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Parquet file to write.")
+@answers_group.command("export", cls=OutputCommand)
+@click.option("--out", required=True, type=OutputPath("answers"), help="Parquet file to write.")
+@force_option
 @click.option("--answer", "answer_id", default=None, help="Only this answer.")
 @include_internal_text_option
 @store_option
-def answers_export(out: Path, answer_id: str | None, include_internal_text: bool, store_dir: Path) -> None:
+def answers_export(out: Path, force: bool, answer_id: str | None, include_internal_text: bool, store_dir: Path) -> None:
     """One row per citation of every current answer (schema ANSWER_EXPORT): claim, document, chunk, quote and
     its span in the version cited."""
     from citekeeper.answer_views import UnknownAnswer, citation_rows
+    from citekeeper.outputs import output_metadata
     from citekeeper.scope import raw_text_metadata
     from citekeeper.tables import write_parquet
 
@@ -109,18 +119,20 @@ def answers_export(out: Path, answer_id: str | None, include_internal_text: bool
         rows = citation_rows(CorpusStore.from_env(store_dir), answer_id, include_internal_text)
     except UnknownAnswer as exc:
         raise click.ClickException(exc.args[0]) from None
-    write_parquet(rows, ANSWER_EXPORT.with_metadata(raw_text_metadata(include_internal_text)), out)
+    write_parquet(rows, ANSWER_EXPORT.with_metadata(raw_text_metadata(include_internal_text) | output_metadata("answers")), out)
     click.echo(f"wrote {rows.height} rows of {rows['answer_id'].n_unique()} answers to {out}")
 
 
-@click.command("diff")
+@click.command("diff", cls=OutputCommand)
 @click.argument("old")
 @click.argument("new")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the chunk diff to this Parquet file.")
+@click.option("--out", type=OutputPath("chunk_diff"), help="Write the chunk diff to this Parquet file.")
+@force_option
 @click.option("--json", "as_json", is_flag=True, help="Print counts and changed documents as JSON.")
 @store_option
-def diff_command(old: str, new: str, out: Path | None, as_json: bool, store_dir: Path) -> None:
+def diff_command(old: str, new: str, out: Path | None, force: bool, as_json: bool, store_dir: Path) -> None:
     """Diff corpus versions OLD and NEW at document and chunk level."""
+    from citekeeper.outputs import output_metadata
     from citekeeper.schema import CHUNK_DIFF
     from changes.diff import diff_versions
     from citekeeper.tables import write_parquet
@@ -130,7 +142,7 @@ def diff_command(old: str, new: str, out: Path | None, as_json: bool, store_dir:
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
     if out is not None:
-        write_parquet(diff.chunks, CHUNK_DIFF, out)
+        write_parquet(diff.chunks, CHUNK_DIFF.with_metadata(output_metadata("chunk_diff")), out)
     changed = diff.changed_docs().select("change", "old_source_path", "new_source_path").to_dicts()
     if as_json:
         payload = {"old": old, "new": new, "documents": diff.doc_counts(), "chunks": diff.chunk_counts(), "changed_documents": changed}
@@ -156,10 +168,11 @@ def _statuses(value: str | None) -> list[str]:
     return wanted
 
 
-@click.command("stale")
+@click.command("stale", cls=OutputCommand)
 @click.option("--against", "target", required=True, help="Corpus version to judge the citations against.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the statuses to this Parquet file.")
-@click.option("--report", type=click.Path(dir_okay=False, path_type=Path), help="Write the HTML report here.")
+@click.option("--out", type=OutputPath("citation_status"), help="Also write the statuses to this Parquet file.")
+@click.option("--report", type=OutputPath("report"), help="Write the HTML report here.")
+@force_option
 @click.option(
     "--fail-on",
     "fail_on",
@@ -169,7 +182,7 @@ def _statuses(value: str | None) -> list[str]:
 @click.option("--no-reanchor", is_flag=True, help="Skip re-anchoring suggestions for stale/removed citations.")
 @include_internal_text_option
 @store_option
-def stale_command(target: str, out: Path | None, report: Path | None, fail_on: list[str], no_reanchor: bool,
+def stale_command(target: str, out: Path | None, report: Path | None, force: bool, fail_on: list[str], no_reanchor: bool,
                   include_internal_text: bool, store_dir: Path) -> None:  # fmt: skip
     """Judge every registered citation against corpus version --against.
 
@@ -195,7 +208,7 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
         raise SystemExit(1)
 
 
-@click.command("repair")
+@click.command("repair", cls=OutputCommand)
 @click.option("--against", "target", required=True, help="Corpus version the repaired answers will cite.")
 @click.option(
     "--min-score",
@@ -204,12 +217,13 @@ def stale_command(target: str, out: Path | None, report: Path | None, fail_on: l
     show_default=True,
     help="Lowest re-anchoring suggestion score a stale or removed citation is re-pointed at (marked needs_review).",
 )
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the repaired answers (JSONL) here.")
+@click.option("--out", type=OutputPath("repaired_answers"), help="Also write the repaired answers (JSONL) here.")
+@force_option
 @click.option("--apply", is_flag=True, help="Register the repaired answers as new revisions in the answer store.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @include_internal_text_option
 @store_option
-def repair_command(target: str, min_score: float, out: Path | None, apply: bool, as_json: bool, include_internal_text: bool,
+def repair_command(target: str, min_score: float, out: Path | None, force: bool, apply: bool, as_json: bool, include_internal_text: bool,
                    store_dir: Path) -> None:  # fmt: skip
     """Repair the registered citations against corpus version --against.
 

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from citekeeper.language import LANGUAGE_ENV, LANGUAGES, LanguageError, language_setting
+from citekeeper.outputs import DIRECTORY
 
 STORE_ENV = "CITEKEEPER_STORE"
 DEFAULT_STORE = ".citekeeper/store"
@@ -65,3 +66,43 @@ def _checked_language(ctx: click.Context, param: click.Parameter, value: str | N
         return language_setting(value)
     except LanguageError as exc:  # only $CITEKEEPER_LANGUAGE can be bad: click checks --language
         raise click.UsageError(f"${LANGUAGE_ENV}: {exc}") from exc
+
+
+class OutputPath(click.Path):
+    """A path a command writes an output of `kind` to (citekeeper.outputs: FILE_KINDS or DIRECTORY); `kind` may
+    be a function of the command's parameters (export: the table). OutputCommand checks it."""
+
+    def __init__(self, kind: str | Callable[[dict], str]):
+        directory = kind == DIRECTORY
+        super().__init__(file_okay=not directory, dir_okay=directory, path_type=Path)
+        self.kind = kind
+
+
+force_option = click.option("--force", is_flag=True,
+                            help="Replace an existing output file that is not an output of the same kind (never one "
+                                 "inside the store).")  # fmt: skip
+
+
+class OutputCommand(click.Command):
+    """A command with OutputPath options: before it runs, each one given is checked against the store the command
+    uses (its --store, else the default one) and --force, and refused with one line naming the path."""
+
+    def invoke(self, ctx: click.Context):
+        from citekeeper.locations import LocationError  # polars and pyarrow: keep the CLI's start fast
+        from citekeeper.outputs import OutputRefused, check_output
+        from citekeeper.store import CorpusStore
+
+        store_dir = ctx.params.get("store_dir") or os.environ.get(STORE_ENV) or DEFAULT_STORE
+        try:
+            locations = CorpusStore.from_env(store_dir).local_locations()
+        except LocationError as exc:
+            raise click.ClickException(str(exc)) from None
+        for param in self.params:
+            path = ctx.params.get(param.name)
+            if isinstance(param.type, OutputPath) and path is not None:
+                kind = param.type.kind(ctx.params) if callable(param.type.kind) else param.type.kind
+                try:
+                    check_output(path, kind, locations, ctx.params.get("force", False), param.opts[0])
+                except OutputRefused as exc:
+                    raise click.ClickException(str(exc)) from None
+        return super().invoke(ctx)

@@ -9,11 +9,12 @@ import click
 from tqdm import tqdm
 
 from citekeeper.store import DEFAULT_LOCK_TIMEOUT, READ_SCHEMAS, CorpusStore, StoreError
+from citekeeper.outputs import output_metadata
 from citekeeper.scope import raw_text_metadata, redact_corpus
 from citekeeper.tables import write_parquet
 from citekeeper.text import printable
 from parsers.model import ParseConfig
-from pipelines.cli_common import include_internal_text_option, store_option
+from pipelines.cli_common import OutputCommand, OutputPath, force_option, include_internal_text_option, store_option
 
 
 @click.command("ingest")
@@ -100,14 +101,14 @@ def versions_command(as_json: bool, store_dir: Path) -> None:
                    f"removed={v.n_removed}")
 
 
-@click.command("export")
+@click.command("export", cls=OutputCommand)
 @click.argument("table", type=click.Choice(["chunks", "documents", "errors"]))
 @click.option("--version", "version", required=True, help="Corpus version to export.")
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Parquet file to write.")
+@click.option("--out", "out", required=True, type=OutputPath(lambda params: params["table"]), help="Parquet file to write.")
+@force_option
 @include_internal_text_option
 @store_option
-def export_command(table: str, version: str, out: Path, include_internal_text: bool, store_dir: Path) -> None:
+def export_command(table: str, version: str, out: Path, force: bool, include_internal_text: bool, store_dir: Path) -> None:
     """Write one table of a corpus version to a Parquet file (citekeeper schema). Any committed version: its
     chunks and documents are read by name from LanceDB (time travel), its ingest errors from the store's export.
     The text of internal_only documents is withheld unless --include-internal-text."""
@@ -118,7 +119,8 @@ def export_command(table: str, version: str, out: Path, include_internal_text: b
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
     shared = rows if include_internal_text else redact_corpus(rows)
-    write_parquet(shared, READ_SCHEMAS[table].with_metadata(raw_text_metadata(include_internal_text)), out)
+    metadata = raw_text_metadata(include_internal_text) | output_metadata(table)
+    write_parquet(shared, READ_SCHEMAS[table].with_metadata(metadata), out)
     click.echo(f"wrote {rows.height} {table} rows of corpus version {version} to {out}")
 
 

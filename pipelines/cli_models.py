@@ -7,7 +7,8 @@ import click
 from click.core import ParameterSource
 
 from citekeeper.models import PulledModel
-from pipelines.cli_common import language_option
+from citekeeper.outputs import DIRECTORY
+from pipelines.cli_common import OutputCommand, OutputPath, language_option
 
 
 @click.group("models")
@@ -15,9 +16,9 @@ def models_group() -> None:
     """Models for machines without network."""
 
 
-@models_group.command("pull")
+@models_group.command("pull", cls=OutputCommand)
 @click.argument("models", nargs=-1)
-@click.option("--to", "to_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--to", "to_dir", required=True, type=OutputPath(DIRECTORY),
               help="Directory to save the models in, one subdirectory each; copy it to the machine without network.")  # fmt: skip
 @language_option("Without MODEL arguments: pull the default NLI and embedding models of this corpus language "
                  "(auto: of every language, as detection may pick any).")

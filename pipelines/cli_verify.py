@@ -7,10 +7,11 @@ import click
 
 from citekeeper.language import ENGLISH, MULTILINGUAL, ModelChoice
 from verifiers.checkers import PROTOCOLS
-from pipelines.cli_common import language_option, reading, store_option
+from citekeeper.outputs import DIRECTORY
+from pipelines.cli_common import OutputCommand, OutputPath, language_option, reading, store_option
 
 
-@click.command("verify")
+@click.command("verify", cls=OutputCommand)
 @store_option
 @click.option("--version", help="Corpus version to verify against (default: the latest).")
 @click.option(
@@ -34,7 +35,7 @@ from pipelines.cli_common import language_option, reading, store_option
 @click.option("--backend", type=click.Choice(["torch", "onnx"]), default="torch", show_default=True,
               help="onnx: ONNX Runtime with int8 weights, exported once from the same model and cached.")  # fmt: skip
 @click.option("--no-model", is_flag=True, help="Run only the anchoring and lexical tiers; undecided claims are 'unverified'.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", required=True, type=OutputPath(DIRECTORY),
               help="Output directory: <out>/corpus_version=<v>/run_id=<r>/{pairs,claims,answers,run}.parquet")  # fmt: skip
 @click.option("--fail-under", type=click.FloatRange(0.0, 1.0), default=None,
               help="Exit 1 when the share of supported claims is below RATE.")  # fmt: skip
@@ -149,8 +150,8 @@ def _summary(run: dict, output_dir: Path, choice: ModelChoice | None = None) -> 
     return "\n".join(lines)
 
 
-@click.command("verify-merge")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="The shards' --out.")
+@click.command("verify-merge", cls=OutputCommand)
+@click.option("--out", "out_dir", required=True, type=OutputPath(DIRECTORY), help="The shards' --out.")
 @click.option("--version", required=True, help="The shards' corpus version.")
 @click.option("--run-id", required=True, help="The shards' --run-id.")
 @click.option("--fail-under", type=click.FloatRange(0.0, 1.0), default=None,

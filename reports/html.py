@@ -15,6 +15,7 @@ import polars as pl
 
 from citekeeper.answer_store import AnswerStore
 from citekeeper.files import atomic_write_text
+from citekeeper.outputs import REPORT_MARKER
 from citekeeper.schema import CITATION_STATUSES, LOST_STATUSES
 from citekeeper.scope import REDACTED, redact_status
 from changes.history import answer_history
@@ -183,7 +184,7 @@ def render_html(
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     plots = f'<section id="plots"><h2>Plots</h2>{plots_html}</section>' if plots_html else ""
     return (
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">{REPORT_MARKER}"
         f"<title>citekeeper: citations against {escape(target_version)}</title><style>{STYLE}</style></head><body>"
         f"<h1>Citations against corpus version {escape(target_version)}</h1><p class=\"loc\">generated {generated}</p>"
         f"{_summary(status)}{plots}{_blast_table(blast_radius)}{_answers(status, answers, claims)}{history_html}</body></html>"
