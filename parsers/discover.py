@@ -186,15 +186,14 @@ def _read_source(walk: _Walk, path: Path, source_path: str) -> SourceFile:
         supported = ", ".join(sorted(BY_EXTENSION))
         raise Quarantined("discover", "UnsupportedFileType", f"unsupported file type {path.suffix or '(no extension)'!r}; supported: {supported}")
     raw = _read_bytes(path, config.max_file_bytes)
-    filetype = file_format.filetype
     places = _places(walk, path, source_path)
-    front_matter, sidecars = _explicit_metadata(walk.root, places, filetype, raw)
+    front_matter, sidecars = _explicit_metadata(walk.root, places, file_format.front_matter, raw)
     explicit = front_matter.explicit | sidecars[-1] | sidecars[0]  # the sidecar where the walk found it wins
     return SourceFile(
         path=path.absolute(),
         source_path=source_path,
         doc_id=explicit.get("doc_id", source_path),
-        filetype=filetype,
+        filetype=file_format.filetype,
         content_hash=sha256_hex(raw),
         size_bytes=len(raw),
         access_scope=_access_scope(config, front_matter.explicit, sidecars, places),
@@ -231,14 +230,14 @@ def _read_bytes(path: Path, max_bytes: int) -> bytes:
 
 
 def _explicit_metadata(
-    root: Path, places: list[tuple[Path, str]], filetype: str, raw: bytes
+    root: Path, places: list[tuple[Path, str]], has_front_matter: bool, raw: bytes
 ) -> tuple[FrontMatter, list[dict[str, str]]]:
     """(front matter, the sidecar at each of _places), whose keys override the front matter's. An invalid
-    sidecar quarantines the document: guessing its access_scope could expose an internal document. Markdown is
-    decoded as parsing decodes it (decode_text), so a Latin-1 or UTF-16 file's front matter is read, and one
-    that cannot be decoded is quarantined here."""
+    sidecar quarantines the document: guessing its access_scope could expose an internal document. A format
+    with front matter (Markdown, MDX) is decoded as parsing decodes it (decode_text), so a Latin-1 or UTF-16
+    file's front matter is read, and one that cannot be decoded is quarantined here."""
     try:
-        front_matter = read_front_matter(decode_text(raw)[0] if filetype == "md" else "")
+        front_matter = read_front_matter(decode_text(raw)[0] if has_front_matter else "")
         return front_matter, [read_sidecar(place.with_name(place.name + SIDECAR_SUFFIX), root) for place, _ in places]
     except MetadataError as exc:
         raise Quarantined("discover", "InvalidMetadata", str(exc)) from exc

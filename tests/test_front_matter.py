@@ -203,3 +203,12 @@ def test_a_store_from_before_the_front_matter_column_takes_the_next_ingest(tmp_p
                     for version in ("v1", "v2")}  # fmt: skip
     assert front_matter["v1"] == {"modules.md": None}
     assert {path: json.loads(value) for path, value in front_matter["v2"].items()} == {"modules.md": _expected(HUGO), "social.md": _expected(MKDOCS)}
+
+
+def test_mdx_front_matter_is_read_like_markdown(tmp_path):
+    """A format declares its front matter (Format.front_matter): an .mdx page's access_scope holds, or it would
+    be published."""
+    write_tree(tmp_path, {"page.mdx": "---\ntitle: 内部页面\naccess_scope: internal_only\n---\nimport X from './x'\n\n# Page\n\nBody.\n"})
+    (source,), errors = discover_sources(tmp_path, SERIAL)
+    assert errors == [] and (source.filetype, source.access_scope, source.title) == ("mdx", "internal_only", "内部页面")
+    assert json.loads(source.front_matter) == {"title": "内部页面", "access_scope": "internal_only"}

@@ -32,3 +32,4 @@ class Format:
     extensions: tuple[str, ...]  # lower case, with the dot
     partition: Callable[[SourceFile, bytes, ParseConfig], Partitioned]
     description: str  # for the format table (docs/ingest.md) and error messages
+    front_matter: bool = False  # a leading YAML/TOML block is metadata (parsers.metadata), read at discovery

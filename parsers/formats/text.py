@@ -58,6 +58,9 @@ _HTML_MAIN = re.compile(r"<main\b", re.I)
 # JavaScript (ESM), not prose; in a code fence it is code.
 _ESM_START = re.compile(r"(?:import|export) ")
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
+# An opening fence with attributes after its language, as Hugo and Pandoc write them (```go {file="a.html"}):
+# Python-Markdown takes no such fence, and its code would be read as raw HTML. The attributes are not text.
+_FENCE_ATTRIBUTES = re.compile(r"^( {0,3}(?:`{3,}|~{3,})[^`{\n]*?)[ \t]*\{[^}\n]*\}[ \t]*$", re.M)
 
 _HTML_CHARSET = re.compile(rb"<meta[^>]{0,200}?charset\s*=\s*[\"']?\s*([A-Za-z0-9_.:-]+)", re.I)
 _XML_ENCODING = re.compile(rb"\A\s*<\?xml[^>]{0,200}?encoding\s*=\s*[\"']([A-Za-z0-9_.:-]+)")
@@ -224,6 +227,7 @@ def _partition_markdown(source: SourceFile, body: str) -> list:
     from unstructured.partition.md import partition_md
     from unstructured.partition.text import partition_text
 
+    body = _FENCE_ATTRIBUTES.sub(r"\1", body)
     shown = _shown_text(source, body)
     elements = partition_md(text=body)
     return partition_text(text=body) if _lost_text(elements, shown) else elements
@@ -305,8 +309,9 @@ def _partition_xml(source: SourceFile, raw: bytes, config: ParseConfig) -> Parti
 
 
 FORMATS = (
-    Format("md", (".md", ".markdown"), _partition_md, "Markdown (YAML front matter read as metadata)"),
-    Format("mdx", (".mdx",), _partition_mdx, "MDX (Markdown with JSX; its ESM import/export blocks are not text)"),
+    Format("md", (".md", ".markdown"), _partition_md, "Markdown (front matter read as metadata)", front_matter=True),
+    Format("mdx", (".mdx",), _partition_mdx, "MDX (Markdown with JSX; its ESM import/export blocks are not text)",
+           front_matter=True),
     Format("html", (".html", ".htm"), _partition_html, "HTML"),
     Format("txt", (".txt",), _partition_txt, "plain text"),
     Format("rst", (".rst",), _partition_rst, "reStructuredText"),
