@@ -158,7 +158,8 @@ class Finished:
 
 
 def finished(process: subprocess.Popen) -> Finished:
-    return Finished(process.returncode, *process.communicate(timeout=300))
+    stdout, stderr = process.communicate(timeout=300)
+    return Finished(process.returncode, stdout, stderr)
 
 
 def race(root: Path, work: Path, args: list[str], timing: str) -> tuple[Finished, Finished]:
