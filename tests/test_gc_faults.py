@@ -279,3 +279,32 @@ def test_a_live_writers_temp_file_stays(built: Path, tmp_path: Path) -> None:
         assert live.exists()
         handle.write("second half")
     assert target.read_text() == "first half, second half" and not temp_files(root)
+
+
+HOLD_EXCLUSIVE = """
+import sys, time
+from pathlib import Path
+from citekeeper.store import CorpusStore
+
+with CorpusStore(sys.argv[1]).excluding_readers():  # what gc holds while it prunes and compacts
+    Path(sys.argv[2]).touch()
+    while not Path(sys.argv[3]).exists():
+        time.sleep(0.02)
+"""
+
+
+def test_verification_as_the_dagster_asset_runs_it_waits_for_gc(built: Path, tmp_path: Path) -> None:
+    """verify_store itself (the asset calls it, not the CLI) takes the reader lease: it returns only after gc lets go."""
+    from verifiers.verify_store import verify_store
+
+    root = copy_of(built, tmp_path)
+    held, release = tmp_path / "held", tmp_path / "release"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_EXCLUSIVE, str(root), str(held), str(release)], cwd=REPO)
+    wait_until(lambda: holder.poll() is not None or held.exists(), "the exclusive lease is held")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        verified = pool.submit(lambda: (verify_store(root, tmp_path / "runs", version="v1"), release.exists()))
+        time.sleep(3)  # time enough to verify this one answer, were the lease not waited for
+        release.touch()
+        (run, _), released_first = verified.result(timeout=300)
+    assert holder.wait(timeout=60) == 0
+    assert released_first and run.run["n_claims"][0] == 1

@@ -78,30 +78,31 @@ def verify_store(
     shard of the run_id has finished); the returned run row is the shard's own."""
     started_at, clock = datetime.now(timezone.utc), time.perf_counter()
     store = store_root if isinstance(store_root, CorpusStore) else CorpusStore(store_root)
-    version = store.version_or_latest(version)
-    status = read_citation_status(store.root, version)
-    cache = VerdictCache(store.layout.verdict_cache_dir) if scorer is not None else None
-    run_id = run_id or new_run_id()
+    with store.reading():  # gc waits until the run has read its version and written its tables (CLI and Dagster)
+        version = store.version_or_latest(version)
+        status = read_citation_status(store.root, version)
+        cache = VerdictCache(store.layout.verdict_cache_dir) if scorer is not None else None
+        run_id = run_id or new_run_id()
 
-    def read_chunks(chunk_ids: list[str]) -> pl.DataFrame:
-        return store.read_chunks(version, columns=EVIDENCE_CHUNK_COLUMNS, chunk_ids=chunk_ids)
+        def read_chunks(chunk_ids: list[str]) -> pl.DataFrame:
+            return store.read_chunks(version, columns=EVIDENCE_CHUNK_COLUMNS, chunk_ids=chunk_ids)
 
-    tallies = []
-    with RunWriter(out_dir, version, run_id, shard) as out:
-        for claims, citations in _answer_batches(store, answers_file, answers_per_batch, shard):
-            evidence = citation_evidence(citations, status, read_chunks)
-            frames, tally = verify_tables(claims, evidence, version, scorer, settings, cache, run_id)
-            out.write(frames)
-            tallies.append(tally)
-            if cache is not None:
-                cache.flush(run_id)  # a run stopped midway keeps the verdicts of its finished batches
-        tally, model = reduce(lambda a, b: a + b, tallies), model_values(scorer, settings)
-        run = run_table(tally, run_id, version, started_at, time.perf_counter() - clock, model)
-        if shard is None:
-            paths = out.finish(run)
-        else:
-            paths = out.finish_shard(tally.shard_row(run_id, version, shard, started_at, model), tally.pair_keys)
-    return StoredRun(run, out.directory), paths
+        tallies = []
+        with RunWriter(out_dir, version, run_id, shard) as out:
+            for claims, citations in _answer_batches(store, answers_file, answers_per_batch, shard):
+                evidence = citation_evidence(citations, status, read_chunks)
+                frames, tally = verify_tables(claims, evidence, version, scorer, settings, cache, run_id)
+                out.write(frames)
+                tallies.append(tally)
+                if cache is not None:
+                    cache.flush(run_id)  # a run stopped midway keeps the verdicts of its finished batches
+            tally, model = reduce(lambda a, b: a + b, tallies), model_values(scorer, settings)
+            run = run_table(tally, run_id, version, started_at, time.perf_counter() - clock, model)
+            if shard is None:
+                paths = out.finish(run)
+            else:
+                paths = out.finish_shard(tally.shard_row(run_id, version, shard, started_at, model), tally.pair_keys)
+        return StoredRun(run, out.directory), paths
 
 
 def _answer_batches(
