@@ -5,7 +5,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.eval_data import EVAL_ENV, HTTPX_DOCS, SHARED_EVAL, VUE_DOCS_ZH, WICE_DEV  # noqa: F401 (re-exported)
+from tests.eval_data import EVAL_ENV, HTTPX_DOCS, REAL_CORPORA, SHARED_EVAL, VUE_DOCS_ZH, WICE_DEV  # noqa: F401 (re-exported)
 
 os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

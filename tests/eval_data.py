@@ -11,3 +11,4 @@ SHARED_EVAL = Path(os.environ.get(EVAL_ENV) or Path(__file__).resolve().parents[
 HTTPX_DOCS = SHARED_EVAL / "httpx-docs"
 WICE_DEV = SHARED_EVAL / "wice" / "claim-dev.jsonl"
 VUE_DOCS_ZH = SHARED_EVAL / "vue-docs-zh"
+REAL_CORPORA = SHARED_EVAL / "corpora"  # documentation sites at two releases each (its README.md)
