@@ -11,6 +11,7 @@ import polars as pl
 from citekeeper.layout import StoreLayout
 from citekeeper.schema import CITATIONS, CLAIMS, HOLDING_STATUSES
 from citekeeper.tables import from_rows
+from citekeeper.anchor import DocumentTexts, anchor_answers
 from citekeeper.answer_files import read_answer_records
 from citekeeper.answers import answer_rows
 
@@ -32,11 +33,14 @@ def read_citation_status(store_root: Path | str, target_version: str) -> pl.Data
     return pl.read_parquet(path, columns=STATUS_COLUMNS) if path.exists() else None
 
 
-def answers_from_file(path: Path | str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(claims, citations) of the answers in a JSONL/Parquet answers file, without registering them."""
+def answers_from_file(path: Path | str, corpus) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(claims, citations) of the answers in a JSONL/Parquet answers file, without registering them; citations by
+    document are anchored into `corpus` (a CorpusStore) as registration anchors them, those it cannot anchor
+    kept unanchored."""
     parsed, errors = read_answer_records(Path(path))
     if errors:
         raise AnswersFileError(f"{path}: " + "; ".join(str(e) for e in errors))
+    parsed, _ = anchor_answers(parsed, DocumentTexts(corpus))  # what cannot be anchored is judged so, not refused
     registered_at = datetime.now(timezone.utc)
     rows = [answer_rows(answer, 1, str(path), registered_at) for answer in parsed]
     return (

@@ -149,3 +149,19 @@ def test_the_phantom_chunk_check_does_not_count_them(tmp_path):
         checked = materialize(instance, write_tree(tmp_path / "v2", files | {"limits.md": LIMITS_V2}), tmp_path / "store", "v2", answers)
         metadata = check_metadata(checked)
         assert (metadata["passed"], metadata["n_phantom_citations"]) == (True, 0), metadata
+
+
+def test_an_answers_file_is_anchored_as_registration_anchors_it(store_root, tmp_path):
+    """`verify --answers FILE` anchors citations by document as `answers add` does: the same chunks, and the same
+    citations left unanchored (it judged every one of them no_chunk)."""
+
+    def cited(*given) -> set[tuple]:
+        out = tmp_path / f"verify{len(given)}"
+        result = run("verify", "--version", "v1", *given, "--no-model", "--out", out, "--store", store_root)
+        assert result.exit_code == 0, result.output
+        (pairs,) = out.glob("corpus_version=v1/run_id=*/pairs.parquet")
+        return set(pl.read_parquet(pairs).select("answer_id", "citation_id", "chunk_id").unique().iter_rows())
+
+    from_file, registered = cited("--answers", tmp_path / "answers.jsonl"), cited()
+    assert from_file == registered
+    assert sum(chunk_id is None for _, _, chunk_id in registered) == len(UNANCHORED)

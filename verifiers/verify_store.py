@@ -111,7 +111,7 @@ def _answer_batches(
     """(claims, citations) of the current answers, a batch at a time, at least one (maybe empty); an answers file
     is one batch (it is read whole to report its bad lines before anything runs)."""
     if answers_file is not None:
-        claims, citations = answers_from_file(answers_file)
+        claims, citations = answers_from_file(answers_file, store)
         if shard is not None:
             claims, citations = claims.filter(shard.owned("answer_id")), citations.filter(shard.owned("answer_id"))
         yield claims, citations
