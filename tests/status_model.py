@@ -1019,6 +1019,15 @@ def scenarios() -> dict[str, EditScript]:
         "file moved, doc_id follows the path": script([md("D0", P, A, path="guide.md")], [MoveFile("D0", "archive/guide.md")]),
         "paragraph moved to another file of another format": script(
             [md("D0", P, A), Doc("D1", "xlsx", "book.xlsx", "kb-book", (Container("Q3", (B,)),))], [Move("p1", "D1", (0, 0))]),
+        "paragraph edited, a copy in its document and one in another: relocated to the one in its document": script(
+            [md("D0", P, A, P2), md("D1", B, replace(P, uid="p11"))], [edit(P, 1)],
+            Answer("a0", "structured", "en", (Cite("p1", None), Cite("p1", 0), Cite("p1", 1), Cite("p11", 1)))),
+        "paragraph edited, its text verbatim in two other documents: relocated to either": script(
+            [md("D0", P, A), md("D1", B, replace(P, uid="p11")),
+             Doc("D2", "xlsx", "sheets.xlsx", "budget", (Container("Q3", (C, replace(P, uid="p12"))),))],
+            [edit(P, 1)],
+            Answer("a0", "structured", "en", (Cite("p1", None), Cite("p1", 0), Cite("p1", 1), Cite("p12", 1))),
+            Answer("a1", "marker", "en", (Cite("p1", 2), Cite("p11", None)))),
         "Chinese: a copy deleted, another edited (marker form)": script(
             [md("D0", Z, Y, X, Z2)], [Delete("p5"), edit(Y, 0)],
             Answer("a0", "marker", "zh", (Cite("p5", None), Cite("p10", 1), Cite("p6", 0), Cite("p6", 1))),
@@ -1073,9 +1082,15 @@ class Expected:
     new_text: str | None = None
     # Stale and removed: every verbatim place of the evidence the re-anchoring may suggest, as (doc_id,
     # start_char, end_char, chunk); empty: the evidence is verbatim nowhere (no exact suggestion possible).
+    # Relocated to where the evidence was found verbatim: that one place.
     suggestions: frozenset = field(default_factory=frozenset)
     # Not anchored at registration: the document its invalid reason names (the reason starts NOT_ANCHORED).
     unanchored_name: str | None = None
+    # The repair kind its citation must get (None: not checked), re-pointed to new_chunk and the new span.
+    repair: str | None = None
+    # The same row at the other places the re-anchoring may pick (several documents outside the preferred ones
+    # hold the evidence): the product's row must be this one or one of them.
+    alternatives: tuple[Expected, ...] = ()
 
 
 def _span(placed: Placed, evidence: str) -> tuple[int, int]:
@@ -1099,6 +1114,29 @@ def _verbatim(new: Corpus, evidence: str, prefer: list[str]) -> frozenset:
         if doc_id in by_id and (found := first(by_id[doc_id])):
             return frozenset([found])
     return frozenset(found for d in new if d.doc_id not in prefer and (found := first(d)))
+
+
+def _placed_at(corpus: Corpus, chunk: tuple[str, int]) -> Placed:
+    doc_id, start = chunk
+    return next(p for doc in corpus if doc.doc_id == doc_id for p in doc.placed if p.start == start)
+
+
+def _found_verbatim(new: Corpus, places: frozenset, uid: str, base: dict) -> Expected:
+    """Its successor lost the evidence, the re-anchoring found it verbatim at `places` (one of which it picks):
+    relocated there, and repaired by re-pointing it there (each paragraph is one chunk, so the span fits it)."""
+
+    def at(place: tuple) -> Expected:
+        doc_id, start, end, chunk = place
+        placed = _placed_at(new, chunk)
+        return Expected(
+            "relocated", f"{uid} edited, evidence gone from it, verbatim at {placed.doc.path} chars {start}-{end}", **base,
+            new_doc_id=doc_id, new_chunk=chunk, new_start_char=start, new_end_char=end, new_locator=placed.locator,
+            new_source_path=placed.doc.path, new_text=placed.para.text, suggestions=frozenset([place]),
+            repair="repointed_successor",
+        )  # fmt: skip
+
+    first, *others = [at(place) for place in sorted(places, key=lambda place: place[:3])]
+    return replace(first, alternatives=tuple(others))
 
 
 def expected_unanchored(old: Corpus, cite: DocCite) -> Expected:
@@ -1156,10 +1194,11 @@ def expected_status(script: EditScript, cite: AnyCite) -> Expected:
     if evidence in now.para.text:
         start, end = _span(now, evidence)
         return Expected("drifted", f"{cite.uid} edited, evidence still in it", **base, **successor, new_start_char=start, new_end_char=end)
+    if places := _verbatim(script.new, evidence, [now.doc.doc_id, old_place.doc.doc_id]):
+        return _found_verbatim(script.new, places, cite.uid, base)
     return Expected(
-        "stale", f"{cite.uid} edited, evidence gone from it", **base, **successor,
+        "stale", f"{cite.uid} edited, evidence gone from it and verbatim nowhere", **base, **successor,
         new_start_char=now.start, new_end_char=now.end,
-        suggestions=_verbatim(script.new, evidence, [now.doc.doc_id, old_place.doc.doc_id]),
     )  # fmt: skip
 
 

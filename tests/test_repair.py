@@ -30,7 +30,7 @@ V1 = {
 V2 = {
     "renamed.md": V1["moved.md"],  # same text, another document: relocated
     "drift.md": f"# Timeouts\n\n{TIMEOUT} Streaming responses have no read timeout.\n",  # drifted
-    # the proxy sentence leaves its paragraph (stale there) for another document, verbatim
+    # the proxy sentence leaves its paragraph for another document, verbatim: relocated there
     "rewritten.md": "# Proxies\n\nProxies are configured per client. Proxy settings moved to the transport page.\n",
     "transport.md": "# Transport\n\nEach proxy URL names its scheme and its host.\n",
     "retry.md": "# Retries\n\nThe retry budget is six attempts per minute for every client.\n",  # near miss: suggestion
@@ -101,7 +101,7 @@ def test_each_change_gets_its_repair_kind(store):
     assert kinds == {
         ("structured", "c1"): "repointed_successor",
         ("structured", "c2"): "repointed_successor",
-        ("structured", "c3"): "repointed_exact",
+        ("structured", "c3"): "repointed_successor",
         ("structured", "c4"): "repointed_normalised",
         ("structured", "c5"): "unresolved",
         ("structured", "c6"): "invalid",
@@ -164,7 +164,7 @@ def test_apply_registers_revision_two_whose_repointed_citations_are_valid(store)
     )
     by_kind = after.group_by("repair").agg(pl.col("status").unique().sort())
     assert dict(by_kind.iter_rows()) == {
-        "repointed_successor": ["valid"], "repointed_exact": ["valid"], "repointed_normalised": ["valid"],
+        "repointed_successor": ["valid"], "repointed_normalised": ["valid"],
         "repointed_suggestion": ["valid"], "unresolved": ["removed"], "invalid": ["invalid"],
     }  # fmt: skip
     # Registering the original answers again (a pipeline re-adding its file) does not undo the repairs.

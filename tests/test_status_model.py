@@ -8,8 +8,10 @@ moved files, with and without an explicit doc_id). The product ingests both vers
 and judges every citation against v2; the oracle (tests/status_model.py, which imports nothing of the product)
 says from the script alone what every status row must hold: status, old and new locator (chunk, offsets,
 native-locator line, source path) and, for stale and removed citations, the re-anchoring span when the
-evidence is still verbatim somewhere; an unanchored citation is invalid, "not anchored at registration". Then
-`repair --apply` runs; every unanchored citation must be in its answer's current revision as it was given.
+evidence is still verbatim somewhere; an edited citation whose evidence left its chunk but stands verbatim
+elsewhere is relocated there (and repair re-points it there); an unanchored citation is invalid, "not anchored at
+registration". Then `repair --apply` runs; every unanchored citation must be in its answer's current revision as
+it was given.
 
 Knobs (environment):
   CITEKEEPER_STATUS_MODEL_EXAMPLES=N  examples to run (default 200; e.g. 20 while developing)
@@ -121,6 +123,7 @@ class ProductRun:
     chunk_ids: dict  # uid -> v1 chunk_id of every v1 paragraph
     new_chunks: dict  # v2 chunk table (chunk_table)
     status: list[dict]  # the status rows against v2
+    repairs: list[dict]  # what `repair --apply` decided, one row per citation (REPAIRS)
     repaired: list[dict]  # the current revisions' citation rows after `repair --apply` against v2
 
 
@@ -138,9 +141,9 @@ def run_product(script: EditScript, tmp: Path) -> ProductRun:
     assert len(added.unanchored) == len(missing), (added.unanchored, missing)  # each reported, none refused
     v2 = ingest_version(store, script.new, tmp / "v2", "v2")
     status = check_citations(store, v2).read_status().to_dicts()
-    repair_citations(store, v2, apply=True)
+    repairs = repair_citations(store, v2, apply=True).repairs.to_dicts()
     repaired = AnswerStore(store.root).snapshot().citations().to_dicts()
-    return ProductRun(chunk_ids, chunk_table(store, v2), status, repaired)
+    return ProductRun(chunk_ids, chunk_table(store, v2), status, repairs, repaired)
 
 
 # ---------------------------------------------------------------------------------------------------- compare
@@ -151,6 +154,7 @@ def compare(script: EditScript, run: ProductRun) -> list[dict]:
     expected = expected_rows(script)
     chunk_ids, new_chunks, status = run.chunk_ids, run.new_chunks, run.status
     actual = {(r["answer_id"], r["chunk_id"], r["quote"]): r for r in status}
+    repairs = {r["citation_id"]: r for r in run.repairs}
     out = []
     if len(status) != len(expected):
         out.append({"key": "*", "expected": f"{len(expected)} rows", "actual": f"{len(status)} rows", "diff": {"rows": (len(expected), len(status))}})
@@ -159,18 +163,35 @@ def compare(script: EditScript, run: ProductRun) -> list[dict]:
         if row is None:
             out.append({"key": (answer_id, uid, quote), "expected": want, "actual": None, "diff": {"row": ("a row", None)}})
             continue
-        diff = {name: (getattr(want, name), row[name]) for name in COMPARED if getattr(want, name) != row[name]}
-        want_chunk = None if want.new_chunk is None else new_chunks.get(want.new_chunk)
-        if want_chunk != row["new_chunk_id"]:
-            diff["new_chunk_id"] = (want_chunk, row["new_chunk_id"])
-        problem = suggestion_problem(want, row, new_chunks)
-        if problem:
-            diff["suggestion"] = problem
-        if want.unanchored_name is not None and not unanchored_reason(row["reason"], want.unanchored_name):
-            diff["reason"] = (f"{NOT_ANCHORED}: ... {want.unanchored_name!r} ...", row["reason"])
-        if diff:
-            out.append({"key": (answer_id, uid, quote), "expected": want, "actual": row, "diff": diff})
+        diffs = [row_diff(option, row, new_chunks, repairs.get(row["citation_id"])) for option in (want, *want.alternatives)]
+        if all(diffs):  # none of the places it may stand at: reported against the first
+            out.append({"key": (answer_id, uid, quote), "expected": want, "actual": row, "diff": diffs[0]})
     return out + repair_mismatches(script, run.repaired)
+
+
+def row_diff(want: Expected, row: dict, new_chunks: dict, repair: dict | None) -> dict:
+    """The columns of the status row (and of its repair, where the oracle says one) that differ from `want`."""
+    diff = {name: (getattr(want, name), row[name]) for name in COMPARED if getattr(want, name) != row[name]}
+    want_chunk = None if want.new_chunk is None else new_chunks.get(want.new_chunk)
+    if want_chunk != row["new_chunk_id"]:
+        diff["new_chunk_id"] = (want_chunk, row["new_chunk_id"])
+    problem = suggestion_problem(want, row, new_chunks)
+    if problem:
+        diff["suggestion"] = problem
+    if want.unanchored_name is not None and not unanchored_reason(row["reason"], want.unanchored_name):
+        diff["reason"] = (f"{NOT_ANCHORED}: ... {want.unanchored_name!r} ...", row["reason"])
+    if want.status == "relocated" and want.suggestions and (place := found_at(want)) not in row["reason"]:
+        diff["reason"] = (f"... evidence found verbatim (exact) at {place}", row["reason"])
+    if want.repair is not None:
+        got = None if repair is None else (repair["repair"], repair["new_chunk_id"], repair["new_start_char"], repair["new_end_char"])
+        if got != (wanted := (want.repair, want_chunk, want.new_start_char, want.new_end_char)):
+            diff["repair"] = (wanted, got)
+    return diff
+
+
+def found_at(want: Expected) -> str:
+    """Where a row relocated to a verbatim place says the evidence now stands."""
+    return f"{want.new_source_path} chars {want.new_start_char}–{want.new_end_char}"
 
 
 def unanchored_reason(reason: str, name: str) -> bool:
@@ -194,10 +215,11 @@ def repair_mismatches(script: EditScript, repaired: list[dict]) -> list[dict]:
 
 
 def suggestion_problem(want: Expected, row: dict, new_chunks: dict) -> tuple | None:
-    """Stale and removed citations whose evidence is verbatim somewhere get that place (method exact); the others
-    get no exact or normalized suggestion; valid, relocated and drifted citations get none."""
+    """Stale and removed citations whose evidence is verbatim somewhere, and citations relocated to where it was
+    found verbatim, get that place (method exact); the others get no exact or normalized suggestion; the other
+    valid, relocated and drifted citations get none."""
     got = (row["suggested_method"], row["suggested_start_char"], row["suggested_end_char"], row["suggested_chunk_id"])
-    if want.status not in ("stale", "removed"):
+    if want.status not in ("stale", "removed") and not want.suggestions:
         return None if row["suggested_method"] is None else ("no suggestion", got)
     if not want.suggestions:
         return None if row["suggested_method"] not in ("exact", "normalized") else ("no verbatim place exists", got)
@@ -229,7 +251,8 @@ def report(script: EditScript, mismatches: list[dict]) -> str:
         for name, (expected, actual) in m["diff"].items():
             lines.append(f"  {name}:\n    expected {expected!r}\n    actual   {actual!r}")
         if isinstance(want, Expected) and isinstance(row, dict):  # a status row (a repair mismatch: citation rows)
-            lines.append("  expected row: " + ", ".join(f"{f.name}={getattr(want, f.name)!r}" for f in fields(want) if f.name not in ("new_text", "reason")))
+            lines.append("  expected row: " + ", ".join(f"{f.name}={getattr(want, f.name)!r}" for f in fields(want) if f.name not in ("new_text", "reason", "alternatives")))
+            lines += [f"    or at: {found_at(other)}" for other in want.alternatives]
             lines.append("  actual row:   " + ", ".join(f"{k}={row[k]!r}" for k in [*COMPARED, "new_chunk_id", "suggested_method", "suggested_start_char", "suggested_end_char", "suggested_chunk_id"] if k != "new_text"))
     return "\n".join(lines)
 
@@ -308,7 +331,7 @@ def test_citation_statuses_follow_the_model():
         for op in script.ops:  # shown by --hypothesis-show-statistics
             event(f"op {type(op).__name__}")
         for want in expected_rows(script).values():
-            event(f"expected {want.status}")
+            event(f"expected {want.status}" + (", to where its evidence was found verbatim" if want.repair else ""))
         mismatches = mismatches_of(script)
         if not mismatches:
             return
