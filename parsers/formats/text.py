@@ -8,6 +8,7 @@ from __future__ import annotations
 import codecs
 import io
 import re
+from collections.abc import Iterator
 
 from charset_normalizer import from_bytes
 
@@ -49,6 +50,8 @@ _UNSHOWN_MARKUP = re.compile(
     re.S | re.I | re.M,
 )
 _NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")
+# In Markdown read as plain text (the fallback): HTML comments, and lines that hold nothing but tags.
+_UNSHOWN_PROSE = re.compile(r"<!--.*?-->|^[ \t]*(?:<[!/]?[A-Za-z][^<>\n]*>[ \t]*)+$", re.S | re.M)
 # A parser that returns less than this share of the letters and digits its source shows has lost text (measured
 # on the real corpora: every page keeps more than 0.8 of them; libxml2 dropping a text node past 10 MB keeps
 # next to nothing, unstructured keeping only a raw <main> of Markdown 0.015).
@@ -227,10 +230,50 @@ def _partition_markdown(source: SourceFile, body: str) -> list:
     from unstructured.partition.md import partition_md
     from unstructured.partition.text import partition_text
 
-    body = _FENCE_ATTRIBUTES.sub(r"\1", body)
+    body = _escaped_angle_brackets(_FENCE_ATTRIBUTES.sub(r"\1", body))
     shown = _shown_text(source, body)
     elements = partition_md(text=body)
-    return partition_text(text=body) if _lost_text(elements, shown) else elements
+    return partition_text(text=_plain_markdown(body)) if _lost_text(elements, shown) else elements
+
+
+def _markdown_parts(body: str) -> Iterator[tuple[str, str]]:
+    """(kind, text) of the body in order, together the whole of it: `fence` (a code fence's own line), `code`
+    (a line inside a fence) and `prose` (a run of lines outside fences)."""
+    fence, prose = None, []  # the open code fence's marker; the prose lines not yet given
+    for line in body.splitlines(keepends=True):
+        if fence is None and not (opened := _FENCE_OPEN.match(line)):
+            prose.append(line)
+            continue
+        if prose:
+            yield "prose", "".join(prose)
+            prose = []
+        if fence is None:
+            fence = opened.group(1)
+            yield "fence", line
+        elif (closing := line.strip()).startswith(fence) and not closing.strip(fence[0]):
+            fence = None
+            yield "fence", line
+        else:
+            yield "code", line
+    if prose:
+        yield "prose", "".join(prose)
+
+
+def _escaped_angle_brackets(body: str) -> str:
+    """`\\<` outside code fences written as `&lt;`: CommonMark (VitePress, Hugo) reads it as a literal `<`,
+    Python-Markdown does not escape `<`, so `# \\<script setup>` opened a raw <script> element that swallowed the
+    rest of the page (Vue's docs lost whole pages to it)."""
+    if "\\<" not in body:
+        return body
+    return "".join(text.replace("\\<", "&lt;") if kind == "prose" else text for kind, text in _markdown_parts(body))
+
+
+def _plain_markdown(body: str) -> str:
+    """Markdown read as plain text, without what a reader never sees as text: fence lines, and outside fences
+    HTML comments and lines of tags alone (VitePress' `<div class="sfc">`, `</div>`); code and prose stay."""
+    parts = ("\n" if kind == "fence" else _UNSHOWN_PROSE.sub("", text) if kind == "prose" else text
+             for kind, text in _markdown_parts(body))  # fmt: skip
+    return "".join(parts)
 
 
 def _without_esm(body: str) -> str:
