@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.answer_store import AnswerStore
-from citekeeper.locate import locate_quotes
+from citekeeper.locate import MATCH_EXACT, MATCH_NORMALIZED, locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF, LOST_STATUSES
 from citekeeper.scope import ACCESS_SCOPES, INTERNAL, USER_VISIBLE, visible_from
@@ -228,9 +228,36 @@ class Suggester:
             .items()
         )
         missing = [pl.lit(None, dtype).alias(c) for c, dtype in suggestions.schema.items() if c not in status.columns]
-        return status.with_columns(missing).update(suggestions, on="citation_id").with_columns(
+        suggested = status.with_columns(missing).update(suggestions, on="citation_id").with_columns(
             reanchored=pl.when(pending).then(True).otherwise("reanchored")
         )
+        return self._relocated_when_verbatim(suggested)
+
+    def _relocated_when_verbatim(self, status: pl.DataFrame) -> pl.DataFrame:
+        """Stale citations whose evidence re-anchoring found verbatim (exact, or after normalisation) elsewhere in
+        the target: the chunk was re-cut or the evidence moved, it is not gone. Relocated, to where it stands now
+        (its chunk, span and locator), with why; a removed chunk keeps `removed` and that exact suggestion."""
+        verbatim = (pl.col("status") == "stale") & pl.col("suggested_method").is_in([MATCH_EXACT, MATCH_NORMALIZED]).fill_null(False)
+        found = status.filter(verbatim)
+        if found.is_empty():
+            return status
+        chunk_columns = [f"new_{c}" for c in CHUNK_COLUMNS]
+        target = self._target_frames()[1].select(CHUNK_COLUMNS).rename(lambda c: f"new_{c}")
+        relocated = (
+            found.drop([c for c in chunk_columns if c in found.columns])
+            .join(target, left_on="suggested_chunk_id", right_on="new_chunk_id", how="left", coalesce=False)
+            .with_columns(
+                status=pl.lit("relocated"),
+                reason=pl.format("chunk modified (similarity {}); evidence found verbatim ({}) at {} chars {}–{}",
+                                 pl.col("similarity").round(3).cast(pl.String), "suggested_method",
+                                 "new_source_path", "suggested_start_char", "suggested_end_char"),  # fmt: skip
+                new_match=pl.col("suggested_method"),
+                new_start_char=pl.col("suggested_start_char"),
+                new_end_char=pl.col("suggested_end_char"),
+                new_locator=native_locator("new_"),
+            )
+        )
+        return pl.concat([status.filter(~verbatim), relocated], how="diagonal_relaxed")
 
     def _suggest(self, lost: pl.DataFrame, scope: str) -> pl.DataFrame:
         """Suggestions from the scopes `scope` may be re-pointed into; `evidence_internal` marks the citations

@@ -90,7 +90,7 @@ def _repair_kind(min_score: float) -> pl.Expr:
         pl.when(pl.col("status") == "valid").then(pl.lit("kept"))
         .when(pl.col("status") == "invalid").then(pl.lit("invalid"))
         .when(pl.col("crosses_scope")).then(pl.lit("unresolved"))
-        .when(pl.col("status").is_in(["relocated", "drifted"])).then(pl.lit("repointed_successor"))
+        .when(pl.col("status").is_in(["relocated", "drifted"]) & fits).then(pl.lit("repointed_successor"))
         .when(lost & fits & (method == "exact")).then(pl.lit("repointed_exact"))
         .when(lost & fits & (method == "normalized")).then(pl.lit("repointed_normalised"))
         .when(lost & fits & (pl.col("suggested_score") >= min_score)).then(pl.lit("repointed_suggestion"))

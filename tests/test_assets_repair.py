@@ -61,9 +61,10 @@ def test_repaired_answers_asset_applies_on_request_and_verification_reuses_the_c
     planned = materialize(apply=False)
     repairs = pl.read_parquet(store.layout.repairs_file("v2"))
     assert repairs.columns == REPAIRS.names
-    assert repairs.select("status", "repair").rows() == [("drifted", "repointed_successor"), ("stale", "repointed_exact")]
+    # the proxy sentence left its chunk for transport.md, verbatim: relocated there (#29), re-pointed with its quote
+    assert repairs.select("status", "repair").rows() == [("drifted", "repointed_successor"), ("relocated", "repointed_successor")]
     assert not repairs["applied"].any() and planned["repaired_answers"]["applied"] is False
-    assert planned["repaired_answers"]["repair_repointed_exact"] == 1 and planned["repaired_answers"]["n_answers_repaired"] == 1
+    assert planned["repaired_answers"]["repair_repointed_successor"] == 2 and planned["repaired_answers"]["n_answers_repaired"] == 1
     record = json.loads(store.layout.repaired_answers_file("v2").read_text())
     assert record["references"][1]["repair"]["new"]["source_path"] == "transport.md"
     assert AnswerStore(store.root).all_answers()["revision"].to_list() == [1]  # not applied
@@ -73,10 +74,10 @@ def test_repaired_answers_asset_applies_on_request_and_verification_reuses_the_c
     assert applied["repaired_answers"]["revisions_registered"] == 1
     assert AnswerStore(store.root).answers()["revision"].to_list() == [2]
     assert pl.read_parquet(store.layout.repairs_file("v2"))["to_revision"].to_list() == [2, 2]
-    # Before the repair the stale citation had no evidence (its suggestion is no evidence); re-pointed, it is
-    # verified as usual: one model call, while the drifted citation's unchanged evidence comes from the cache.
-    assert planned["verification"]["model_calls"] == 1
-    assert applied["verification"]["model_calls"] == 1
+    # Both citations have evidence before the repair (the drifted one in its successor, the relocated one where it
+    # now stands), so the repaired revision's evidence is all in the cache: no model call.
+    assert planned["verification"]["model_calls"] == 2
+    assert applied["verification"]["model_calls"] == 0
     assert applied["verification"]["cache_hits"] == planned["verification"]["model_calls"] + planned["verification"]["cache_hits"]
     # The next run registers the same answers file again: the content the repair revised does not undo it.
     again = materialize(apply=False)
