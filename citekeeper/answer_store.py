@@ -329,13 +329,12 @@ class AnswerStore:
         return _repaired_content(revisions)
 
     def _remove_uncommitted(self, committed: tuple[str, ...]) -> None:
-        """Parts and manifest temp files of adds killed before their commit. Safe under the writers' lock:
-        no manifest lists these parts, so no reader opens them."""
+        """Parts of adds killed before their commit (their manifest temp file goes with the next write of the
+        manifest: citekeeper.files). Safe under the writers' lock: no manifest lists these parts, so no reader
+        opens them."""
         for part in self.parts_dir.glob("*"):
             if f"{PARTS}/{part.name}" not in committed:
                 shutil.rmtree(part)
-        for tmp in self.root.glob(".manifest.json.*.tmp"):
-            tmp.unlink()
 
     def _publish(self, parts: list[str]) -> None:
         """The commit: one os.replace makes the new part visible, all three tables at once."""

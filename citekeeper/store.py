@@ -307,7 +307,8 @@ class CorpusStore:
             raise StoreError(f"unknown {table} columns {unknown}; known: {READ_SCHEMAS[table].names}")
         read = [c for c in dict.fromkeys(SORT_KEYS[table] + wanted) if c in stored]
         wanted_ids = {"doc_id": doc_ids, "chunk_id": chunk_ids}
-        id_lists = {column: list(set(ids)) for column, ids in wanted_ids.items() if ids is not None}
+        # a null id names no row (a citation registration could not anchor has no chunk)
+        id_lists = {column: list(set(ids) - {None}) for column, ids in wanted_ids.items() if ids is not None}
         if [] in id_lists.values():  # no ids asked for: nothing to open
             arrow = STORED_SCHEMAS[table].empty_table().select(read)
         else:

@@ -287,3 +287,10 @@ def test_integrity_checks_find_broken_rows(two_versions: CorpusStore) -> None:
     assert mismatched_text_hashes(broken).height == 3  # ordinal 1 of a, b, c
     assert misplaced_offsets(broken, documents).height == 3
     assert misplaced_offsets(chunks, documents.filter(pl.col("doc_id") != "a")).height == 3
+
+
+def test_a_null_id_names_no_row(two_versions: CorpusStore) -> None:
+    """Citations without a chunk pass their null chunk_id along: it reads nothing, beside the ids that read rows."""
+    some = two_versions.read_chunks("v1", columns=["chunk_id"])["chunk_id"][0]
+    assert two_versions.read_chunks("v1", columns=["chunk_id"], chunk_ids=[None]).is_empty()
+    assert two_versions.read_chunks("v1", columns=["chunk_id"], chunk_ids=[None, some])["chunk_id"].to_list() == [some]
