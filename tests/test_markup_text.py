@@ -147,3 +147,11 @@ def test_mdx_leaves_esm_out_of_the_text(tmp_path):
 def test_markdown_keeps_lines_that_start_with_export(tmp_path):
     doc = parse(tmp_path / "shell.md", "# Setup\n\nexport PATH before you run the tool.\n")
     assert "export PATH before you run the tool." in doc.text
+
+
+def test_a_sphinx_page_of_an_include_alone_is_skipped(tmp_path):
+    """Flask's contributing.rst is `.. include:: ../CONTRIBUTING.rst`: nothing of its own to cite."""
+    with pytest.raises(NothingToCite):
+        parse(tmp_path / "contributing.rst", ".. include:: ../CONTRIBUTING.rst\n\n.. a comment\n   on two lines\n")
+    doc = parse(tmp_path / "note.rst", ".. note::\n\n   Sessions expire after an hour.\n")
+    assert "Sessions expire after an hour." in doc.text  # a directive that shows its body is read

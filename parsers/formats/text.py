@@ -50,6 +50,8 @@ _UNSHOWN_MARKUP = re.compile(
     re.S | re.I | re.M,
 )
 _NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")
+# reStructuredText explicit markup (`.. include:: x`, `.. comment`) with its indented body: nothing of its own shown.
+_RST_UNSHOWN = re.compile(r"^\.\.(?:[ \t][^\n]*)?\n?(?:(?:[ \t]+[^\n]*)?\n)*", re.M)
 # In Markdown read as plain text (the fallback): HTML comments, and lines that hold nothing but tags.
 _UNSHOWN_PROSE = re.compile(r"<!--.*?-->|^[ \t]*(?:<[!/]?[A-Za-z][^<>\n]*>[ \t]*)+$", re.S | re.M)
 # A parser that returns less than this share of the letters and digits its source shows has lost text (measured
@@ -332,7 +334,11 @@ def _partition_rst(source: SourceFile, raw: bytes, config: ParseConfig) -> Parti
     from unstructured.partition.rst import partition_rst
 
     text, encoding = read_text(source, raw)  # pandoc reads UTF-8 only, and would replace bad bytes silently
-    return Partitioned(partition_rst(file=io.BytesIO(_body(source, text).encode("utf-8"))), encoding=encoding)
+    elements = partition_rst(file=io.BytesIO(_body(source, text).encode("utf-8")))
+    if not any((element.text or "").strip() for element in elements):
+        _body(source, _RST_UNSHOWN.sub("", text))  # explicit markup alone (Sphinx's `.. include::` of a file
+        # outside the tree) shows nothing of its own: skipped; anything else pandoc read nothing of is NoText
+    return Partitioned(elements, encoding=encoding)
 
 
 def _partition_org(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
