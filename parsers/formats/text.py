@@ -198,10 +198,7 @@ def _shown_text(source: SourceFile, markup: str) -> str:
     """What Markdown or HTML shows a reader. A page that shows nothing (front matter, comments) has nothing to
     cite and is skipped; lxml finds no element in a page of comments only, and unstructured's HTML partitioner
     fails on it ('NoneType' object has no attribute 'xpath')."""
-    shown = _UNSHOWN_MARKUP.sub(" ", markup)
-    if not shown.strip():
-        raise NothingToCite(source.source_path)
-    return shown
+    return _body(source, _UNSHOWN_MARKUP.sub(" ", markup))
 
 
 def _count_letters_and_digits(text: str) -> int:
@@ -227,8 +224,8 @@ def _markdown_body(source: SourceFile, raw: bytes) -> tuple[str, str]:
 
 
 def _partition_markdown(source: SourceFile, body: str) -> list:
-    """partition_md's elements, or, where it lost text, partition_text's: Markdown is written to read as plain
-    text, so its markup in the text is better than its text lost."""
+    """partition_md's elements, or, where it lost text, partition_text's of the Markdown read as plain text
+    (_plain_markdown): Markdown is written to read as plain text, so that is better than its text lost."""
     from unstructured.partition.md import partition_md
     from unstructured.partition.text import partition_text
 
@@ -252,13 +249,19 @@ def _markdown_parts(body: str) -> Iterator[tuple[str, str]]:
         if fence is None:
             fence = opened.group(1)
             yield "fence", line
-        elif (closing := line.strip()).startswith(fence) and not closing.strip(fence[0]):
+        elif _closes(fence, line):
             fence = None
             yield "fence", line
         else:
             yield "code", line
     if prose:
         yield "prose", "".join(prose)
+
+
+def _closes(fence: str, line: str) -> bool:
+    """Whether `line` closes the code fence opened by `fence`: the marker again, as long or longer, and nothing else."""
+    closing = line.strip()
+    return closing.startswith(fence) and not closing.strip(fence[0])
 
 
 def _escaped_angle_brackets(body: str) -> str:
@@ -288,8 +291,7 @@ def _without_esm(body: str) -> str:
         if in_esm:
             in_esm = not blank
         elif fence:
-            closing = line.strip()  # the marker again, as long or longer, and nothing else
-            fence = None if closing.startswith(fence) and not closing.strip(fence[0]) else fence
+            fence = None if _closes(fence, line) else fence
         elif opened := _FENCE_OPEN.match(line):
             fence = opened.group(1)
         else:
