@@ -31,6 +31,7 @@ MAX_FRONT_MATTER_NODES = 10_000
 # A leading `---` (YAML) or `+++` (TOML) block, after blank lines at most (Hugo allows them), whose first line
 # looks like `key:` / `key =` (so a leading rule is not one), closed by the same fence (or `...` for YAML).
 _YAML_BLOCK = re.compile(r"\A(?:[ \t]*\r?\n)*---[ \t]*\r?\n(?=[A-Za-z_][\w-]*[ \t]*:)(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+_TOML_LINE = re.compile(r"\bline (\d+)")  # where tomllib's message says the error is, within the block
 _TOML_BLOCK = re.compile(r"\A(?:[ \t]*\r?\n)*\+\+\+[ \t]*\r?\n(?=[A-Za-z_\"'\[][^\n]*[=\]])(.*?)\r?\n\+\+\+[ \t]*(?:\r?\n|\Z)", re.S)
 
 
@@ -185,9 +186,9 @@ def _load_toml(block: str, first_line: int) -> tuple[dict, dict[str, str]]:
     nesting is bounded by _check_nesting after loading (and by Python's recursion limit while loading)."""
     try:
         values = tomllib.loads(block)
-    except tomllib.TOMLDecodeError as exc:
-        where = f"line {exc.lineno + first_line - 1}: " if getattr(exc, "lineno", None) else ""
-        raise MetadataError(f"front matter {where}invalid TOML: {exc.msg if hasattr(exc, 'msg') else exc}") from exc
+    except tomllib.TOMLDecodeError as exc:  # tomllib counts lines within the block: counted in the file here
+        located = _TOML_LINE.sub(lambda at: f"line {int(at[1]) + first_line - 1}", str(exc))
+        raise MetadataError(f"front matter: invalid TOML: {located}") from exc
     except RecursionError:
         raise MetadataError(f"front matter: nested over {MAX_FRONT_MATTER_DEPTH} levels deep") from None
     _check_nesting(values)

@@ -212,3 +212,8 @@ def test_mdx_front_matter_is_read_like_markdown(tmp_path):
     (source,), errors = discover_sources(tmp_path, SERIAL)
     assert errors == [] and (source.filetype, source.access_scope, source.title) == ("mdx", "internal_only", "内部页面")
     assert json.loads(source.front_matter) == {"title": "内部页面", "access_scope": "internal_only"}
+
+
+def test_invalid_toml_names_the_line_of_the_file():
+    with pytest.raises(MetadataError, match=r"invalid TOML: .*\(at line 4, column \d+\)"):
+        read_front_matter('\n+++\ntitle = "t"\nweight = \ndraft = true\n+++\nBody.\n')
