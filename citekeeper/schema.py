@@ -14,6 +14,23 @@ EMAIL_FIELDS = (
     pa.field("email_date", pa.string()),  # ISO 8601, as the message gives it
 )
 
+# A document's source model (issue 31; docs/answers.md, "Sources"): what it is, where a reader finds it, when it was
+# published and updated, how far it is trusted, who may read it and what it is about. Read from front matter,
+# sidecars or the configured mapping (citekeeper.sources), null where nothing says; on documents and chunks.
+SOURCE_FIELDS = (
+    pa.field("source_type", pa.string()),  # e.g. api_docs, guide, email (free text)
+    pa.field("source_url", pa.string()),  # the user-facing locator (never the chunk_id): given, or the URL template's
+    pa.field("published_at", TIMESTAMP),
+    pa.field("updated_at", TIMESTAMP),
+    pa.field("authority", pa.string()),  # one of the configured authority levels (citekeeper.sources)
+    pa.field("source_version", pa.string()),  # the product/API version the document describes, e.g. "v2"
+    pa.field("summary", pa.string()),  # sidecar only: what a `redacted` document shows instead of its text
+    pa.field("access_groups", pa.list_(pa.string())),  # null or empty: every audience; else only these groups
+    pa.field("scope_labels", pa.list_(pa.string())),  # what it applies to: product, API, region, tenant ... labels
+)
+# The source fields a status, export or evidence row carries (the summary only where a redacted row shows it).
+SOURCE_ROW_FIELDS = tuple(f for f in SOURCE_FIELDS if f.name in ("source_type", "source_url", "published_at", "updated_at", "authority", "source_version"))
+
 CHUNKS = pa.schema(
     [
         pa.field("chunk_id", pa.string(), nullable=False),
@@ -42,6 +59,7 @@ CHUNKS = pa.schema(
         pa.field("title", pa.string()),
         pa.field("filetype", pa.string(), nullable=False),
         pa.field("access_scope", pa.string(), nullable=False),
+        *SOURCE_FIELDS,
         pa.field("ingested_at", TIMESTAMP, nullable=False),
     ]
 )
@@ -58,6 +76,7 @@ DOCUMENTS = pa.schema(
         pa.field("size_bytes", pa.int64(), nullable=False),
         pa.field("encoding", pa.string()),  # what a text format was decoded from; null for binary formats
         pa.field("front_matter", pa.string()),  # the whole front matter as JSON; null when the file has none
+        *SOURCE_FIELDS,
         *EMAIL_FIELDS,
         pa.field("n_chunks", pa.int32(), nullable=False),
         pa.field("text", pa.string(), nullable=False),  # canonical text; chunk offsets index into it
@@ -102,6 +121,11 @@ ANSWERS = pa.schema(
         pa.field("source_file", pa.string()),
         pa.field("source_record", pa.string()),  # the input record (or an API's response in its envelope) as JSON
         pa.field("repaired_from", pa.int32()),  # a repair's revision: the revision it was made from
+        # Who the answer was given to: its citations of documents outside these access_groups are out_of_scope
+        # (null: no audience given, nothing checked).
+        pa.field("audience", pa.list_(pa.string())),
+        pa.field("about_version", pa.string()),  # the product/API version the question is about (source_version)
+        pa.field("scope_labels", pa.list_(pa.string())),  # what the question is about (matched with documents')
         pa.field("registered_at", TIMESTAMP, nullable=False),
     ]
 )
@@ -141,6 +165,8 @@ CITATIONS = pa.schema(
         # unanchored: internal_only when its quote is internal_only text of the version it cites (then withheld
         # like any internal quote); null otherwise
         pa.field("quote_access_scope", pa.string()),
+        # When the RAG system read the evidence: as the input gives it, else the answer's created_at.
+        pa.field("retrieved_at", TIMESTAMP),
     ]
 )
 
@@ -170,13 +196,19 @@ ANSWER_EXPORT = pa.schema(
         pa.field("anchor_note", pa.string()),  # unanchored: why
         pa.field("quote_match", pa.string()),  # exact | normalized | null (no quote, or not in the chunk)
         pa.field("access_scope", pa.string()),
+        pa.field("title", pa.string()),  # withheld for aggregate_only documents
+        pa.field("summary", pa.string()),  # a redacted document's sidecar summary
+        *SOURCE_ROW_FIELDS,
+        pa.field("retrieved_at", TIMESTAMP),
     ]
 )
 
-CITATION_STATUSES = ("valid", "relocated", "drifted", "stale", "removed", "invalid")
+CITATION_STATUSES = ("valid", "relocated", "drifted", "stale", "removed", "invalid", "out_of_scope")
 # Citations whose evidence is still verbatim at a locator of the target version; the rest do not hold.
 HOLDING_STATUSES = ("valid", "relocated", "drifted")
-NOT_HOLDING_STATUSES = ("stale", "removed", "invalid")
+# out_of_scope: the cited document is outside the answer's audience (its access_groups): never re-anchored or
+# repaired into, whatever its text.
+NOT_HOLDING_STATUSES = ("stale", "removed", "invalid", "out_of_scope")
 # Citations whose evidence is gone from where it was: re-anchoring searches the target version for it.
 LOST_STATUSES = ("stale", "removed")
 
@@ -232,6 +264,12 @@ CITATION_STATUS = pa.schema(
         pa.field("suggested_text", pa.string()),  # text of the suggested replacement span
         pa.field("suggested_source_path", pa.string()),
         pa.field("suggested_access_scope", pa.string()),
+        # The document's source fields, at the target version (else the cited one); title and summary as shown.
+        pa.field("title", pa.string()),
+        pa.field("summary", pa.string()),
+        *SOURCE_ROW_FIELDS,
+        pa.field("retrieved_at", TIMESTAMP),  # the citation's
+        pa.field("updated_after_retrieval", pa.bool_()),  # the document's updated_at is later than retrieved_at
     ]
 )
 
@@ -304,6 +342,7 @@ REPAIR_KINDS = (
     "repointed_suggestion",  # ... the best fuzzy or search suggestion, scoring at least --min-score
     "unresolved",  # stale or removed with no suggestion good enough: left as it is
     "invalid",  # never repaired
+    "out_of_scope",  # the document is outside the answer's audience: never repaired, never repaired into
 )
 
 REPAIRS = pa.schema(
@@ -372,6 +411,17 @@ _PROBS = [
     pa.field("p_contradiction", pa.float64()),
 ]
 _STATUS_COUNTS = [pa.field(f"n_{status}", pa.int64(), nullable=False) for status in CLAIM_STATUSES]
+# Conflicts (verifiers.conflicts): claims whose citations disagreed, decided by the ranking or left open; and
+# citations not judged because their document is outside the answer's audience.
+SOURCE_MODEL_COUNTS = ("n_conflicts_decided", "n_conflicts_open", "n_citations_out_of_scope")
+_SOURCE_MODEL_COUNTS = [pa.field(name, pa.int64(), nullable=False) for name in SOURCE_MODEL_COUNTS]
+_SOURCE_MODEL_RATES = [
+    pa.field("decided_by_ranking_rate", pa.float64()),  # n_conflicts_decided / n_claims
+    pa.field("open_conflict_rate", pa.float64()),  # n_conflicts_open / n_claims
+    pa.field("out_of_scope_rate", pa.float64()),  # n_citations_out_of_scope / n_citations
+]
+# The ranking S(e,c) = w_a*A + w_t*T + w_s*G + w_v*V - w_x*X of one evidence for its claim, and its terms.
+_RANKING = [pa.field(name, pa.float64()) for name in ("rank_score", "rank_authority", "rank_time", "rank_scope", "rank_support", "rank_penalty")]
 _METRICS = [
     pa.field("evidence_coverage", pa.float64()),  # null when the denominator is 0
     pa.field("citation_precision", pa.float64()),
@@ -407,6 +457,8 @@ NLI_PAIRS = pa.schema(
     ]
     + _PROBS
     + [pa.field("from_cache", pa.bool_(), nullable=False)]
+    + list(SOURCE_ROW_FIELDS)
+    + _RANKING
     + _MODEL
 )
 
@@ -431,6 +483,8 @@ NLI_CLAIMS = pa.schema(
         pa.field("n_citations_locatable", pa.int32(), nullable=False),
         pa.field("needs_evidence", pa.bool_(), nullable=False),
         pa.field("traceable", pa.bool_(), nullable=False),
+        pa.field("conflict", pa.string()),  # decided | open | null (its citations did not disagree)
+        pa.field("conflict_margin", pa.float64()),  # best supporting minus best contradicting rank_score
     ]
     + _MODEL
 )
@@ -444,7 +498,9 @@ NLI_ANSWERS = pa.schema(
         pa.field("n_citations", pa.int64(), nullable=False),
     ]
     + _STATUS_COUNTS
+    + _SOURCE_MODEL_COUNTS
     + _METRICS
+    + _SOURCE_MODEL_RATES
     + [pa.field("traceable", pa.bool_(), nullable=False)]
 )
 
@@ -463,7 +519,9 @@ NLI_RUNS = pa.schema(
         pa.field("model_calls", pa.int64(), nullable=False),  # sequences (sentence x window) through the model
     ]
     + _STATUS_COUNTS
+    + _SOURCE_MODEL_COUNTS
     + _METRICS
+    + _SOURCE_MODEL_RATES
     + [
         pa.field("traceability_rate", pa.float64()),
         pa.field("supported_rate", pa.float64()),  # what --fail-under compares against
@@ -494,6 +552,7 @@ NLI_SHARD_TALLY = pa.schema(
         pa.field("model_calls", pa.int64(), nullable=False),
     ]
     + _STATUS_COUNTS
+    + _SOURCE_MODEL_COUNTS
     + _MODEL
 )
 NLI_PAIR_KEYS = pa.schema([pa.field("pair", pa.uint64(), nullable=False), pa.field("lexical", pa.bool_(), nullable=False)])
