@@ -348,6 +348,7 @@ def _document_fields(doc: ParsedDocument, ingested_at: datetime) -> dict:
         "email_subject": doc.email.subject if doc.email else None,
         "email_from": doc.email.sender if doc.email else None,
         "email_date": doc.email.sent_at if doc.email else None,
+        **doc.source.source_fields.columns(),
     }
 
 

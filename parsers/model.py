@@ -1,7 +1,8 @@
 """The records parsers/ hands to the store. Field names match citekeeper.schema."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from datetime import datetime
 from pathlib import Path
 
 from citekeeper.scope import ACCESS_SCOPES  # noqa: F401  (re-exported: parsers validate scopes with it)
@@ -51,6 +52,26 @@ RUN_SETTINGS = frozenset(
 
 
 @dataclass(frozen=True)
+class SourceFields:
+    """A document's source model (citekeeper.schema.SOURCE_FIELDS): None or empty where nothing says."""
+
+    source_type: str | None = None
+    source_url: str | None = None
+    published_at: datetime | None = None  # UTC
+    updated_at: datetime | None = None
+    authority: str | None = None
+    source_version: str | None = None
+    summary: str | None = None
+    access_groups: tuple[str, ...] = ()
+    scope_labels: tuple[str, ...] = ()
+
+    def columns(self) -> dict:
+        """The values as SOURCE_FIELDS columns (lists for the label fields, null when empty)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return values | {name: list(values[name]) or None for name in ("access_groups", "scope_labels")}
+
+
+@dataclass(frozen=True)
 class SourceFile:
     """A file found under the source root, hashed and named; not parsed yet."""
 
@@ -63,6 +84,7 @@ class SourceFile:
     access_scope: str
     title: str | None = None  # explicit title from a sidecar / front matter
     front_matter: str | None = None  # the whole front matter as JSON; None when the file has none
+    source_fields: SourceFields = SourceFields()
     # The document's bytes when a caller already holds them; None (what discovery gives, so that a tree is
     # never held in memory): the parser reads `path` again and checks it against content_hash.
     raw: bytes | None = field(default=None, repr=False, compare=False)
