@@ -83,3 +83,13 @@ def write_shared_status(status: pl.DataFrame, path: Path, include_internal_text:
 def raw_text_metadata(include_internal_text: bool) -> dict[str, str]:
     """What a shared output's metadata says of internal_only text: RAW_TEXT_KEY -> included | withheld."""
     return {RAW_TEXT_KEY: "included" if include_internal_text else "withheld"}
+
+
+def outside_audience(groups: str = "access_groups", audience: str = "audience") -> pl.Expr:
+    """Rows whose document is closed to the answer's audience (status out_of_scope): the answer names an audience
+    (a list of groups; null: none given, nothing checked), the document names access_groups (null or empty: open
+    to every audience), and the two share no group. An empty audience is nobody's: every closed document is
+    outside it."""
+    closed = pl.col(groups).list.len().fill_null(0) > 0
+    shared = pl.col(groups).list.set_intersection(pl.col(audience)).list.len().fill_null(0)
+    return (pl.col(audience).is_not_null() & closed & (shared == 0)).fill_null(False)
