@@ -7,7 +7,7 @@ from datetime import datetime
 
 import polars as pl
 
-from citekeeper.schema import CLAIM_STATUSES
+from citekeeper.schema import CLAIM_STATUSES, SOURCE_MODEL_COUNTS
 from verifiers.lexical import STOPWORDS, tokens
 
 CLAIM_KEY = ["answer_id", "revision", "claim_id"]
@@ -20,6 +20,7 @@ def citation_verdicts(pairs: pl.DataFrame) -> pl.DataFrame:
         pl.col("locatable").first(),
         pl.col("evidence_text").is_not_null().first().alias("has_evidence"),
         pl.coalesce("citation_status", "anchor").first().alias("evidence_finding"),
+        (pl.col("citation_status") == "out_of_scope").fill_null(False).first().alias("out_of_scope"),
     )
 
 
@@ -64,6 +65,7 @@ def aggregate_claims(claims: pl.DataFrame, sentences: pl.DataFrame, pairs: pl.Da
         pl.len().cast(pl.Int32).alias("n_citations"),
         pl.col("supports").sum().cast(pl.Int32).alias("n_citations_supporting"),
         pl.col("locatable").sum().cast(pl.Int32).alias("n_citations_locatable"),
+        pl.col("out_of_scope").sum().cast(pl.Int32).alias("n_citations_out_of_scope"),
         pl.col("has_evidence").any(),
         pl.col("evidence_finding").unique().sort().str.join(", ").alias("findings"),
     )
@@ -74,7 +76,7 @@ def aggregate_claims(claims: pl.DataFrame, sentences: pl.DataFrame, pairs: pl.Da
         .join(per_claim, on=CLAIM_KEY, how="left")
         .join(per_citation, on=CLAIM_KEY, how="left")
         .with_columns(
-            pl.col("n_citations", "n_citations_supporting", "n_citations_locatable").fill_null(0),
+            pl.col("n_citations", "n_citations_supporting", "n_citations_locatable", "n_citations_out_of_scope").fill_null(0),
             pl.col("n_entailed").fill_null(0).alias("n_sentences_supported"),
             pl.col("has_evidence").fill_null(False),
             pl.col("text").map_elements(_needs_evidence, return_dtype=pl.Boolean).alias("needs_evidence"),
@@ -83,6 +85,8 @@ def aggregate_claims(claims: pl.DataFrame, sentences: pl.DataFrame, pairs: pl.Da
     return frame.with_columns(status=_status_expr(), tier=_tier_expr()).with_columns(
         reason=_reason_expr(),
         traceable=(pl.col("status") == "supported") & (pl.col("n_traceable") == pl.col("n_sentences")),
+        conflict=pl.when(pl.col("status") == "conflicted").then(pl.lit("open")),
+        conflict_margin=pl.lit(None, pl.Float64),
     )
 
 
@@ -148,8 +152,14 @@ METRICS = {
     "citation_precision": _ratio("n_citations_supporting", "n_citations"),
     "claim_completeness": _ratio("n_supported", "n_claims"),
     "locatability": _ratio("n_citations_locatable", "n_citations"),
+    "decided_by_ranking_rate": _ratio("n_conflicts_decided", "n_claims"),
+    "open_conflict_rate": _ratio("n_conflicts_open", "n_claims"),
+    "out_of_scope_rate": _ratio("n_citations_out_of_scope", "n_citations"),
 }
-_COUNTS = ["n_claims", "n_needing_evidence", "n_covered", "n_citations", "n_citations_supporting", "n_citations_locatable"]
+_COUNTS = [
+    "n_claims", "n_needing_evidence", "n_covered", "n_citations", "n_citations_supporting", "n_citations_locatable",
+    *SOURCE_MODEL_COUNTS,
+]  # fmt: skip
 
 
 def answer_metrics(claims: pl.DataFrame) -> pl.DataFrame:
@@ -164,6 +174,9 @@ def answer_metrics(claims: pl.DataFrame) -> pl.DataFrame:
         pl.col("n_citations").sum().cast(pl.Int64),
         pl.col("n_citations_supporting").sum().cast(pl.Int64),
         pl.col("n_citations_locatable").sum().cast(pl.Int64),
+        (pl.col("conflict") == "decided").sum().cast(pl.Int64).alias("n_conflicts_decided"),
+        (pl.col("conflict") == "open").sum().cast(pl.Int64).alias("n_conflicts_open"),
+        pl.col("n_citations_out_of_scope").sum().cast(pl.Int64),
         pl.col("traceable").all(),
     )
     return per_answer.with_columns(**METRICS).sort("answer_id")
