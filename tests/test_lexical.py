@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import VUE_DOCS_ZH, load_script, require_eval
-from verifiers.lexical import lexical_support, tokens
+import json
+
+from citekeeper.text import sentence_spans
+from tests.conftest import VUE_DOCS_ZH, WICE_DEV, load_script, require_eval
+from verifiers.lexical import CONTRADICTION, ENTAILMENT, lexical_support, lexical_verdict, tokens
 
 # "㎞" becomes "km" under NFKC: window offsets must still be code points of the raw evidence.
 EVIDENCE_ZH = (
@@ -132,3 +135,62 @@ def test_vue_docs_zh_precision_at_least_095(capsys):
     assert figures["positives"] >= 300 and figures["negatives"] >= 300
     assert figures["precision"] >= 0.95 and figures["coverage"] >= 0.5
     assert "precision=" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ contradictions (a changed number, a flipped negation)
+
+CLAIM_EN = "Refunds are issued within 30 days of the request."
+CLAIM_ZH = "该组件支持服务端渲染和静态站点生成功能。"
+
+
+@pytest.mark.parametrize(
+    ("claim", "evidence"),
+    [
+        (CLAIM_EN, "Refunds are issued within 14 days of the request."),
+        ("Vue supports server-side rendering in all modern browsers.", "Vue does not support server-side rendering in all modern browsers."),
+        ("Vue does not support server-side rendering in all modern browsers.", "Vue supports server-side rendering in all modern browsers."),
+        (CLAIM_ZH, "该组件不支持服务端渲染和静态站点生成功能。"),  # the glued negation 不支持 lines up with 支持
+        ("Vue 3 在 2020 年发布，目前官方一共维护 12 个核心库。", "Vue 3 在 2020 年发布，目前官方一共维护十三个核心库。"),
+        ("该特性需要 v3.2.25 及以上版本才能使用。", "该特性需要 v3.5 及以上版本才能使用。"),  # the Vue docs' own revision
+    ],
+)
+def test_a_changed_number_or_a_flipped_negation_is_a_lexical_contradiction(claim, evidence):
+    match = lexical_verdict(claim, "前文。" + evidence if "。" in evidence else "Before. " + evidence)
+    assert match is not None and match.label == CONTRADICTION
+    assert lexical_support(claim, evidence) is None  # never support
+    assert match.end - match.start == len(evidence)  # the sentence that says otherwise, not its neighbour
+
+
+@pytest.mark.parametrize(
+    ("claim", "evidence"),
+    [
+        # the negation sits outside the stretch that says the claim: it is about something else
+        ("Vue supports server-side rendering in all modern browsers.", "Vue supports server-side rendering in all modern browsers, which is not trivial."),
+        # a changed number and a flipped negation together: "not 30" does not say "20" is wrong
+        ("The plan costs 20 dollars per user each month.", "The plan does not cost 30 dollars per user each month."),
+        # another sentence altogether
+        (CLAIM_EN, "Invoices are sent within 30 days of the purchase."),
+        # a hedge is no negation
+        (CLAIM_EN, "Refunds may be issued within 30 days of the request."),
+    ],
+)
+def test_what_is_no_clear_contradiction_is_left_to_the_model(claim, evidence):
+    assert lexical_verdict(claim, evidence) is None
+
+
+def test_support_wins_over_a_contradicting_sentence_of_the_same_evidence():
+    evidence = "Refunds are issued within 14 days of the request. Refunds are issued within 30 days of the request."
+    assert lexical_verdict(CLAIM_EN, evidence).label == ENTAILMENT
+
+
+def test_no_real_claim_is_lexically_contradicted_by_evidence_that_supports_it():
+    """WiCE dev: claims whose cited Wikipedia evidence supports them (gold `supported`) are never called
+    contradicted by the fast path."""
+    rows = [json.loads(line) for line in require_eval(WICE_DEV).read_text(encoding="utf-8").splitlines() if line.strip()]
+    supported = [r for r in rows if r["label"] == "supported"]
+    assert len(supported) > 50
+    contradicted = [
+        r["claim"] for r in supported for start, end in sentence_spans(r["claim"])
+        if (m := lexical_verdict(r["claim"][start:end], "\n".join(r["evidence"]))) and m.label == CONTRADICTION
+    ]  # fmt: skip
+    assert contradicted == []

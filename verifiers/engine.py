@@ -12,7 +12,7 @@ from citekeeper.tables import conform, counts_of
 from citekeeper.text import sentence_spans
 from verifiers.checkers import CheckerError
 from verifiers.claim_metrics import CLAIM_KEY, aggregate_claims, answer_metrics, run_totals
-from verifiers.lexical import LexicalSettings, lexical_support
+from verifiers.lexical import LexicalSettings, lexical_verdict
 from verifiers.nli import Scorer, model_key
 from verifiers.run_tally import RunTally
 from verifiers.spans import claim_sentences, resolve_spans, with_citation_columns
@@ -72,7 +72,7 @@ def verify_tables(
     claim_rows = aggregate_claims(claims, sentences, pairs).with_columns(**model)
     keys = {"run_id": pl.lit(run_id), "corpus_version": pl.lit(corpus_version)}
     frames = {"pairs": pairs, "claims": claim_rows, "answers": answer_metrics(claim_rows)}
-    lexical = (pl.col("tier") == "lexical") & (pl.col("label") == "entailment")
+    lexical = (pl.col("tier") == "lexical") & pl.col("label").is_in(["entailment", "contradiction"])
     tally = RunTally(
         run_totals(frames["answers"]),
         judged.select(pl.struct(PAIR_KEY).hash().alias("pair"), lexical.alias("lexical")),
@@ -100,14 +100,15 @@ def judge_pairs(
     unique_pairs: pl.DataFrame, scorer: Scorer | None, settings: VerifySettings, cache: VerdictCache | None
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """A verdict for each distinct (sentence, evidence_text): lexical first, then NLI (or `unverified`)."""
-    matches = [lexical_support(s, e, settings.lexical) for s, e in unique_pairs.select(PAIR_KEY).iter_rows()]
+    matches = [lexical_verdict(s, e, settings.lexical) for s, e in unique_pairs.select(PAIR_KEY).iter_rows()]
     lexical = unique_pairs.with_columns(
         pl.Series("score", [m.score if m else None for m in matches], dtype=pl.Float64),
         pl.Series("window_start", [m.start if m else None for m in matches], dtype=pl.Int64),
         pl.Series("window_end", [m.end if m else None for m in matches], dtype=pl.Int64),
+        pl.Series("label", [m.label if m else None for m in matches], dtype=pl.String),
     )
     decided = lexical.filter(pl.col("score").is_not_null()).with_columns(
-        label=pl.lit("entailment"), tier=pl.lit("lexical"), n_windows=pl.lit(1, pl.Int32), from_cache=pl.lit(False)
+        tier=pl.lit("lexical"), n_windows=pl.lit(1, pl.Int32), from_cache=pl.lit(False)
     )
     undecided = lexical.filter(pl.col("score").is_null()).select(PAIR_KEY)
     stats = {"lexical_decisions": decided.height, "cache_hits": 0, "model_calls": 0}

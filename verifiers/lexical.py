@@ -1,6 +1,7 @@
 """Tier 2, the lexical fast path: a claim sentence that is near-verbatim in one or two consecutive evidence
-sentences is supported without a model; anything else is left to the NLI tier (this tier never says
-"unsupported"). Kept deliberately precise: the rules are in docs/verification.md, the precision is measured by
+sentences is supported without a model; one that is near-verbatim in one evidence sentence but for a changed
+number, or a negation one side has and the other lacks, is contradicted; anything else is left to the NLI tier
+(this tier never says "unsupported"). Kept deliberately precise: the rules are in docs/verification.md, the precision is measured by
 bench/wice_lexical_precision.py and bench/zh_lexical_precision.py."""
 from __future__ import annotations
 
@@ -48,6 +49,11 @@ QUALIFIERS = frozenset(_ENGLISH_QUALIFIERS.split() + _CHINESE_QUALIFIERS.split()
 # decides none of its claims that drop a 非常 (0/45 instead of 45/45).
 _NEGATION_START = "不没未无非别勿莫"
 _NOT_NEGATIONS = ("不同", "非常", "别名", "别处", "别的", "别人", "无障碍", "无论", "不论", "不管", "不仅", "不但", "未来")
+# The words that negate outright (not the hedges and contrasts among QUALIFIERS): a claim and an evidence sentence
+# that differ only in one of these contradict each other. A glued Chinese negation (不支持) counts as its first
+# character plus the rest (不 支持), so that it lines up with the plain verb.
+_ENGLISH_NEGATORS = frozenset("not no never nor neither none without".split())
+_CHINESE_NEGATORS = frozenset("从未 并非 尚未 并未 并不 从不 永不 绝不 毫无".split()) | frozenset(_NEGATION_START)
 
 _DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 _UNITS = {"十": 10, "百": 100, "千": 1000}
@@ -79,13 +85,18 @@ class LexicalSettings:
         )
 
 
+ENTAILMENT, CONTRADICTION = "entailment", "contradiction"
+
+
 @dataclass(frozen=True)
 class LexicalMatch:
-    """A near-verbatim match: `score` in [0, 1], `start`/`end` offsets of the window in the evidence text."""
+    """A near-verbatim match: `score` in [0, 1], `start`/`end` offsets of the window in the evidence text, and
+    what it says of the claim: entailment, or contradiction (a changed number or a flipped negation)."""
 
     score: float
     start: int
     end: int
+    label: str = ENTAILMENT
 
 
 def tokens(text: str) -> list[str]:
@@ -104,6 +115,69 @@ def lexical_support(claim: str, evidence: str, settings: LexicalSettings = Lexic
         if score >= settings.min_score and (best is None or _better(score, window, best)):
             best = LexicalMatch(score, window.start, window.end)
     return best
+
+
+def lexical_verdict(claim: str, evidence: str, settings: LexicalSettings = LexicalSettings()) -> LexicalMatch | None:
+    """lexical_support; failing it, the best evidence sentence that says the claim but for one changed number or
+    a flipped negation (a contradiction); None when the fast path cannot decide."""
+    return lexical_support(claim, evidence, settings) or _contradiction(claim, evidence, settings)
+
+
+def _contradiction(claim: str, evidence: str, settings: LexicalSettings) -> LexicalMatch | None:
+    """The claim and one evidence sentence matched with every number read as the same number and every negator
+    left out (_neutral); a contradiction when, within the matched stretch, the numbers at matched places differ
+    or the negators' counts differ in parity, not both."""
+    claim_tokens = _split_negations(tokens(claim))
+    neutral_claim, claim_negations = _neutral(claim_tokens)
+    content = {t for t in neutral_claim if t not in STOPWORDS}
+    if len(content) < settings.min_content_tokens:
+        return None
+    best: LexicalMatch | None = None
+    for window in _windows(evidence, 1):
+        window_tokens = _split_negations(window.tokens)
+        neutral_window, window_negations = _neutral(window_tokens)
+        neutral = _window_of(window.start, window.end, neutral_window)
+        score = _match_window(neutral_claim, content, neutral, settings)
+        if score < settings.min_score:
+            continue
+        aligned = _alignment(neutral_claim, neutral_window)
+        lo, hi = min(aligned.values()), max(aligned.values())
+        numbers_differ = any(_NUMBER.match(claim_tokens[claim_negations[i]]) and window_tokens[window_negations[j]]
+                             != claim_tokens[claim_negations[i]] for i, j in aligned.items())  # fmt: skip
+        flipped = _negations(claim_tokens) % 2 != _negations(window_tokens[window_negations[lo] : window_negations[hi] + 1]) % 2
+        if numbers_differ != flipped and (best is None or _better(score, neutral, best)):
+            best = LexicalMatch(score, window.start, window.end, CONTRADICTION)
+    return best
+
+
+def _split_negations(words: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Glued Chinese negations cut into the negator and the rest (不支持 -> 不, 支持); other words as they are."""
+    out: list[str] = []
+    for word in words:
+        if len(word) > 1 and word[0] in _NEGATION_START and word not in _CHINESE_NEGATORS and not word.startswith(_NOT_NEGATIONS):
+            out += [word[0], word[1:]]
+        else:
+            out.append(word)
+    return tuple(out)
+
+
+def _is_negator(word: str) -> bool:
+    return word in _ENGLISH_NEGATORS or word in _CHINESE_NEGATORS
+
+
+def _negations(words: tuple[str, ...]) -> int:
+    return sum(map(_is_negator, words))
+
+
+def _neutral(words: tuple[str, ...]) -> tuple[tuple[str, ...], list[int]]:
+    """`words` without negators and with every number as "0", and for each kept word its index in `words`."""
+    kept = [i for i, word in enumerate(words) if not _is_negator(word)]
+    return tuple("0" if _NUMBER.match(words[i]) else words[i] for i in kept), kept
+
+
+def _window_of(start: int, end: int, words: tuple[str, ...]) -> _Window:
+    qualifiers = tuple(i for i, word in enumerate(words) if _is_qualifier(word))
+    return _Window(start, end, words, frozenset(words), qualifiers)
 
 
 def _better(score: float, window: _Window, best: LexicalMatch) -> bool:
@@ -207,8 +281,7 @@ def _windows(evidence: str, max_sentences: int) -> tuple[_Window, ...]:
     for first in range(len(spans)):
         for last in range(first, min(first + max_sentences, len(spans))):
             window = tuple(t for part in span_tokens[first : last + 1] for t in part)
-            qualifiers = tuple(i for i, word in enumerate(window) if _is_qualifier(word))
-            windows.append(_Window(spans[first][0], spans[last][1], window, frozenset(window), qualifiers))
+            windows.append(_window_of(spans[first][0], spans[last][1], window))
     return tuple(windows)
 
 
