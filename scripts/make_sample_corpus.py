@@ -22,7 +22,8 @@ from fpdf import FPDF
 OUT = Path(__file__).resolve().parent.parent / "pipelines" / "sample_corpus"
 FIXED_TIME = dt.datetime(2024, 1, 15, 9, 0, 0, tzinfo=dt.timezone.utc)
 
-# A document is a list of blocks: ("h1"|"h2"|"h3", text), ("p", text) or ("li", text).
+# A document is a list of blocks: ("h1"|"h2"|"h3", text), ("p", text) or ("li", text); a Markdown document may
+# open with ("front_matter", YAML lines).
 
 GETTING_STARTED = [
     ("h1", "Getting Started with Acme Cloud"),
@@ -240,6 +241,38 @@ WEBHOOKS = [
           "failed on the Webhooks page."),
 ]
 
+# The source model (issue 31): two sources that disagree, where the official API docs outrank a community
+# article (a conflict the ranking decides); two pages of equal standing that disagree (an open conflict); and a
+# page for staff only (a customer's answer citing it is out_of_scope). Unchanged from v1 to v2.
+API_QUOTAS = [
+    ("front_matter", "authority: official_spec\nsource_type: api_docs\nversion: v2\ndate: 2026-01-10"),
+    ("h1", "API Quotas"),
+    ("p", "Each API key may make 100 deployment status requests per minute. The quota is shared by every project "
+          "the key can reach, and it resets at the start of each minute."),
+]
+COMMUNITY_QUOTA_TIPS = [
+    ("front_matter", "authority: community\nsource_type: blog\ndate: 2025-06-01"),
+    ("h1", "Tips: Staying Under the API Quota"),
+    ("p", "A write-up from the Acme Cloud community forum. Each API key may make 60 deployment status requests "
+          "per minute. Batch your polling so that a busy dashboard stays under it."),
+]
+SUPPORT_CHANNELS = [
+    ("h1", "Support Channels"),
+    ("p", "Phone support is available on the Team plan during business hours. Email support answers within one "
+          "business day on every paid plan."),
+]
+SUPPORT_FAQ = [
+    ("h1", "Support FAQ"),
+    ("p", "Phone support is not available on the Team plan during business hours. Team customers reach support "
+          "by email or through the console."),
+]
+DISCOUNT_POLICY = [
+    ("front_matter", "access_groups: [staff]\nauthority: certified_internal"),
+    ("h1", "Discount Policy"),
+    ("p", "Discounts above 20 percent on Enterprise contracts need the approval of the finance lead before the "
+          "quote is sent."),
+]
+
 # name -> (blocks, sidecar or None). The file extension picks the renderer.
 V1 = {
     "getting-started.md": (GETTING_STARTED, None),
@@ -250,6 +283,11 @@ V1 = {
     "sla.txt": (SLA, None),
     "internal/db-failover-runbook.md": (DB_FAILOVER_RUNBOOK, {"access_scope": "internal_only"}),
     "api/rate-limits.md": (RATE_LIMITS, None),
+    "api/quotas.md": (API_QUOTAS, None),
+    "community/quota-tips.md": (COMMUNITY_QUOTA_TIPS, None),
+    "support/channels.md": (SUPPORT_CHANNELS, None),
+    "support/faq.md": (SUPPORT_FAQ, None),
+    "staff/discount-policy.md": (DISCOUNT_POLICY, None),
 }
 
 
@@ -308,6 +346,9 @@ def render_md(blocks: list) -> bytes:
     for kind, text in blocks:
         if kind == "page":
             continue
+        if kind == "front_matter":
+            lines += ["---", text, "---"]
+            continue
         # consecutive list items form one list
         if lines and not (kind == "li" and lines[-1].startswith("- ")):
             lines.append("")
@@ -316,7 +357,7 @@ def render_md(blocks: list) -> bytes:
 
 
 def render_txt(blocks: list) -> bytes:
-    parts = [("* " if kind == "li" else "") + text for kind, text in blocks if kind != "page"]
+    parts = [("* " if kind == "li" else "") + text for kind, text in blocks if kind not in ("page", "front_matter")]
     return ("\n\n".join(parts) + "\n").encode("utf-8")
 
 
