@@ -17,7 +17,8 @@ RIVER = "The Seine flows through the centre of the city."
 SCORES = {
     ("flows through", "A river crosses the French capital."): (0.91, 0.06, 0.03),
     ("Eiffel", "The tower opened in 1925."): (0.02, 0.08, 0.90),
-    ("Seine", "The tower opened in 1925."): (0.70, 0.20, 0.10),
+    # entails what TOWER contradicts (0.90): S 0.40 against 0.45 (w_v 0.5), under the margin 0.1: an open conflict
+    ("Seine", "The tower opened in 1925."): (0.80, 0.10, 0.10),
     ("Eiffel", "The city hosts a famous iron landmark."): (0.88, 0.10, 0.02),
     ("Paris", "It rains a lot there."): (0.15, 0.80, 0.05),
     ("Eiffel", "It rains a lot there."): (0.20, 0.70, 0.10),
@@ -74,8 +75,11 @@ def test_every_status_with_exact_probabilities():
     assert rows["c-lex"]["tier"] == "lexical" and rows["c-lex"]["p_entailment"] is None
     assert rows["c-nli"]["tier"] == "nli" and rows["c-nli"]["p_entailment"] == pytest.approx(0.91)
     assert rows["c-contra"]["p_contradiction"] == pytest.approx(0.90)
-    assert rows["c-conflict"]["p_entailment"] == pytest.approx(0.70)
+    assert rows["c-conflict"]["p_entailment"] == pytest.approx(0.80)
     assert rows["c-conflict"]["p_contradiction"] == pytest.approx(0.90)
+    assert rows["c-conflict"]["conflict"] == "open" and rows["c-conflict"]["conflict_margin"] == pytest.approx(-0.05)
+    assert rows["c-conflict"]["reason"].startswith("open conflict: an unnamed document") and "says it does not" in rows["c-conflict"]["reason"]
+    assert {row["conflict"] for key, row in rows.items() if key != "c-conflict"} == {None}
     # partial: sentence 1 is verbatim (lexical), sentence 2 gets p_entailment 0.20 from NLI.
     assert rows["c-partial"]["n_sentences"] == 2 and rows["c-partial"]["n_sentences_supported"] == 1
     assert rows["c-partial"]["p_entailment"] == pytest.approx(0.20)
@@ -109,7 +113,7 @@ def test_two_way_model_cannot_contradict_and_leaves_no_nan():
     result = verify(claims, citations, "v2", TableScorer(SCORES, three_way=False))
     statuses = {k: v["status"] for k, v in by_claim(result.claims).items()}
     assert statuses["c-contra"] == "unsupported"  # contradiction is invisible to a 2-way model
-    assert statuses["c-conflict"] == "supported"  # one citation entails (0.70), the other is not-entailment
+    assert statuses["c-conflict"] == "supported"  # one citation entails (0.80), the other is not-entailment
     assert result.pairs["p_contradiction"].null_count() == result.pairs.height
     for frame in (result.pairs, result.claims, result.answers, result.run):
         floats = [c for c, t in frame.schema.items() if t.is_float()]

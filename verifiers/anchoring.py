@@ -14,6 +14,7 @@ ANCHOR_NORMALIZED = MATCH_NORMALIZED
 ANCHOR_NOT_FOUND = "quote_not_found"
 ANCHOR_NO_QUOTE = "no_quote"  # the whole chunk is the evidence
 ANCHOR_NO_CHUNK = "no_chunk"  # the citation resolves to no chunk of the target version
+ANCHOR_OUT_OF_SCOPE = "out_of_scope"  # its document is outside the answer's audience: never evidence
 
 
 def anchor_quotes(citations: pl.DataFrame) -> pl.DataFrame:

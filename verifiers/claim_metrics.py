@@ -8,6 +8,7 @@ from datetime import datetime
 import polars as pl
 
 from citekeeper.schema import CLAIM_STATUSES, SOURCE_MODEL_COUNTS
+from verifiers.anchoring import ANCHOR_OUT_OF_SCOPE
 from verifiers.lexical import STOPWORDS, tokens
 
 CLAIM_KEY = ["answer_id", "revision", "claim_id"]
@@ -19,13 +20,15 @@ def citation_verdicts(pairs: pl.DataFrame) -> pl.DataFrame:
         (pl.col("label") == "entailment").any().alias("supports"),
         pl.col("locatable").first(),
         pl.col("evidence_text").is_not_null().first().alias("has_evidence"),
-        pl.coalesce("citation_status", "anchor").first().alias("evidence_finding"),
-        (pl.col("citation_status") == "out_of_scope").fill_null(False).first().alias("out_of_scope"),
+        pl.when(pl.col("anchor") == ANCHOR_OUT_OF_SCOPE).then(pl.col("anchor"))
+        .otherwise(pl.coalesce("citation_status", "anchor")).first().alias("evidence_finding"),
+        (pl.col("anchor") == ANCHOR_OUT_OF_SCOPE).first().alias("out_of_scope"),
     )
 
 
-def sentence_labels(pairs: pl.DataFrame) -> pl.DataFrame:
-    """Best support of each claim sentence over all its citations."""
+def sentence_labels(pairs: pl.DataFrame, decisions: pl.DataFrame) -> pl.DataFrame:
+    """Best support of each claim sentence over all its citations; a sentence one citation entails and another
+    contradicts takes the side the ranking decided (verifiers.conflicts.decide_sentences), else is conflicted."""
     entail, contra = pl.col("label") == "entailment", pl.col("label") == "contradiction"
     per_sentence = pairs.group_by(CLAIM_KEY + ["sentence_index"]).agg(
         entail.any().alias("entailed"),
@@ -37,8 +40,9 @@ def sentence_labels(pairs: pl.DataFrame) -> pl.DataFrame:
         pl.col("p_entailment").max(),
         pl.col("p_contradiction").max(),
     )
-    return per_sentence.with_columns(
-        pl.when(pl.col("entailed") & pl.col("contradicted")).then(pl.lit("conflicted"))
+    decided = decisions.select(*CLAIM_KEY, "sentence_index", "decided_label")
+    return per_sentence.join(decided, on=[*CLAIM_KEY, "sentence_index"], how="left").with_columns(
+        pl.when(pl.col("entailed") & pl.col("contradicted")).then(pl.coalesce("decided_label", pl.lit("conflicted")))
         .when(pl.col("entailed")).then(pl.lit("entailed"))
         .when(pl.col("contradicted")).then(pl.lit("contradicted"))
         .when(pl.col("undecided")).then(pl.lit("unverified"))
@@ -47,10 +51,13 @@ def sentence_labels(pairs: pl.DataFrame) -> pl.DataFrame:
     )  # fmt: skip
 
 
-def aggregate_claims(claims: pl.DataFrame, sentences: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
-    """One status per claim, with its deciding tier, probabilities and reason."""
+def aggregate_claims(
+    claims: pl.DataFrame, sentences: pl.DataFrame, pairs: pl.DataFrame, decisions: pl.DataFrame, conflicts: pl.DataFrame
+) -> pl.DataFrame:
+    """One status per claim, with its deciding tier, probabilities and reason. `decisions` and `conflicts`: the
+    conflicting sentences' and claims' rows of verifiers.conflicts (decide_sentences, claim_conflicts)."""
     label = pl.col("sentence_label")
-    per_claim = sentence_labels(pairs).group_by(CLAIM_KEY).agg(
+    per_claim = sentence_labels(pairs, decisions).group_by(CLAIM_KEY).agg(
         *(
             (label == name).sum().cast(pl.Int32).alias(f"n_{name}")
             for name in ("entailed", "conflicted", "contradicted", "unverified")
@@ -75,6 +82,7 @@ def aggregate_claims(claims: pl.DataFrame, sentences: pl.DataFrame, pairs: pl.Da
         .join(n_sentences, on=CLAIM_KEY, how="left")
         .join(per_claim, on=CLAIM_KEY, how="left")
         .join(per_citation, on=CLAIM_KEY, how="left")
+        .join(conflicts.select(*CLAIM_KEY, "conflict", "conflict_margin", "conflict_reason"), on=CLAIM_KEY, how="left")
         .with_columns(
             pl.col("n_citations", "n_citations_supporting", "n_citations_locatable", "n_citations_out_of_scope").fill_null(0),
             pl.col("n_entailed").fill_null(0).alias("n_sentences_supported"),
@@ -85,8 +93,6 @@ def aggregate_claims(claims: pl.DataFrame, sentences: pl.DataFrame, pairs: pl.Da
     return frame.with_columns(status=_status_expr(), tier=_tier_expr()).with_columns(
         reason=_reason_expr(),
         traceable=(pl.col("status") == "supported") & (pl.col("n_traceable") == pl.col("n_sentences")),
-        conflict=pl.when(pl.col("status") == "conflicted").then(pl.lit("open")),
-        conflict_margin=pl.lit(None, pl.Float64),
     )
 
 
@@ -118,6 +124,12 @@ def _tier_expr() -> pl.Expr:
 
 
 def _reason_expr() -> pl.Expr:
+    """The status's reason; a conflict the ranking decided adds who outranked whom."""
+    decided = pl.col("conflict") == "decided"
+    return pl.when(decided).then(pl.format("{}; {}", _status_reason(), pl.col("conflict_reason"))).otherwise(_status_reason())
+
+
+def _status_reason() -> pl.Expr:
     n, status = pl.col, pl.col("status")
     of_n = pl.format("{} of {} sentence(s)", n("n_entailed"), n("n_sentences"))
     p_entail = n("p_entailment").round(3).cast(pl.String).fill_null("n/a")
@@ -126,8 +138,7 @@ def _reason_expr() -> pl.Expr:
         pl.when(status == "uncited").then(pl.lit("the claim has no citations"))
         .when(~n("has_evidence")).then(
             pl.format("none of its {} citation(s) resolves to evidence: {}", n("n_citations"), n("findings")))
-        .when(status == "conflicted").then(
-            pl.format("{} sentence(s) entailed by one citation and contradicted by another", n("n_conflicted")))
+        .when(status == "conflicted").then(n("conflict_reason"))
         .when(status == "contradicted").then(
             pl.format("{} sentence(s) contradicted by cited evidence (p_contradiction {})", n("n_contradicted"), p_contra))
         .when(status == "unverified").then(

@@ -12,6 +12,7 @@ from citekeeper.tables import conform, counts_of
 from citekeeper.text import sentence_spans
 from verifiers.checkers import CheckerError
 from verifiers.claim_metrics import CLAIM_KEY, aggregate_claims, answer_metrics, run_totals
+from verifiers.conflicts import RankingSettings, claim_conflicts, decide_sentences, rank_pairs
 from verifiers.lexical import LexicalSettings, lexical_verdict
 from verifiers.nli import Scorer, model_key
 from verifiers.run_tally import RunTally
@@ -29,12 +30,19 @@ class VerifySettings:
     claim_token_reserve: int = 96  # tokens of the model limit kept for the claim sentence; the rest is evidence
     window_overlap_sentences: int = 1
     lexical: LexicalSettings = field(default_factory=LexicalSettings)
+    ranking: RankingSettings = field(default_factory=RankingSettings)  # how conflicts are decided
 
     def key(self) -> str:
+        """The settings a pair's verdict depends on: the verdict cache's key (the ranking is not: it changes no
+        pair's probabilities)."""
         return (
             f"entail>={self.entail_threshold};contradict>={self.contradict_threshold};"
             f"claim_reserve={self.claim_token_reserve};overlap={self.window_overlap_sentences};{self.lexical.key()}"
         )
+
+    def thresholds(self) -> str:
+        """Every setting, as the `thresholds` column records it: the verdict key and the ranking's."""
+        return f"{self.key()};{self.ranking.key()}"
 
 
 @dataclass
@@ -68,8 +76,9 @@ def verify_tables(
     sentences = claim_sentences(claims)
     pairs = sentences.join(evidence, on=CLAIM_KEY, how="inner")
     judged, stats = judge_pairs(pairs.filter(pl.col("evidence_text").is_not_null()).select(PAIR_KEY).unique(), scorer, settings, cache)
-    pairs = _label_pairs(pairs, judged).with_columns(**model)
-    claim_rows = aggregate_claims(claims, sentences, pairs).with_columns(**model)
+    pairs = rank_pairs(_label_pairs(pairs, judged), settings.ranking).with_columns(**model)
+    decisions = decide_sentences(pairs, settings.ranking)
+    claim_rows = aggregate_claims(claims, sentences, pairs, decisions, claim_conflicts(decisions)).with_columns(**model)
     keys = {"run_id": pl.lit(run_id), "corpus_version": pl.lit(corpus_version)}
     frames = {"pairs": pairs, "claims": claim_rows, "answers": answer_metrics(claim_rows)}
     lexical = (pl.col("tier") == "lexical") & pl.col("label").is_in(["entailment", "contradiction"])
@@ -89,7 +98,7 @@ def model_values(scorer: Scorer | None, settings: VerifySettings) -> dict[str, s
         "backend": scorer.backend if scorer else None,
         "precision": scorer.precision if scorer else None,
         "checker": scorer.checker if scorer else None,
-        "thresholds": settings.key(),
+        "thresholds": settings.thresholds(),
     }
 
 

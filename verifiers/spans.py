@@ -5,7 +5,10 @@ import polars as pl
 
 from citekeeper.schema import HOLDING_STATUSES
 from citekeeper.text import sentence_spans
-from verifiers.anchoring import ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, anchor_quotes
+from citekeeper.scope import outside_audience
+from verifiers.anchoring import (
+    ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, ANCHOR_OUT_OF_SCOPE, anchor_quotes,
+)  # fmt: skip
 from verifiers.claim_metrics import CLAIM_KEY
 
 # The columns a resolved citation frame must have (changes.evidence builds it from the store).
@@ -14,15 +17,38 @@ CITATION_COLUMNS = [
     "citation_status", "evidence_chunk_id", "doc_id", "chunk_text", "chunk_start_char",
     "stored_start_char", "stored_end_char",
 ]  # fmt: skip
+_TIME = pl.Datetime("us", "UTC")
+_LABELS = pl.List(pl.String)
+# What the conflict ranking and the audience check read (verifiers.conflicts; null where unknown): the evidence
+# document's source fields and names, the answer's audience, version, scope labels and time, when the citation
+# retrieved its evidence.
+SOURCE_COLUMNS = {
+    "source_type": pl.String, "source_url": pl.String, "published_at": _TIME, "updated_at": _TIME,
+    "authority": pl.String, "source_version": pl.String, "title": pl.String, "source_path": pl.String,
+    "access_scope": pl.String, "access_groups": _LABELS, "scope_labels": _LABELS,
+    "audience": _LABELS, "about_version": pl.String, "answer_scope_labels": _LABELS, "answer_created_at": _TIME,
+    "retrieved_at": _TIME,
+}  # fmt: skip
+_TYPES = {"revision": pl.Int32, "citation_index": pl.Int32, "chunk_start_char": pl.Int64,
+          "stored_start_char": pl.Int64, "stored_end_char": pl.Int64, **SOURCE_COLUMNS}  # fmt: skip
 
 
 def with_citation_columns(citations: pl.DataFrame) -> pl.DataFrame:
-    """`citations` with every CITATION_COLUMNS column, absent optional ones as nulls."""
-    types = {"revision": pl.Int32, "citation_index": pl.Int32, "chunk_start_char": pl.Int64,
-             "stored_start_char": pl.Int64, "stored_end_char": pl.Int64}  # fmt: skip
-    missing = [c for c in CITATION_COLUMNS if c not in citations.columns]
-    return citations.with_columns(pl.lit(None, types.get(c, pl.String)).alias(c) for c in missing).select(
-        pl.col(c).cast(types.get(c, pl.String)) for c in CITATION_COLUMNS
+    """`citations` with every CITATION_COLUMNS and SOURCE_COLUMNS column, absent optional ones as nulls."""
+    columns = [*CITATION_COLUMNS, *SOURCE_COLUMNS]
+    missing = [c for c in columns if c not in citations.columns]
+    return citations.with_columns(pl.lit(None, _TYPES.get(c, pl.String)).alias(c) for c in missing).select(
+        pl.col(c).cast(_TYPES.get(c, pl.String)) for c in columns
+    )
+
+
+def out_of_audience(citations: pl.DataFrame) -> pl.DataFrame:
+    """Citations of a document outside the answer's audience (their status says so, or citekeeper.scope's
+    test on the joined frame does) anchored `out_of_scope`: no evidence, not anchored, not locatable."""
+    outside = (pl.col("citation_status") == "out_of_scope").fill_null(False) | outside_audience("access_groups", "audience")
+    return citations.with_columns(
+        pl.when(outside).then(pl.lit(ANCHOR_OUT_OF_SCOPE)).otherwise(pl.col("anchor")).alias("anchor"),
+        *(pl.when(~outside).then(pl.col(c)).alias(c) for c in ("quote_start", "quote_end", "chunk_text")),
     )
 
 
@@ -32,9 +58,10 @@ def resolve_spans(citations: pl.DataFrame) -> pl.DataFrame:
     The span is the anchored quote; the whole chunk when there is no quote; the stored span (e.g. a
     successor span of a relocated or drifted citation) when the quote is not in the chunk; else no evidence.
     `locatable`: the stored offsets (or, without any, the anchored ones) reproduce the quote exactly.
-    `anchored` / `locatable` are false for a citation whose status says it no longer holds.
+    `anchored` / `locatable` are false for a citation whose status says it no longer holds, and for one whose
+    document is outside the answer's audience (out_of_audience).
     """
-    frame = anchor_quotes(citations)
+    frame = out_of_audience(anchor_quotes(citations))
     chunk_len = pl.col("chunk_text").str.len_chars()
     stored_start = pl.col("stored_start_char") - pl.col("chunk_start_char")
     stored_end = pl.col("stored_end_char") - pl.col("chunk_start_char")
@@ -61,7 +88,9 @@ def resolve_spans(citations: pl.DataFrame) -> pl.DataFrame:
         .cast(pl.Int64).alias("_loc_end"),
     )  # fmt: skip
     # A stale / removed / invalid citation does not hold (nor has it evidence: changes.evidence).
-    holding = pl.col("citation_status").is_null() | pl.col("citation_status").is_in(HOLDING_STATUSES)
+    holding = (pl.col("citation_status").is_null() | pl.col("citation_status").is_in(HOLDING_STATUSES)) & (
+        pl.col("anchor") != ANCHOR_OUT_OF_SCOPE
+    )
     reproduced = pl.col("chunk_text").str.slice(pl.col("_loc_start"), pl.col("_loc_end") - pl.col("_loc_start"))
     evidence = pl.col("chunk_text").str.slice(pl.col("_span_start"), pl.col("_span_end") - pl.col("_span_start"))
     return frame.with_columns(
