@@ -241,6 +241,7 @@ def repaired_records(repairs: pl.DataFrame, answers: AnswerSnapshot, target_vers
     records = []
     for answer in current.sort("answer_id").iter_rows(named=True):
         record = rebuilt.get(answer["answer_id"]) or json.loads(answer["source_record"])
+        record.update(source_model_keys(answer))  # what `answers add --audience` imposed is not in the record
         input_form = "structured" if "claims" in record else "marker"
         records.append(repaired_record(record, input_form, rows_by_answer[answer["answer_id"]], target_version, withhold))
     return records
@@ -381,9 +382,10 @@ def record_from_rows(answer: dict, claims: list[dict], citations: list[dict]) ->
     }
     if answer["created_at"] is not None:
         record["created_at"] = answer["created_at"].isoformat()
+    record.update(source_model_keys(answer))
     by_claim: dict[str, list[dict]] = {}
     for row in sorted(citations, key=lambda row: row["citation_index"]):
-        by_claim.setdefault(row["claim_id"], []).append(_citation_record(row, answer["corpus_version"]))
+        by_claim.setdefault(row["claim_id"], []).append(_citation_record(row, answer))
     record["claims"] = [
         {**({"claim_id": claim["source_claim_id"]} if claim["source_claim_id"] is not None else {}),
          "text": claim["text"], "citations": by_claim.get(claim["claim_id"], [])}
@@ -393,7 +395,14 @@ def record_from_rows(answer: dict, claims: list[dict], citations: list[dict]) ->
     return record
 
 
-def _citation_record(row: dict, answer_version: str) -> dict:
+def source_model_keys(answer: dict) -> dict:
+    """The input keys of an ANSWERS row's audience, about_version and scope labels, those it has (a repaired
+    revision keeps them: one without its audience would be wider than the answer)."""
+    keys = {"audience": answer["audience"], "about_version": answer["about_version"], "scope": answer["scope_labels"]}
+    return {key: value for key, value in keys.items() if value is not None}
+
+
+def _citation_record(row: dict, answer: dict) -> dict:
     if row["chunk_id"] is None and row["cited_doc_id"] is None and row["cited_source_path"] is None:
         # it named no document (an unmapped source): kept unanchored, with why
         citation = {"quote": row["quote"], "anchor": {"method": UNANCHORED, "note": row["anchor_note"]}}
@@ -401,8 +410,10 @@ def _citation_record(row: dict, answer_version: str) -> dict:
         citation = {"doc_id": row["cited_doc_id"], "source_path": row["cited_source_path"], "quote": row["quote"]}
     else:
         citation = {"chunk_id": row["chunk_id"], "quote": row["quote"], "text_hash": row["cited_text_hash"]}
-    if row["corpus_version"] != answer_version:
+    if row["corpus_version"] != answer["corpus_version"]:
         citation["corpus_version"] = row["corpus_version"]
+    if row["retrieved_at"] not in (None, answer["created_at"]):  # else read back as the created_at it defaults to
+        citation["retrieved_at"] = row["retrieved_at"].isoformat()
     if row["chunk_id"] is not None and row["anchored_by"] not in (None, ANCHORED_BY_CHUNK):
         anchor = {"method": row["anchored_by"], "score": row["anchor_score"], "given_index": row["given_index"]}
         citation["anchor"] = {key: value for key, value in anchor.items() if value is not None}

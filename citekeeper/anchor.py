@@ -251,7 +251,10 @@ def _pieces(document: _Document, start: int, end: int) -> list[tuple[str, int, i
 
 
 def _piece(citation: ParsedCitation, chunk_id: str, quote: str | None, span: _Span, given_index: int) -> ParsedCitation:
-    return ParsedCitation(chunk_id, quote, None, citation.corpus_version, citation.document, span.method, span.score, None, given_index)
+    return ParsedCitation(
+        chunk_id, quote, None, citation.corpus_version, citation.document, span.method, span.score, None, given_index,
+        retrieved_at=citation.retrieved_at,
+    )
 
 
 def _unanchored(citation: ParsedCitation, note: str) -> ParsedCitation:

@@ -240,6 +240,7 @@ class AnswerStore:
         expected_revisions: dict[str, int] | None = None,
         batch_size: int = READ_BATCH,
         response_format: str | None = None,
+        audience: tuple[str, ...] | None = None,
     ) -> AddResult:
         """Register every good record of a JSONL or Parquet file; bad lines are reported, not fatal. The file is
         read, checked and written `batch_size` records at a time, all of it committed at once at the end.
@@ -248,26 +249,32 @@ class AnswerStore:
 
         With `expected_revisions` (answer_id -> revision), an answer whose current revision is another one is
         not registered but reported: it changed since the records were made from it (a repair's guard).
+        With `audience` (groups), every answer is registered for it too (ParsedAnswer.for_audience: never wider).
         """
         path = Path(path)
         batches = iter_answer_records(path, batch_size, self.limits, converter(response_format))
-        return self._add(batches, str(path), expected_revisions)
+        return self._add(batches, str(path), expected_revisions, audience)
 
     def add_records(
-        self, records: Iterable[dict], source: str = "api", batch_size: int = READ_BATCH, response_format: str | None = None
+        self,
+        records: Iterable[dict],
+        source: str = "api",
+        batch_size: int = READ_BATCH,
+        response_format: str | None = None,
+        audience: tuple[str, ...] | None = None,
     ) -> AddResult:
         """Register answer records given as dicts (either form, as one line of an answers file holds, or responses
         in their envelope with `response_format`): what RAG code calls as it produces answers. Record N's problems
-        are reported as `line N`, the good ones register."""
+        are reported as `line N`, the good ones register. `audience`: as add's."""
         batches = parsed_batches(enumerate(records, start=1), batch_size, self.limits, converter(response_format))
-        return self._add(batches, source, None)
+        return self._add(batches, source, None, audience)
 
-    def _add(self, batches, source: str, expected_revisions: dict[str, int] | None) -> AddResult:
+    def _add(self, batches, source: str, expected_revisions: dict[str, int] | None, audience: tuple[str, ...] | None = None) -> AddResult:
         result = AddResult()
         self.root.mkdir(parents=True, exist_ok=True)
         try:
             with FileLock(self.layout.answers_lock, timeout=self.lock_timeout), _cycle_collector_paused():
-                self._register(batches, source, result, expected_revisions or {})
+                self._register(batches, source, result, expected_revisions or {}, audience)
         except Timeout as exc:
             raise AnswerStoreLocked(
                 f"answer store {self.root} is locked by another writer (waited {self.lock_timeout:.0f}s)"
@@ -280,6 +287,7 @@ class AnswerStore:
         source_file: str,
         result: AddResult,
         expected_revisions: dict[str, int],
+        audience: tuple[str, ...] | None = None,
     ) -> None:
         snapshot = self.snapshot()
         self._remove_uncommitted(snapshot.parts)
@@ -290,7 +298,7 @@ class AnswerStore:
         texts = DocumentTexts(self._corpus or CorpusStore.from_env(self.store_root))
         for answers, errors in batches:
             result.errors.extend(errors)
-            answers, unanchored = anchor_answers(answers, texts)
+            answers, unanchored = anchor_answers([answer.for_audience(audience) for answer in answers], texts)
             result.unanchored.extend(unanchored)
             repaired = self._known(snapshot, [a.answer_id for a in answers if a.answer_id not in current], current)
             new_rows: dict[str, list[dict]] = {name: [] for name in TABLES}

@@ -79,6 +79,7 @@ class ParsedCitation:
     anchor_note: str | None = None
     given_index: int | None = None  # the citation as given, within its claim: a quote across chunks is several
     quote_access_scope: str | None = None  # unanchored, its quote internal_only text: withheld (citekeeper.anchor)
+    retrieved_at: datetime | None = None  # when the RAG system read the evidence, as given (None: the answer's created_at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,11 @@ class ParsedAnswer:
     # Sources the input names that no document maps (`--from FORMAT`'s `documents`): each is a citation registered
     # unanchored, so judged invalid, and an error of the line (citekeeper.anchor reports it).
     unmapped: tuple[Issue, ...] = ()
+    # Who it was given to (groups; None: not said, nothing checked), the product version asked about and what the
+    # question is about (docs/answers.md, "Audience, version and scope").
+    audience: tuple[str, ...] | None = None
+    about_version: str | None = None
+    scope_labels: tuple[str, ...] | None = None
 
     def with_claims(self, claims: tuple[ParsedClaim, ...]) -> ParsedAnswer:
         """This answer with `claims` instead (its citations anchored). Copied without __init__: registration makes
@@ -113,6 +119,15 @@ class ParsedAnswer:
         copy.__dict__.update(self.__dict__, claims=claims)
         copy.__dict__.pop("content_hash", None)  # of the old claims
         return copy
+
+    def for_audience(self, audience: tuple[str, ...] | None) -> ParsedAnswer:
+        """This answer registered for `audience` too (`answers add --audience`): its own audience when it names none,
+        else the groups both name. Never wider than what it says (fail closed): an empty intersection is an audience
+        of nobody, every document with access_groups outside it."""
+        if audience is None:
+            return self
+        mine = audience if self.audience is None else tuple(sorted(set(self.audience) & set(audience)))
+        return self if mine == self.audience else dataclasses.replace(self, audience=tuple(sorted(set(mine))))
 
     @cached_property  # computed once: an add compares it and stores it
     def content_hash(self) -> str:
@@ -123,14 +138,20 @@ class ParsedAnswer:
             "corpus_version": self.corpus_version,
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "claims": [
-                [c.source_claim_id, c.text, [_citation_content(x) for x in c.citations]]
+                [c.source_claim_id, c.text, [_citation_content(x, self.created_at) for x in c.citations]]
                 for c in self.claims
             ],
         }
+        # Who it was given to and what it is about change its statuses and its ranking, so a change of them is a
+        # new revision; they join the hash only when given, so answers registered before they existed keep theirs.
+        payload.update((key, value) for key in _SOURCE_MODEL_KEYS if (value := getattr(self, key)) is not None)
         return text_hash(json.dumps(payload, sort_keys=True, ensure_ascii=False))
 
 
-def _citation_content(citation: ParsedCitation) -> list:
+_SOURCE_MODEL_KEYS = ("audience", "about_version", "scope_labels")
+
+
+def _citation_content(citation: ParsedCitation, created_at: datetime | None) -> list:
     # The version and the anchoring join the hash only when given, so answers registered before they existed
     # keep their hash.
     content = [citation.chunk_id, citation.quote, citation.cited_text_hash]
@@ -140,6 +161,8 @@ def _citation_content(citation: ParsedCitation) -> list:
         content.append([citation.anchored_by, citation.anchor_score, citation.given_index])
     if citation.chunk_id is None and citation.document is not None:
         content.append(list(dataclasses.astuple(citation.document)))
+    if citation.retrieved_at not in (None, created_at):  # flags evidence updated since: a change is a new revision
+        content.append(["retrieved_at", citation.retrieved_at.isoformat()])
     return content
 
 
@@ -182,6 +205,20 @@ def _not_a_timestamp(value: object) -> PydanticCustomError:
     return PydanticCustomError("timestamp", "Input should be an ISO-8601 timestamp, got {got}", {"got": f"{value!r:.60}"})
 
 
+def _groups(value: object) -> tuple[str, ...] | None:
+    """A list of names (audience groups, scope labels), or one name: sorted, each once, so the order they are given
+    in changes nothing (not the content hash either). An empty list is kept: an audience of nobody."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise PydanticCustomError("names", "Input should be a list of names or one name, got {got}", {"got": f"{value!r:.60}"})
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or not item.strip():
+            raise PydanticCustomError("names", "item {i} should be a non-blank name, got {got}", {"i": i, "got": f"{item!r:.40}"})
+    return tuple(sorted(set(items)))
+
+
 _REF = re.compile(MARKER_ID)
 
 
@@ -205,6 +242,7 @@ GivenText = Annotated[StrictStr, StringConstraints(min_length=1)]  # optional, b
 TextHash = Annotated[StrictStr, AfterValidator(_sha256)]
 Timestamp = Annotated[datetime | None, PlainValidator(_utc_timestamp)]
 Offset = Annotated[StrictInt, Field(ge=0)]
+Names = Annotated[tuple[str, ...] | None, PlainValidator(_groups)]
 ReferenceKey = Annotated[str, PlainValidator(_reference_key)]
 
 
@@ -259,6 +297,7 @@ class CitationRecord(BaseModel):
     text_hash: TextHash | None = None
     corpus_version: GivenText | None = None
     anchor: AnchorNote | None = None
+    retrieved_at: Timestamp = None  # when the RAG system read it; absent: the answer's created_at
 
     @model_validator(mode="after")
     def _names_its_evidence(self) -> CitationRecord:
@@ -298,6 +337,7 @@ class CitationRecord(BaseModel):
             anchor_score=anchor.score if anchor else None,
             anchor_note=anchor.note if anchor else None,
             given_index=anchor.given_index if anchor else None,
+            retrieved_at=self.retrieved_at,
         )
 
 
@@ -333,6 +373,9 @@ class AnswerRecord(BaseModel):
     claims: list[ClaimRecord] | None = None
     references: list[ReferenceRecord] | None = None
     repair: RepairNote | None = None
+    audience: Names = None  # the access groups it was given to (docs/answers.md, "Audience, version and scope")
+    about_version: GivenText | None = None
+    scope: Names = None  # stored as scope_labels
     _parsed_claims: tuple[ParsedClaim, ...] = PrivateAttr()
 
     @model_validator(mode="after")
@@ -364,6 +407,9 @@ class AnswerRecord(BaseModel):
             repaired_from=self.repair.from_revision if self.repair else None,
             source_record=source_record,
             line=line,
+            audience=self.audience,
+            about_version=self.about_version,
+            scope_labels=self.scope,
         )
 
 
@@ -511,6 +557,7 @@ def answer_rows(answer: ParsedAnswer, revision: int, source_file: str | None, re
                     "cited_doc_id": cit.document.doc_id if cit.document is not None else None,
                     "cited_source_path": cit.document.source_path if cit.document is not None else None,
                     "quote_access_scope": cit.quote_access_scope,
+                    "retrieved_at": cit.retrieved_at or answer.created_at,
                 }
             )
     answer_row = {
@@ -525,6 +572,13 @@ def answer_rows(answer: ParsedAnswer, revision: int, source_file: str | None, re
         "source_file": source_file,
         "source_record": answer.source_record,
         "repaired_from": answer.repaired_from,
+        "audience": _listed(answer.audience),
+        "about_version": answer.about_version,
+        "scope_labels": _listed(answer.scope_labels),
         "registered_at": registered_at,
     }
     return {"answers": [answer_row], "claims": claims, "citations": citations}
+
+
+def _listed(names: tuple[str, ...] | None) -> list[str] | None:
+    return None if names is None else list(names)

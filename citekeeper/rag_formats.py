@@ -7,12 +7,13 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from citekeeper.answers import (
-    UNANCHORED, AnswerLimits, AnswerInputError, DocumentRef, GivenText, Issue, ParsedAnswer, ParsedCitation,
+    UNANCHORED, AnswerLimits, AnswerInputError, DocumentRef, GivenText, Issue, Names, ParsedAnswer, ParsedCitation,
     ParsedClaim, RequiredText, Timestamp, issue_from, record_json,
 )  # fmt: skip
 from citekeeper.text import marker_ids, sentence_spans, strip_markers
@@ -45,6 +46,7 @@ class DocumentEntry(BaseModel):
     key: int | str | None = None
     doc_id: GivenText | None = None
     source_path: GivenText | None = None
+    retrieved_at: Timestamp = None  # when the RAG system read this document (else the envelope's)
 
     @model_validator(mode="after")
     def _one_name(self) -> DocumentEntry:
@@ -61,6 +63,10 @@ class Envelope(BaseModel):
     question: str | None = None
     corpus_version: RequiredText
     created_at: Timestamp = None
+    retrieved_at: Timestamp = None  # when the RAG system read its documents (else created_at)
+    audience: Names = None  # as an answer record's (docs/answers.md, "Audience, version and scope")
+    about_version: GivenText | None = None
+    scope: Names = None
     documents: list[DocumentEntry] = Field(default_factory=list)
     response: dict | list
 
@@ -83,15 +89,15 @@ class Documents:
         self.keyed = {str(entry.key): entry for entry in entries if entry.key is not None}
         self.positional = {i: entry for i, entry in enumerate(entries) if entry.key is None}
 
-    def resolve(self, cited: Cited, hint: tuple[int | None, int | None]) -> DocumentRef | None:
-        """The document `cited` names; None when no entry maps it."""
+    def resolve(self, cited: Cited) -> DocumentEntry | None:
+        """The entry of the document `cited` names; None when no entry maps it."""
         for key in cited.keys:
             if key is None:
                 continue
             if str(key) in self.keyed:
-                return self.keyed[str(key)].reference(hint)
+                return self.keyed[str(key)]
             if isinstance(key, int) and key in self.positional:
-                return self.positional[key].reference(hint)
+                return self.positional[key]
         return None
 
 
@@ -113,7 +119,7 @@ def parse_response(
         raise AnswerInputError([issue_from(error) for error in exc.errors()]) from None
     try:
         answer, cited = _READERS[response_format](_nones_absent(envelope.response))
-        claims, unmapped = _claims(answer, cited, Documents(envelope.documents))
+        claims, unmapped = _claims(answer, cited, Documents(envelope.documents), envelope.retrieved_at)
     except ShapeError as exc:
         raise AnswerInputError([Issue(exc.field, str(exc))]) from None
     except RecursionError:
@@ -134,6 +140,9 @@ def parse_response(
         source_record=text if text is not None else record_json(row),
         line=line,
         unmapped=unmapped,
+        audience=envelope.audience,
+        about_version=envelope.about_version,
+        scope_labels=envelope.scope,
     )
 
 
@@ -147,8 +156,11 @@ def _nones_absent(value):
     return value
 
 
-def _claims(text: str, cited: list[Cited], documents: Documents) -> tuple[tuple[ParsedClaim, ...], tuple[Issue, ...]]:
-    """The claims of `text` with their citations, and the sources no document maps (each cited unanchored)."""
+def _claims(
+    text: str, cited: list[Cited], documents: Documents, retrieved_at: datetime | None = None
+) -> tuple[tuple[ParsedClaim, ...], tuple[Issue, ...]]:
+    """The claims of `text` with their citations, and the sources no document maps (each cited unanchored). Each
+    was retrieved when its document entry says, else at `retrieved_at` (the envelope's)."""
     sentences = [(start, end, strip_markers(text[start:end])) for start, end in sentence_spans(text)]
     sentences = [sentence for sentence in sentences if sentence[2]]
     if not sentences:
@@ -161,12 +173,13 @@ def _claims(text: str, cited: list[Cited], documents: Documents) -> tuple[tuple[
             if not isinstance(quote, str):
                 raise ShapeError(c.field, f"the cited text should be text, not {type(quote).__name__}")
             quote = quote.strip() or None
-        document = documents.resolve(c, _hint(c))
-        if document is None:  # registered all the same, judged invalid with the reason, like a missing document
+        entry = documents.resolve(c)
+        document = None if entry is None else entry.reference(_hint(c))
+        if entry is None:  # registered all the same, judged invalid with the reason, like a missing document
             unmapped.append(_unmapped(c))
-            citation = ParsedCitation(None, quote, None, anchored_by=UNANCHORED, anchor_note=unmapped[-1].message)
+            citation = ParsedCitation(None, quote, None, anchored_by=UNANCHORED, anchor_note=unmapped[-1].message, retrieved_at=retrieved_at)
         else:
-            citation = ParsedCitation(None, quote, None, None, document)
+            citation = ParsedCitation(None, quote, None, None, document, retrieved_at=entry.retrieved_at or retrieved_at)
         for i in _sentences_of(c.span, sentences):
             citations[i].setdefault((document if document is not None else c.field, quote), citation)
     claims = tuple(ParsedClaim(claim, tuple(cites.values())) for (_, _, claim), cites in zip(sentences, citations))

@@ -32,9 +32,12 @@ def answers_group() -> None:
 @click.option("--from", "response_format", default=None, metavar="FORMAT",
               help="Each line is {answer_id, question, corpus_version, documents, response}, the response as this API or "
               "framework returns it: anthropic, openai, cohere, gemini, llamaindex or langchain.")
+@click.option("--audience", default=None, metavar="GROUP,...", callback=lambda _ctx, _param, value: _audience(value),
+              help="The access groups the answers were given to: a record that names none gets these, one that names its "
+              "own keeps only the groups both name (never wider). Citations of documents outside it are out_of_scope.")
 @store_option
 def answers_add(file: Path, max_claims_per_answer: int, max_citations_per_claim: int, max_citations_per_answer: int,
-                response_format: str | None, store_dir: Path) -> None:
+                response_format: str | None, audience: tuple[str, ...] | None, store_dir: Path) -> None:
     """Register the answers of FILE (JSONL or Parquet, structured or marker form, or --from FORMAT).
 
     Good lines register even when others are malformed; each bad line is reported with its line number
@@ -47,7 +50,7 @@ def answers_add(file: Path, max_claims_per_answer: int, max_citations_per_claim:
 
     try:
         limits = AnswerLimits(max_claims_per_answer, max_citations_per_claim, max_citations_per_answer)
-        result = AnswerStore(store_dir, limits=limits).add(file, response_format=response_format)
+        result = AnswerStore(store_dir, limits=limits).add(file, response_format=response_format, audience=audience)
     except (AnswerStoreLocked, UnknownFormat) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{file}: {result.summary()}")
@@ -59,6 +62,15 @@ def answers_add(file: Path, max_claims_per_answer: int, max_citations_per_claim:
         click.echo(f"  {file}: {printable(str(error))}", err=True)
     if result.errors or result.unanchored:
         raise SystemExit(1)
+
+
+def _audience(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    groups = [group.strip() for group in value.split(",")]
+    if not all(groups):
+        raise click.BadParameter(f"{value!r} names an empty group: give GROUP,GROUP,...")
+    return tuple(sorted(set(groups)))
 
 
 @answers_group.command("list")

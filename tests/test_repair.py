@@ -202,6 +202,10 @@ def test_apply_refuses_an_answer_revised_since(store, tmp_path):
                 {"text": "Two, uncited.", "citations": []}]},
     {"answer_id": "m", "answer": "First [1][2]. Second 【2】. Third.", "corpus_version": "v1",
      "references": [{"ref": 1, "chunk_id": "ck_1", "quote": "x"}, {"ref": "D2", "chunk_id": "ck_2"}]},
+    {"answer_id": "src", "answer": "a", "corpus_version": "v1", "created_at": "2026-01-02T03:04:05Z", "audience": ["eu", "staff"],
+     "about_version": "v2", "scope": "http",
+     "claims": [{"text": "One.", "citations": [{"chunk_id": "ck_1", "retrieved_at": "2025-12-01T00:00:00Z"},
+                                               {"chunk_id": "ck_2", "retrieved_at": "2026-01-02T03:04:05Z"}]}]},
 ])  # fmt: skip
 def test_a_record_rebuilt_from_the_tables_parses_to_the_same_content(record):
     """A record rebuilt from the tables (as repair rebuilds an answer anchored by document) parses to the same content."""
