@@ -6,14 +6,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 
 from citekeeper.answers import MAX_CITATIONS_PER_ANSWER, MAX_CITATIONS_PER_CLAIM, MAX_CLAIMS_PER_ANSWER, AnswerLimits
 from citekeeper.rag_formats import converter
 from citekeeper.language import validate_language
 from citekeeper.store import CorpusStore
 from parsers.model import ParseConfig
+from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS
 from verifiers.checkers import PROTOCOLS
+from verifiers.conflicts import RankingSettings, ranking_settings
+from verifiers.engine import VerifySettings
 
 # Store writes are serialised twice over: ops in this pool run one at a time (dagster.yaml `concurrency`),
 # and runs carrying this tag run one at a time (`tag_concurrency_limits`); the store's file lock still
@@ -70,18 +73,36 @@ class IngestResource(dg.ConfigurableResource):
     max_rows_per_sheet: int = ParseConfig.max_rows_per_sheet
     max_chunks_per_document: int = ParseConfig.max_chunks_per_document
     worker_memory_bytes: int | None = ParseConfig.worker_memory_bytes
+    # Source fields from settings (docs/ingest.md, "Source fields"): a URL template for the whole site
+    # ("https://docs.example.com/{path_without_ext}/"), [glob, field, value] defaults, field -> front matter keys
+    # replacing the default mapping, and the authority vocabulary, most authoritative first.
+    source_url_template: str | None = ParseConfig.source_url_template
+    source_defaults: list[list[str]] = []
+    source_fields_map: dict[str, list[str]] = {}
+    authority_levels: list[str] = list(ParseConfig.authority_levels)
+
+    @model_validator(mode="after")
+    def _valid_parse_config(self) -> IngestResource:
+        self.parse_config()  # a bad template, level or default fails when the settings load, not at the run
+        return self
 
     @property
     def source_path(self) -> Path:
         return Path(self.source_dir)
 
     def parse_config(self) -> ParseConfig:
+        for default in self.source_defaults:
+            if len(default) != 3:
+                raise ValueError(f"source_defaults: each entry is [glob, field, value], got {default!r}")
         return ParseConfig(max_chunk_chars=self.max_chunk_chars, include=tuple(self.include),
                            exclude=tuple(self.exclude), workers=self.parse_workers,
                            ocr_languages=tuple(self.ocr_languages), parse_timeout_s=self.parse_timeout_s,
                            max_file_bytes=self.max_file_bytes, max_decompressed_bytes=self.max_decompressed_bytes,
                            max_rows_per_sheet=self.max_rows_per_sheet, max_chunks_per_document=self.max_chunks_per_document,
-                           worker_memory_bytes=self.worker_memory_bytes)  # fmt: skip
+                           worker_memory_bytes=self.worker_memory_bytes, source_url_template=self.source_url_template,
+                           source_defaults=tuple(map(tuple, self.source_defaults)),
+                           source_fields_map=tuple((name, tuple(keys)) for name, keys in self.source_fields_map.items()),
+                           authority_levels=tuple(self.authority_levels))  # fmt: skip
 
 
 class AnswersResource(dg.ConfigurableResource):
@@ -119,6 +140,11 @@ class VerifierResource(dg.ConfigurableResource):
     nli_threads: int | None = None  # torch intra-op threads; None: torch's default, one per core
     # auto (detected from each version's chunk texts) | en | zh | multi; picks the model when nli_model="auto"
     language: str = "auto"
+    # How conflicting evidence is ranked (verifiers.conflicts.RankingSettings; docs/verification.md, "Conflicts"):
+    # S = w_a*authority + w_t*time + w_s*scope + w_v*support - w_x*penalty; a lead of conflict_margin decides.
+    rank_weights: dict[str, float] = {}  # authority | time | scope | support | penalty -> weight; unnamed: defaults
+    conflict_margin: float = RankingSettings.margin
+    half_life_days: float = RankingSettings.half_life_days
 
     @field_validator("nli_checker")
     @classmethod
@@ -131,6 +157,15 @@ class VerifierResource(dg.ConfigurableResource):
     @classmethod
     def _known_language(cls, value: str) -> str:
         return validate_language(value)  # a LanguageError names the choices
+
+    @model_validator(mode="after")
+    def _valid_ranking(self) -> VerifierResource:
+        self.verify_settings()  # an unknown term or a bad margin fails when the settings load, not at the run
+        return self
+
+    def verify_settings(self, authority_levels: tuple[str, ...] = DEFAULT_AUTHORITY_LEVELS) -> VerifySettings:
+        """The engine's settings; `authority_levels`: the vocabulary the documents were ingested with."""
+        return VerifySettings(ranking=ranking_settings(self.rank_weights, self.conflict_margin, self.half_life_days, authority_levels))
 
 
 EXECUTORS = ("multiprocess", "k8s")

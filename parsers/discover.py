@@ -11,16 +11,26 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urljoin
 
 from wcmatch import glob
 
 from citekeeper.identity import sha256_hex
 from citekeeper.scope import strictest
+from citekeeper.sources import render_source_url
 from citekeeper.text import lone_surrogate
 from parsers.formats import BY_EXTENSION
 from parsers.formats.text import UndecodableText, decode_text
-from parsers.metadata import SIDECAR_SUFFIX, FrontMatter, MetadataError, read_front_matter, read_sidecar
-from parsers.model import IngestError, ParseConfig, SourceFile
+from parsers.metadata import (
+    SIDECAR_SUFFIX,
+    FrontMatter,
+    MetadataError,
+    front_matter_fields,
+    given_source_fields,
+    read_front_matter,
+    read_sidecar,
+)
+from parsers.model import IngestError, ParseConfig, SourceFields, SourceFile
 
 # Case-sensitive, posix paths on every OS, dotfiles matched like any name; no braces, extglob or negation.
 GLOB_FLAGS = glob.GLOBSTAR | glob.DOTGLOB | glob.CASE | glob.FORCEUNIX
@@ -187,18 +197,20 @@ def _read_source(walk: _Walk, path: Path, source_path: str) -> SourceFile:
         raise Quarantined("discover", "UnsupportedFileType", f"unsupported file type {path.suffix or '(no extension)'!r}; supported: {supported}")
     raw = _read_bytes(path, config.max_file_bytes)
     places = _places(walk, path, source_path)
-    front_matter, sidecars = _explicit_metadata(walk.root, places, file_format.front_matter, raw)
+    front_matter, sidecars, given = _explicit_metadata(walk.root, places, file_format.front_matter, raw, config)
     explicit = front_matter.explicit | sidecars[-1] | sidecars[0]  # the sidecar where the walk found it wins
+    doc_id = explicit.get("doc_id", source_path)
     return SourceFile(
         path=path.absolute(),
         source_path=source_path,
-        doc_id=explicit.get("doc_id", source_path),
+        doc_id=doc_id,
         filetype=file_format.filetype,
         content_hash=sha256_hex(raw),
         size_bytes=len(raw),
         access_scope=_access_scope(config, front_matter.explicit, sidecars, places),
         title=explicit.get("title"),
         front_matter=front_matter.as_json,
+        source_fields=_source_fields(config, given, source_path, doc_id),
     )
 
 
@@ -230,19 +242,37 @@ def _read_bytes(path: Path, max_bytes: int) -> bytes:
 
 
 def _explicit_metadata(
-    root: Path, places: list[tuple[Path, str]], has_front_matter: bool, raw: bytes
-) -> tuple[FrontMatter, list[dict[str, str]]]:
-    """(front matter, the sidecar at each of _places), whose keys override the front matter's. An invalid
-    sidecar quarantines the document: guessing its access_scope could expose an internal document. A format
-    with front matter (Markdown, MDX) is decoded as parsing decodes it (decode_text), so a Latin-1 or UTF-16
-    file's front matter is read, and one that cannot be decoded is quarantined here."""
+    root: Path, places: list[tuple[Path, str]], has_front_matter: bool, raw: bytes, config: ParseConfig
+) -> tuple[FrontMatter, list[dict], dict]:
+    """(front matter, the sidecar at each of _places, whose keys override the front matter's, and the source
+    fields they give). An invalid sidecar quarantines the document: guessing its access_scope could expose an
+    internal document. A format with front matter (Markdown, MDX) is decoded as parsing decodes it
+    (decode_text), so a Latin-1 or UTF-16 file's front matter is read, and one that cannot be decoded is
+    quarantined here."""
     try:
         front_matter = read_front_matter(decode_text(raw)[0] if has_front_matter else "")
-        return front_matter, [read_sidecar(place.with_name(place.name + SIDECAR_SUFFIX), root) for place, _ in places]
+        levels = config.authority_levels
+        sidecars = [read_sidecar(place.with_name(place.name + SIDECAR_SUFFIX), root, levels) for place, _ in places]
+        given = given_source_fields(front_matter_fields(front_matter, config.source_keys(), levels), sidecars)
+        return front_matter, sidecars, given
     except MetadataError as exc:
         raise Quarantined("discover", "InvalidMetadata", str(exc)) from exc
     except UndecodableText as exc:
         raise Quarantined("read", "EncodingError", str(exc)) from exc
+
+
+def _source_fields(config: ParseConfig, given: dict, source_path: str, doc_id: str) -> SourceFields:
+    """What the document's own metadata gives (`given`), then the settings: the URL template's URL (a relative
+    URL given, such as Hugo's `url: /about/`, resolved against it) and the first source_defaults glob matching
+    per field."""
+    fields = dict(given)
+    if config.source_url_template:
+        templated = render_source_url(config.source_url_template, source_path, doc_id)
+        fields["source_url"] = urljoin(templated, given["source_url"]) if "source_url" in given else templated
+    for pattern, name, value in config.source_defaults:
+        if name not in fields and fnmatch.fnmatchcase(source_path, pattern):
+            fields[name] = value
+    return SourceFields(**{name: tuple(value) if isinstance(value, list) else value for name, value in fields.items()})
 
 
 def _access_scope(

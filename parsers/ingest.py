@@ -44,13 +44,15 @@ STAGE_BATCH_DOCS = 500
 # A batch is also written once its documents' text passes this (a few very large documents).
 STAGE_BATCH_BYTES = 64 * 2**20
 # What the tree's fingerprint covers of each document: its bytes and everything a sidecar, front matter or
-# the configured scope globs say of it. SourceFile attributes, and columns of a shard's sources.parquet.
-TREE_FIELDS = ("doc_id", "source_path", "content_hash", "access_scope", "title")
+# the settings say of it (scope, title, source fields). SourceFile attributes, and columns of a shard's
+# sources.parquet.
+TREE_FIELDS = ("doc_id", "source_path", "content_hash", "access_scope", "title", "source_fields_key")
 STAGED_SOURCES = schema.STAGED_SOURCES.append(pa.field("access_scope", pa.string(), nullable=False)).append(
     pa.field("title", pa.string())  # explicit (sidecar or front matter); null when the parser finds one
-)
+).append(pa.field("source_fields_key", pa.string()))  # SourceFields.fingerprint(): null when none is given
+SOURCE_FIELD_NAMES = [f.name for f in schema.SOURCE_FIELDS]
 # A parent's document, as far as reuse is concerned.
-REUSE_COLUMNS = ["doc_id", "doc_content_hash", "source_path", "access_scope", "title", "front_matter"]
+REUSE_COLUMNS = ["doc_id", "doc_content_hash", "source_path", "access_scope", "title", "front_matter", *SOURCE_FIELD_NAMES]
 CHUNK_FIELDS = [f.name for f in fields(Chunk)]  # a chunk's own columns of the chunks table
 
 
@@ -120,7 +122,13 @@ def reparse_reason(parent: VersionManifest | None, config: ParseConfig) -> str |
 
 def tree_hash(sources: list[SourceFile]) -> str:
     """The corpus_hash of a discovered tree, as commit computes it from the staged shards."""
-    return corpus_hash(tuple(getattr(source, name) for name in TREE_FIELDS) for source in sources)
+    return corpus_hash(_tree_row(tuple(getattr(source, name) for name in TREE_FIELDS)) for source in sources)
+
+
+def _tree_row(values: tuple) -> tuple:
+    """A document's TREE_FIELDS values as corpus_hash takes them: a document no source field is given for
+    hashes as it did before they existed, so an unchanged tree of such documents still equals its version."""
+    return values[:-1] if values[-1] is None else values
 
 
 def ingest(
@@ -218,7 +226,7 @@ def commit(
             listing = "\n".join(f"  {e.source_path}: {e.stage}: {e.reason}" for e in errors)
             raise StrictIngestFailed(f"--strict: {len(errors)} file(s) quarantined, no version committed:\n{listing}")
         sources = staged["sources"]
-        tree = corpus_hash(sources.select(TREE_FIELDS).iter_rows())
+        tree = corpus_hash(map(_tree_row, sources.select(TREE_FIELDS).iter_rows()))
         documents = set(sources.filter(pl.col("outcome").is_in(["parsed", "reused"]))["doc_id"])
         no_text = sources.filter(pl.col("outcome") == "no_text")["source_path"].sort().to_list()
         equal = _equal_version(store, version, tree, staged["config_hash"], documents)
@@ -275,26 +283,35 @@ def _unchanged_doc_ids(
     store: CorpusStore, parent: VersionManifest | None, config: ParseConfig, sources: list[SourceFile]
 ) -> set[str]:
     """The doc_ids of `sources` whose parent rows are what parsing them would give: the same bytes,
-    source_path and access_scope, parsed under the same parse settings. Fails closed on the scope: rows are
-    reused only under the very access_scope the source has now. A stored title may be the parser's (the first
-    heading), so only an explicit title is compared: one taken out of a sidecar while the bytes stay is not
-    seen here (the version's corpus_hash does see it). The front matter comes from the bytes, so it differs only
-    where the parent was committed before the column existed: such a document is parsed once more. One join of
-    two frames of metadata, no row per document as Python objects."""
+    source_path, access_scope and source fields, parsed under the same parse settings. Fails closed on the scope:
+    rows are reused only under the very access_scope the source has now. A stored title may be the parser's (the
+    first heading), so only an explicit title is compared: one taken out of a sidecar while the bytes stay is
+    not seen here (the version's corpus_hash does see it). The front matter comes from the bytes, so it differs
+    only where the parent was committed before the column existed: such a document is parsed once more. Source
+    fields change with a sidecar or a setting while the bytes stay: such a document is parsed again, so its rows
+    carry the new fields (its chunks, ids and text hashes come out as before). One join of two frames of
+    metadata, no row per document as Python objects."""
     if parent is None or not sources or reparse_reason(parent, config) is not None:
         return set()
     previous = store.read_documents(parent.name, columns=REUSE_COLUMNS)
-    compared = ("doc_id", "content_hash", "source_path", "access_scope", "title", "front_matter")
-    current = pl.DataFrame({name: [getattr(s, name) for s in sources] for name in compared},
-                           schema=dict.fromkeys(compared, pl.String))
+    columns = {name: [getattr(s, name) for s in sources] for name in _REUSE_ATTRIBUTES}
+    given = [s.source_fields.columns() for s in sources]
+    columns |= {name: [fields[name] for fields in given] for name in SOURCE_FIELD_NAMES}
+    current = pl.from_arrow(pa.table(columns, schema=_REUSE_SCHEMA))
     same = current.join(previous, on="doc_id", how="inner", suffix="_parent").filter(
         (pl.col("content_hash") == pl.col("doc_content_hash"))
         & (pl.col("source_path") == pl.col("source_path_parent"))
         & (pl.col("access_scope") == pl.col("access_scope_parent"))
         & (pl.col("title").is_null() | (pl.col("title") == pl.col("title_parent")).fill_null(False))
         & pl.col("front_matter").eq_missing(pl.col("front_matter_parent"))
+        & pl.all_horizontal(pl.col(name).eq_missing(pl.col(f"{name}_parent")) for name in SOURCE_FIELD_NAMES)
     )
     return set(same["doc_id"])
+
+
+# What _unchanged_doc_ids compares of a source: these SourceFile attributes, and its source fields.
+_REUSE_ATTRIBUTES = ("doc_id", "content_hash", "source_path", "access_scope", "title", "front_matter")
+_REUSE_SCHEMA = pa.schema([pa.field(name, pa.string()) for name in _REUSE_ATTRIBUTES] + list(schema.SOURCE_FIELDS))
 
 
 class _StagedWriter:

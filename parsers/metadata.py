@@ -8,20 +8,29 @@ import os
 import re
 import stat
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import date, time
 from pathlib import Path
 
 import yaml
 
+from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS, parse_timestamp
 from citekeeper.text import lone_surrogate
 from parsers.model import ACCESS_SCOPES
 
 SIDECAR_SUFFIX = ".citekeeper.json"
 IDENTITY_KEYS = ("doc_id", "access_scope")  # decide which document it is and who may see it: plain text or refused
 METADATA_KEYS = (*IDENTITY_KEYS, "title")
-MAX_SIDECAR_BYTES = 64 * 1024  # three short strings: anything larger is not a sidecar
-MAX_VALUE_CHARS = 4096  # a doc_id or title longer than this is refused, not stored in every row
+# The source fields (citekeeper.schema.SOURCE_FIELDS) by the kind of value they hold.
+TEXT_FIELDS = ("source_type", "source_url", "authority", "source_version")
+DATE_FIELDS = ("published_at", "updated_at")
+LIST_FIELDS = ("access_groups", "scope_labels")
+SIDECAR_ALIASES = {"scope": "scope_labels", "version": "source_version"}  # the names the issue writes them by
+SOURCE_KEYS = (*TEXT_FIELDS, *DATE_FIELDS, *LIST_FIELDS, "summary")  # SourceFields' names
+SIDECAR_KEYS = (*METADATA_KEYS, *SOURCE_KEYS, *SIDECAR_ALIASES)
+MAX_SIDECAR_BYTES = 64 * 1024  # a few short strings and lists: anything larger is not a sidecar
+MAX_VALUE_CHARS = 4096  # a doc_id, title, summary or label longer than this is refused, not stored in every row
 # Bounds of a front matter block: real sites nest a few levels (Hugo's `menu: docs: weight:`) in a few KiB;
 # a nesting or alias bomb passes none of them.
 MAX_FRONT_MATTER_BYTES = 64 * 1024
@@ -42,11 +51,14 @@ class MetadataError(ValueError):
 @dataclass(frozen=True)
 class FrontMatter:
     """A text's front matter: the keys citekeeper reads (METADATA_KEYS, as written), the whole block as JSON
-    (None when there is none) and the text after it."""
+    (None when there is none) and the text after it; the block's values as that JSON holds them (TOML dates
+    in ISO 8601) and, for YAML, the line of each top-level key."""
 
     explicit: dict[str, str]
     as_json: str | None
     body: str
+    values: dict = field(default_factory=dict)
+    lines: dict[str, int] = field(default_factory=dict)
 
 
 def read_front_matter(text: str) -> FrontMatter:
@@ -54,9 +66,9 @@ def read_front_matter(text: str) -> FrontMatter:
     for block, load in ((_YAML_BLOCK, _load_yaml), (_TOML_BLOCK, _load_toml)):
         if match := block.match(text):
             first_line = text.count("\n", 0, match.start(1)) + 1
-            values, explicit = load(_bounded(match.group(1)), first_line)
+            values, explicit, lines = load(_bounded(match.group(1)), first_line)
             as_json = json.dumps(values, ensure_ascii=False, default=_json_scalar)
-            return FrontMatter(_validated(explicit, "front matter"), as_json, text[match.end() :])
+            return FrontMatter(_validated(explicit, "front matter"), as_json, text[match.end() :], json.loads(as_json), lines)
     return FrontMatter({}, None, text)
 
 
@@ -104,8 +116,8 @@ for _tag, (_pattern, _convert) in _CORE_SCALARS.items():
     _StrictLoader.add_constructor(_tag, lambda loader, node, convert=_convert: convert(loader.construct_scalar(node)))
 
 
-def _load_yaml(block: str, first_line: int) -> tuple[dict, dict[str, str]]:
-    """(the block's values, its METADATA_KEYS as written), once its events show it within bounds: no anchors
+def _load_yaml(block: str, first_line: int) -> tuple[dict, dict[str, str], dict[str, int]]:
+    """(the block's values, its METADATA_KEYS as written, each top-level key's line), once its events show it within bounds: no anchors
     or aliases (an alias bomb expands to gigabytes), no merge keys (`<<: *base` could carry an access_scope the
     reader would not see), MAX_FRONT_MATTER_DEPTH and MAX_FRONT_MATTER_NODES (the event stream is read without
     recursion, so 100,000 levels are refused before the composer would overflow)."""
@@ -127,7 +139,8 @@ def _load_yaml(block: str, first_line: int) -> tuple[dict, dict[str, str]]:
         raise MetadataError(f"front matter must be `key: value` lines (a space after each colon), got {values!r:.80}")
     if "<<" in values:
         raise MetadataError("front matter: YAML merge keys (<<) are not allowed; write each key out")
-    return values, _written_keys(root, first_line)
+    lines = {key_node.value: key_node.start_mark.line + first_line for key_node, _ in root.value}
+    return values, _written_keys(root, first_line), lines
 
 
 def _check_bounds(block: str, first_line: int) -> None:
@@ -181,8 +194,8 @@ def _located(exc: yaml.YAMLError, block: str, first_line: int) -> str:
 # ---------------------------------------------------------------------- TOML
 
 
-def _load_toml(block: str, first_line: int) -> tuple[dict, dict[str, str]]:
-    """(the block's values, its METADATA_KEYS). TOML has no aliases, and keys given twice are its own error;
+def _load_toml(block: str, first_line: int) -> tuple[dict, dict[str, str], dict[str, int]]:
+    """(the block's values, its METADATA_KEYS, no lines: tomllib keeps none). TOML has no aliases, and keys given twice are its own error;
     nesting is bounded by _check_nesting after loading (and by Python's recursion limit while loading)."""
     try:
         values = tomllib.loads(block)
@@ -199,7 +212,7 @@ def _load_toml(block: str, first_line: int) -> tuple[dict, dict[str, str]]:
             written[key] = value
         elif key in IDENTITY_KEYS and value is not None:
             raise MetadataError(f"front matter: {key} must be a string, got {type(value).__name__}")
-    return values, written
+    return values, written, {}
 
 
 def _check_nesting(values: object) -> None:
@@ -216,10 +229,12 @@ def _check_nesting(values: object) -> None:
         pending.extend((child, depth + 1) for child in children)
 
 
-def read_sidecar(path: Path, root: Path) -> dict[str, str]:
-    """The sidecar's keys; {} when there is none. Raises MetadataError when it is unreadable or invalid, a
-    link out of `root` (the source root, resolved), not a regular file (a FIFO would block, /dev/zero never
-    end), or larger than MAX_SIDECAR_BYTES. Nothing of a refused sidecar is read into the message."""
+def read_sidecar(path: Path, root: Path, authority_levels: tuple[str, ...] = DEFAULT_AUTHORITY_LEVELS) -> dict:
+    """The sidecar's keys (SIDECAR_KEYS, aliases under their field's name, dates as UTC instants); {} when
+    there is none. Raises MetadataError naming the key when a value is invalid (an authority not in
+    `authority_levels`, a date that does not parse), and when the file is unreadable, a link out of `root` (the
+    source root, resolved), not a regular file (a FIFO would block, /dev/zero never end), or larger than
+    MAX_SIDECAR_BYTES. Nothing of a refused sidecar is read into the message."""
     try:
         real = path.resolve(strict=True)
         mode = real.stat().st_mode
@@ -248,10 +263,15 @@ def read_sidecar(path: Path, root: Path) -> dict[str, str]:
         raise MetadataError(f"sidecar {path.name} nests too deeply: it must hold one flat JSON object") from None
     if not isinstance(data, dict):
         raise MetadataError(f"sidecar {path.name} must hold a JSON object, not {type(data).__name__}")
-    unknown = sorted(set(data) - set(METADATA_KEYS))
+    unknown = sorted(set(data) - set(SIDECAR_KEYS))
     if unknown:
-        raise MetadataError(f"sidecar {path.name} has unknown keys {unknown!r:.200}; allowed: {list(METADATA_KEYS)}")
-    return _validated(data, f"sidecar {path.name}")
+        raise MetadataError(f"sidecar {path.name} has unknown keys {unknown!r:.200}; allowed: {list(SIDECAR_KEYS)}")
+    for alias, name in SIDECAR_ALIASES.items():
+        if alias in data and name in data:
+            raise MetadataError(f"sidecar {path.name}: {alias} and {name} name one field: give one of them")
+    origin = f"sidecar {path.name}"
+    data = _validated({SIDECAR_ALIASES.get(key, key): value for key, value in data.items()}, origin)
+    return data | _interpreted(data, origin, authority_levels)
 
 
 def _refuse(path: Path, why: str):
@@ -268,19 +288,115 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     return values
 
 
-def _validated(values: dict, origin: str) -> dict[str, str]:
-    """The keys checked; an empty title is dropped (the parser's heading serves), an empty identity refused."""
+def _validated(values: dict, origin: str) -> dict:
+    """The keys checked: text, or a list of texts for LIST_FIELDS; an empty title is dropped (the parser's
+    heading serves), any other empty text refused."""
     values = {key: value for key, value in values.items() if not (key == "title" and isinstance(value, str) and not value.strip())}
+    checked = {}
     for key, value in values.items():
-        if not isinstance(value, str):
-            raise MetadataError(f"{origin}: {key} must be a string, got {type(value).__name__} {value!r:.60}")
-        if not value.strip():
-            raise MetadataError(f"{origin}: {key} must be a non-empty string, got {value!r}")
-        if len(value) > MAX_VALUE_CHARS:
-            raise MetadataError(f"{origin}: {key} is {len(value)} characters long, over {MAX_VALUE_CHARS}")
-        if lone_surrogate(value) is not None:
-            raise MetadataError(f"{origin}: {key} holds a lone surrogate (an invalid \\u escape): not valid Unicode text")
-    scope = values.get("access_scope")
+        if key not in LIST_FIELDS:
+            checked[key] = _text(key, value, origin)
+        elif isinstance(value, list):
+            checked[key] = [_text(f"{key}[{i}]", item, origin) for i, item in enumerate(value)]
+        else:
+            raise MetadataError(f"{origin}: {key} must be a list of strings, got {type(value).__name__} {value!r:.60}")
+    scope = checked.get("access_scope")
     if scope is not None and scope not in ACCESS_SCOPES:
         raise MetadataError(f"{origin}: access_scope {scope!r} is not one of {list(ACCESS_SCOPES)}")
-    return {key: value.strip() for key, value in values.items()}
+    return checked
+
+
+def _text(key: str, value: object, origin: str) -> str:
+    """`value` stripped, once it is a non-empty string of valid Unicode within MAX_VALUE_CHARS."""
+    if not isinstance(value, str):
+        raise MetadataError(f"{origin}: {key} must be a string, got {type(value).__name__} {value!r:.60}")
+    if not value.strip():
+        raise MetadataError(f"{origin}: {key} must be a non-empty string, got {value!r}")
+    if len(value) > MAX_VALUE_CHARS:
+        raise MetadataError(f"{origin}: {key} is {len(value)} characters long, over {MAX_VALUE_CHARS}")
+    if lone_surrogate(value) is not None:
+        raise MetadataError(f"{origin}: {key} holds a lone surrogate (an invalid \\u escape): not valid Unicode text")
+    return value.strip()
+
+
+def _interpreted(values: dict, origin: str, authority_levels: tuple[str, ...]) -> dict:
+    """The dates of `values` as UTC instants, once its authority is checked to be one of `authority_levels`.
+    Raises MetadataError naming the key."""
+    authority = values.get("authority")
+    if authority is not None and authority not in authority_levels:
+        raise MetadataError(f"{origin}: authority {authority!r} is not one of the authority levels {list(authority_levels)}")
+    dates = {}
+    for key in DATE_FIELDS:
+        if key in values:
+            try:
+                dates[key] = parse_timestamp(values[key])
+            except ValueError as exc:
+                raise MetadataError(f"{origin}: {key} {exc}") from None
+    return dates
+
+
+# ---------------------------------------------------------------------- source fields
+
+
+def front_matter_fields(
+    front_matter: FrontMatter, keys: Mapping[str, tuple[str, ...]], authority_levels: tuple[str, ...]
+) -> dict:
+    """The source fields the front matter gives, each from the first of its `keys` (field -> front matter keys,
+    a dotted key reading a nested map) that holds a value of the field's kind. A key holding another kind is
+    not that field (Jekyll's `published: false`, MkDocs' `date:` map), except `access_groups`, which fails
+    closed. A text that is no date, or an authority not in `authority_levels`, raises MetadataError naming
+    the key and its line: the generators refuse such a date too, and a misspelt authority would rank lowest."""
+    found = {}
+    for name, candidates in keys.items():
+        for key in candidates:
+            origin = _key_origin(front_matter, key)
+            value = _front_matter_value(name, _lookup(front_matter.values, key), f"{origin}: {key}")
+            if value is not None:
+                found |= {name: value} | _interpreted({name: value}, f"{origin}: {key}", authority_levels)
+                break
+    return found
+
+
+def _key_origin(front_matter: FrontMatter, key: str) -> str:
+    line = front_matter.lines.get(key.partition(".")[0])
+    return "front matter" if line is None else f"front matter line {line}"
+
+
+def _lookup(values: object, key: str) -> object:
+    """values[key], or for a dotted key the nested map's value (None where there is none)."""
+    if not isinstance(values, dict):
+        return None
+    if key in values:
+        return values[key]
+    head, dot, rest = key.partition(".")
+    return _lookup(values.get(head), rest) if dot else None
+
+
+def _front_matter_value(name: str, value: object, origin: str) -> str | list[str] | None:
+    """`value` as field `name` holds it (a text, or a list of texts for LIST_FIELDS: one text is a list of one),
+    None when it is of another kind."""
+    if name in LIST_FIELDS:
+        items = [value] if isinstance(value, str) else value
+        if isinstance(items, list) and all(isinstance(item, str) and item.strip() for item in items):
+            return [_text(f"{name}[{i}]", item, origin) for i, item in enumerate(items)]
+        if name == "access_groups" and value is not None:
+            raise MetadataError(f"{origin}: access_groups must be a list of group names, got {value!r:.60}")
+        return None
+    return _text(name, value, origin) if isinstance(value, str) and value.strip() else None
+
+
+def given_source_fields(front_matter: dict, sidecars: list[dict]) -> dict:
+    """The source fields a document's own metadata gives: a sidecar's over the front matter's (the sidecar where
+    the walk found the file over the one where it really is), but access_groups, the groups every source that
+    names some allows: fail closed, as for access_scope. Sources naming groups and sharing none raise
+    MetadataError: an empty list would open the document to every audience."""
+    given: dict = {}
+    for values in (front_matter, *reversed(sidecars)):
+        given |= {key: value for key, value in values.items() if key in SOURCE_KEYS}
+    named = [values["access_groups"] for values in (front_matter, *sidecars) if values.get("access_groups")]
+    if named:
+        shared = [group for group in dict.fromkeys(named[0]) if all(group in groups for groups in named)]
+        if not shared:
+            raise MetadataError(f"access_groups {' and '.join(map(str, named))} share no group: give one list the sources agree on")
+        given["access_groups"] = shared
+    return given

@@ -1,11 +1,13 @@
 """The records parsers/ hands to the store. Field names match citekeeper.schema."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 
 from citekeeper.scope import ACCESS_SCOPES  # noqa: F401  (re-exported: parsers validate scopes with it)
+from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS, DEFAULT_SOURCE_KEYS, DEFAULTABLE_FIELDS, check_url_template
 from citekeeper.text import TEXT_RULES_VERSION
 
 
@@ -35,19 +37,52 @@ class ParseConfig:
     max_chunks_per_document: int = 50_000
     # Address space a parse worker may add beyond what it has when it starts (RLIMIT_AS); None: no cap.
     worker_memory_bytes: int | None = 1536 * 1024 * 1024
+    # Source fields from settings, where neither a sidecar nor the front matter gives them (docs/ingest.md,
+    # "Source fields"): a URL for every document, e.g. "https://docs.example.com/{path_without_ext}/" (None:
+    # none), with citekeeper.sources.URL_PLACEHOLDERS ...
+    source_url_template: str | None = None
+    # ... and (glob on source_path, field, value): a DEFAULTABLE_FIELDS value, the first matching glob per field.
+    source_defaults: tuple[tuple[str, str, str], ...] = ()
+    # (field, front matter keys) pairs replacing that field's DEFAULT_SOURCE_KEYS; no keys: never from front matter.
+    source_fields_map: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The authority vocabulary, most authoritative first: a document's `authority` must be one of them.
+    authority_levels: tuple[str, ...] = DEFAULT_AUTHORITY_LEVELS
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:
             raise ValueError(f"workers must be at least 1 (or None for one per CPU), got {self.workers}")
+        self._check_source_settings()
+
+    def _check_source_settings(self) -> None:
+        """The source settings refused when they are built, not document by document."""
+        if self.source_url_template is not None:
+            check_url_template(self.source_url_template)
+        levels = self.authority_levels
+        if not levels or len(set(levels)) < len(levels) or not all(isinstance(l, str) and l.strip() for l in levels):
+            raise ValueError(f"authority_levels must be distinct, non-empty names, most authoritative first; got {list(levels)}")
+        for name, _ in self.source_fields_map:
+            if name not in DEFAULT_SOURCE_KEYS:
+                raise ValueError(f"source_fields_map: unknown field {name!r}; fields read from front matter: {list(DEFAULT_SOURCE_KEYS)}")
+        for glob, name, value in self.source_defaults:
+            if name not in DEFAULTABLE_FIELDS:
+                raise ValueError(f"source_defaults {glob!r}: field {name!r} cannot be set by glob; only {list(DEFAULTABLE_FIELDS)}")
+            if name == "authority" and value not in levels:
+                raise ValueError(f"source_defaults {glob!r}: authority {value!r} is not one of authority_levels {list(levels)}")
+
+    def source_keys(self) -> dict[str, tuple[str, ...]]:
+        """Each source field's front matter keys: DEFAULT_SOURCE_KEYS with source_fields_map's replacements."""
+        return DEFAULT_SOURCE_KEYS | {name: tuple(keys) for name, keys in self.source_fields_map}
 
 
-# Settings that decide which files are read, how long a parse may take and which access_scope a document gets,
-# but never what a document parses into: changing them re-parses nothing. (A document whose scope, title or
-# doc_id changes is re-parsed on its own: ingest compares those per document.) Any other setting, a new one
-# included, counts as a parse setting, so an unknown effect re-parses rather than reusing stale output.
+# Settings that decide which files are read, how long a parse may take, which access_scope and source fields a
+# document gets, but never what a document parses into: changing them re-parses nothing. (A document whose scope,
+# title, doc_id or source fields change is re-parsed on its own: ingest compares those per document.) Any other
+# setting, a new one included, counts as a parse setting, so an unknown effect re-parses rather than reusing
+# stale output.
 RUN_SETTINGS = frozenset(
     {"max_file_bytes", "parse_timeout_s", "default_access_scope", "access_scope_overrides", "include", "exclude", "workers",
-     "max_decompressed_bytes", "max_rows_per_sheet", "max_chunks_per_document", "worker_memory_bytes"}
+     "max_decompressed_bytes", "max_rows_per_sheet", "max_chunks_per_document", "worker_memory_bytes",
+     "source_url_template", "source_defaults", "source_fields_map", "authority_levels"}
 )  # fmt: skip
 
 
@@ -70,6 +105,12 @@ class SourceFields:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         return values | {name: list(values[name]) or None for name in ("access_groups", "scope_labels")}
 
+    def fingerprint(self) -> str | None:
+        """The values as one JSON text, for the tree's corpus_hash; None when nothing is said."""
+        if self == SourceFields():
+            return None
+        return json.dumps(self.columns(), sort_keys=True, default=datetime.isoformat, ensure_ascii=False)
+
 
 @dataclass(frozen=True)
 class SourceFile:
@@ -84,10 +125,14 @@ class SourceFile:
     access_scope: str
     title: str | None = None  # explicit title from a sidecar / front matter
     front_matter: str | None = None  # the whole front matter as JSON; None when the file has none
-    source_fields: SourceFields = SourceFields()
+    source_fields: SourceFields = SourceFields()  # sidecar, front matter, then settings (parsers.discover)
     # The document's bytes when a caller already holds them; None (what discovery gives, so that a tree is
     # never held in memory): the parser reads `path` again and checks it against content_hash.
     raw: bytes | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def source_fields_key(self) -> str | None:
+        return self.source_fields.fingerprint()
 
 
 @dataclass(frozen=True)

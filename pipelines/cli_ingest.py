@@ -46,16 +46,38 @@ from pipelines.cli_common import OutputCommand, OutputPath, force_option, includ
               help=f"Most chunks of one document (default {ParseConfig.max_chunks_per_document:,}).")
 @click.option("--worker-memory-bytes", type=click.IntRange(min=64 * 1024 * 1024), default=None,
               help=f"Address space a parse worker may add (RLIMIT_AS; default {ParseConfig.worker_memory_bytes:,}).")
+@click.option("--source-url-template", metavar="TEMPLATE", default=None,
+              help="Every document's source_url where its sidecar or front matter gives none, e.g. "
+                   "'https://docs.example.com/{path_without_ext}/'; placeholders: {path}, {path_without_ext}, "
+                   "{stem}, {dir}, {doc_id}. A relative URL a page gives (url: /about/) is resolved against it.")
+@click.option("--source-default", "source_defaults", multiple=True, nargs=2, metavar="GLOB FIELD=VALUE",
+              help="source_type, authority or source_version of the documents matching GLOB (fnmatch) that do "
+                   "not give one (repeatable; the first matching GLOB per field wins).")
+@click.option("--source-field", "source_fields_map", multiple=True, metavar="FIELD=KEY[,KEY...]",
+              help="Front matter keys FIELD is read from, first present first, replacing the default list "
+                   "(repeatable; 'FIELD=' reads it from no key). E.g. updated_at=modified,lastmod.")
+@click.option("--authority-levels", metavar="LEVEL,LEVEL,...", default=None,
+              help="The authority vocabulary, most authoritative first (default: "
+                   f"{','.join(ParseConfig.authority_levels)}).")
 @store_option
 def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chunk_chars: int | None,
                    include: tuple[str, ...], exclude: tuple[str, ...], ocr_languages: tuple[str, ...],
-                   workers: int | None, lock_timeout: float, store_dir: Path, **limits: float | int | None) -> None:
+                   workers: int | None, lock_timeout: float, store_dir: Path, source_url_template: str | None,
+                   source_defaults: tuple[tuple[str, str], ...], source_fields_map: tuple[str, ...],
+                   authority_levels: str | None, **limits: float | int | None) -> None:
     """Ingest SOURCE_DIR as a new immutable corpus version (only changed documents are re-parsed). A document
     over a limit is quarantined as LimitExceeded, naming the limit."""
     from parsers.ingest import ingest  # imports unstructured: keep `versions`/`export` fast
 
-    given = {"max_chunk_chars": max_chunk_chars, "ocr_languages": ocr_languages, **limits}
-    config = ParseConfig(**{k: v for k, v in given.items() if v}, include=include, exclude=exclude, workers=workers)
+    given = {"max_chunk_chars": max_chunk_chars, "ocr_languages": ocr_languages, **limits,
+             "source_url_template": source_url_template,
+             "authority_levels": authority_levels and tuple(v.strip() for v in authority_levels.split(",") if v.strip()),
+             "source_defaults": tuple((glob, *_assignment("--source-default", setting)) for glob, setting in source_defaults),
+             "source_fields_map": tuple(_source_keys(setting) for setting in source_fields_map)}
+    try:
+        config = ParseConfig(**{k: v for k, v in given.items() if v}, include=include, exclude=exclude, workers=workers)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     with tqdm(desc="parsing", unit="doc", file=click.get_text_stream("stderr"), disable=None) as bar:
 
         def progress(source_path: str, done: int, total: int) -> None:
@@ -82,6 +104,20 @@ def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chun
         click.echo(f"  skipped {printable(source_path)}: no_text (no body text to cite)")
     for error in result.errors:
         click.echo(f"  quarantined {printable(error.source_path)}: {error.stage}: {error.error_type}: {printable(error.reason)}")
+
+
+def _assignment(option: str, setting: str) -> tuple[str, str]:
+    """`NAME=VALUE` as (NAME, VALUE)."""
+    name, equals, value = setting.partition("=")
+    if not equals or not name.strip():
+        raise click.BadParameter(f"expected NAME=VALUE, got {setting!r}", param_hint=option)
+    return name.strip(), value.strip()
+
+
+def _source_keys(setting: str) -> tuple[str, tuple[str, ...]]:
+    """`FIELD=KEY,KEY` as (FIELD, (KEY, KEY))."""
+    name, keys = _assignment("--source-field", setting)
+    return name, tuple(key.strip() for key in keys.split(",") if key.strip())
 
 
 @click.command("versions")

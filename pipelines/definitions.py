@@ -1,6 +1,7 @@
 """The one Definitions of the citekeeper code location, and the settings it reads from the environment."""
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from importlib.resources import files as package_files
@@ -57,6 +58,17 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> CitekeeperSettings
         except ValueError:
             raise ValueError(f"{name} must be a whole number, got {raw!r}") from None
 
+    def names(name: str) -> list[str] | None:
+        listed = [v.strip() for v in env.get(name, "").split(",") if v.strip()]
+        return listed or None
+
+    def json_value(name: str) -> object | None:
+        raw = env.get(name, "").strip()
+        try:
+            return json.loads(raw) if raw else None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{name} must be JSON: {exc}") from None
+
     def given(**values) -> dict:
         return {name: value for name, value in values.items() if value is not None}
 
@@ -68,7 +80,13 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> CitekeeperSettings
             gc_keep=[v.strip() for v in env.get("CITEKEEPER_GC_KEEP", "").split(",") if v.strip()],
         ),
         # default: the bundled sample corpus's v1, wherever the package is installed
-        ingest=IngestResource(source_dir=path("CITEKEEPER_SOURCE") or str(package_files("pipelines") / "sample_corpus" / "v1")),
+        ingest=IngestResource(
+            source_dir=path("CITEKEEPER_SOURCE") or str(package_files("pipelines") / "sample_corpus" / "v1"),
+            **given(source_url_template=text("CITEKEEPER_SOURCE_URL_TEMPLATE"),  # "https://site/{path_without_ext}/"
+                    authority_levels=names("CITEKEEPER_AUTHORITY_LEVELS"),  # comma-separated, most authoritative first
+                    source_fields_map=json_value("CITEKEEPER_SOURCE_FIELDS_MAP"),  # {"updated_at": ["modified"]}
+                    source_defaults=json_value("CITEKEEPER_SOURCE_DEFAULTS")),  # [["api/**", "authority", "official_spec"]]
+        ),
         answers=AnswersResource(**given(
             answers_path=path("CITEKEEPER_ANSWERS"),  # registered before each citation check
             answers_format=text("CITEKEEPER_ANSWERS_FORMAT"),  # --from of those answers
