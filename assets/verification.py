@@ -14,7 +14,6 @@ import polars as pl
 from assets.partitions import corpus_versions
 from assets.resources import StoreResource, VerifierResource
 from citekeeper.layout import StoreLayout, latest_run_dir, run_dir, run_table_files
-from verifiers.engine import VerifySettings
 
 VERIFICATION = dg.AssetKey("verification")
 CITATION_STATUS = dg.AssetKey("citation_status")
@@ -28,7 +27,7 @@ def code_version(verifier: VerifierResource) -> str:
         verifier.nli_model or "no-model", verifier.nli_backend, verifier.language,
         verifier.nli_checker or "detected", str(verifier.nli_supported_label),
     ])  # fmt: skip
-    return "verify-" + hashlib.sha256(f"{VerifySettings().key()}|{setting}".encode()).hexdigest()[:12]
+    return "verify-" + hashlib.sha256(f"{verifier.verify_settings().thresholds()}|{setting}".encode()).hexdigest()[:12]
 
 
 def with_code_version(assets: list, verifier: VerifierResource) -> list:
@@ -54,7 +53,8 @@ def verification(context: dg.AssetExecutionContext, store: StoreResource, verifi
 
     corpus = store.corpus_store()
     scorer, choice = configured_scorer(context.log, verifier, corpus, context.partition_key)
-    result, _ = verify_store(corpus, corpus.layout.runs_dir, version=context.partition_key, scorer=scorer)
+    result, _ = verify_store(corpus, corpus.layout.runs_dir, version=context.partition_key, scorer=scorer,
+                             settings=verifier.verify_settings())  # fmt: skip
     return dg.MaterializeResult(metadata=run_metadata(result.run, result.directory, verifier, choice))
 
 
@@ -89,7 +89,8 @@ def configured_scorer(log: dg.DagsterLogManager, verifier: VerifierResource, sto
 
 def run_metadata(run_row: pl.DataFrame, directory: Path, verifier: VerifierResource, choice) -> dict:
     """The materialization metadata of a verification run (its run row, unsharded or merged)."""
-    from verifiers.claim_metrics import status_counts
+    from citekeeper.schema import SOURCE_MODEL_COUNTS
+    from verifiers.claim_metrics import SOURCE_MODEL_RATES, status_counts
 
     run = run_row.row(0, named=True)
     return {
@@ -105,6 +106,9 @@ def run_metadata(run_row: pl.DataFrame, directory: Path, verifier: VerifierResou
         "n_claims": run["n_claims"],
         "supported_rate": run["supported_rate"] if run["supported_rate"] is not None else "n/a",
         "traceability_rate": run["traceability_rate"] if run["traceability_rate"] is not None else "n/a",
+        # the source model: conflicts the ranking decided or left open, citations outside their answer's audience
+        **{name: run[name] for name in SOURCE_MODEL_COUNTS},
+        **{name: run[name] if run[name] is not None else "n/a" for name in SOURCE_MODEL_RATES},
         "model_calls": run["model_calls"],
         "cache_hits": run["cache_hits"],
         "lexical_decisions": run["lexical_decisions"],
@@ -165,7 +169,8 @@ def verify_shard_op(index: int, n_shards: int) -> dg.OpDefinition:
         corpus, version = store.corpus_store(), context.partition_key
         scorer, _ = configured_scorer(context.log, verifier, corpus, version)
         result, _ = verify_store(corpus, corpus.layout.runs_dir, version=version, scorer=scorer,
-                                 run_id=sharded_run_id(context), shard=Shard(index, n_shards))  # fmt: skip
+                                 settings=verifier.verify_settings(), run_id=sharded_run_id(context),
+                                 shard=Shard(index, n_shards))  # fmt: skip
         run = result.run.row(0, named=True)
         context.log.info(f"event=verify_shard_done version={version} shard={index}/{n_shards} "
                          f"answers={run['n_answers']} claims={run['n_claims']} model_calls={run['model_calls']}")  # fmt: skip

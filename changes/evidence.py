@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from citekeeper.layout import StoreLayout
-from citekeeper.schema import CITATIONS, CLAIMS, HOLDING_STATUSES
+from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS, HOLDING_STATUSES, SOURCE_ROW_FIELDS
 from citekeeper.tables import from_rows
 from citekeeper.anchor import DocumentTexts, anchor_answers
 from citekeeper.answer_files import read_answer_records
@@ -25,6 +25,13 @@ class AnswersFileError(ValueError):
 # The citation-status columns that say where a citation's evidence is (no texts: a million rows stay small).
 STATUS_COLUMNS = [*CITATION_KEY, "status", "new_chunk_id", "new_start_char", "new_end_char"]
 EVIDENCE_CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "start_char"]
+# What verification reads of an evidence's document (the conflict ranking, the audience check, the reasons' names)
+# and of the answer that cites it; the answer's scope labels and created_at are renamed apart from the document's.
+EVIDENCE_DOCUMENT_COLUMNS = [
+    "doc_id", *(f.name for f in SOURCE_ROW_FIELDS), "title", "source_path", "access_scope", "access_groups", "scope_labels",
+]  # fmt: skip
+ANSWER_SOURCE_COLUMNS = {"audience": "audience", "about_version": "about_version", "scope_labels": "answer_scope_labels",
+                         "created_at": "answer_created_at"}  # fmt: skip
 
 
 def read_citation_status(store_root: Path | str, target_version: str) -> pl.DataFrame | None:
@@ -33,10 +40,10 @@ def read_citation_status(store_root: Path | str, target_version: str) -> pl.Data
     return pl.read_parquet(path, columns=STATUS_COLUMNS) if path.exists() else None
 
 
-def answers_from_file(path: Path | str, corpus) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(claims, citations) of the answers in a JSONL/Parquet answers file, without registering them; citations by
-    document are anchored into `corpus` (a CorpusStore) as registration anchors them, those it cannot anchor
-    kept unanchored."""
+def answers_from_file(path: Path | str, corpus) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(answers, claims, citations) of the answers in a JSONL/Parquet answers file, without registering them;
+    citations by document are anchored into `corpus` (a CorpusStore) as registration anchors them, those it cannot
+    anchor kept unanchored."""
     parsed, errors = read_answer_records(Path(path))
     if errors:
         raise AnswersFileError(f"{path}: " + "; ".join(str(e) for e in errors))
@@ -44,18 +51,25 @@ def answers_from_file(path: Path | str, corpus) -> tuple[pl.DataFrame, pl.DataFr
     registered_at = datetime.now(timezone.utc)
     rows = [answer_rows(answer, 1, str(path), registered_at) for answer in parsed]
     return (
+        from_rows([row for answer in rows for row in answer["answers"]], ANSWERS),
         from_rows([row for answer in rows for row in answer["claims"]], CLAIMS),
         from_rows([row for answer in rows for row in answer["citations"]], CITATIONS),
     )
 
 
 def citation_evidence(
-    citations: pl.DataFrame, citation_status: pl.DataFrame | None, read_chunks: Callable[[list[str]], pl.DataFrame]
+    citations: pl.DataFrame,
+    citation_status: pl.DataFrame | None,
+    read_chunks: Callable[[list[str]], pl.DataFrame],
+    read_documents: Callable[[list[str]], pl.DataFrame] | None = None,
+    answers: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """Citations with the target-version chunk and stored span their evidence comes from.
+    """Citations with the target-version chunk and stored span their evidence comes from, and what the conflict
+    ranking and the audience check read: the evidence document's EVIDENCE_DOCUMENT_COLUMNS and the citing answer's
+    ANSWER_SOURCE_COLUMNS (renamed), when `read_documents` and `answers` are given.
 
-    read_chunks(chunk_ids) returns those chunks of the target version (EVIDENCE_CHUNK_COLUMNS): only the chunks
-    these citations resolve to are read.
+    read_chunks(chunk_ids) returns those chunks of the target version (EVIDENCE_CHUNK_COLUMNS), read_documents(doc_ids)
+    those documents (EVIDENCE_DOCUMENT_COLUMNS): only what these citations resolve to is read.
     """
     if citation_status is None:
         resolved = citations.with_columns(
@@ -72,7 +86,14 @@ def citation_evidence(
         pl.col("text").alias("chunk_text"),
         pl.col("start_char").alias("chunk_start_char"),
     )
-    return resolved.join(chunks, on="evidence_chunk_id", how="left")
+    evidence = resolved.join(chunks, on="evidence_chunk_id", how="left")
+    if read_documents is not None:
+        documents = read_documents(evidence["doc_id"].drop_nulls().unique().to_list()).select(EVIDENCE_DOCUMENT_COLUMNS)
+        evidence = evidence.join(documents, on="doc_id", how="left")
+    if answers is not None:
+        asked = answers.select("answer_id", "revision", *ANSWER_SOURCE_COLUMNS).rename(ANSWER_SOURCE_COLUMNS)
+        evidence = evidence.join(asked, on=["answer_id", "revision"], how="left")
+    return evidence
 
 
 def _from_status(citations: pl.DataFrame, citation_status: pl.DataFrame) -> pl.DataFrame:

@@ -6,6 +6,8 @@ from pathlib import Path
 import click
 
 from citekeeper.language import ENGLISH, MULTILINGUAL, ModelChoice
+from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS
+from verifiers.conflicts import RankingSettings
 from verifiers.checkers import PROTOCOLS
 from citekeeper.outputs import DIRECTORY
 from pipelines.cli_common import OutputCommand, OutputPath, language_option, reading, store_option
@@ -48,6 +50,17 @@ from pipelines.cli_common import OutputCommand, OutputPath, language_option, rea
               help="Verify only answer shard I of N (a stable hash of answer_id); run every shard with the same "
                    "--run-id, then `citekeeper verify-merge`.")  # fmt: skip
 @click.option("--run-id", default=None, help="The run's id (default: a new timestamp); the shards of one run share it.")
+@click.option("--rank-weight", "rank_weights", multiple=True, metavar="TERM=W",
+              help="A weight of the conflict ranking S = w_a*authority + w_t*time + w_s*scope + w_v*support - "
+                   "w_x*penalty, e.g. --rank-weight authority=2; repeat per term. [defaults: authority 1, the others 0.5]")
+@click.option("--conflict-margin", type=click.FloatRange(0.0), default=RankingSettings.margin, show_default=True,
+              help="The lead in S by which the best evidence of one side decides a conflict; under it the claim stays conflicted.")
+@click.option("--half-life-days", type=click.FloatRange(0.0, min_open=True), default=RankingSettings.half_life_days,
+              show_default=True, help="Time term of a dated source without a version to match: it halves every this many days "
+                                      "before the answer was given.")  # fmt: skip
+@click.option("--authority-levels", default=None, metavar="L1,L2,...",
+              help="The authority vocabulary, most authoritative first (as ingest was given it). "
+                   f"[default: {','.join(DEFAULT_AUTHORITY_LEVELS)}]")  # fmt: skip
 def verify_command(
     store_dir: Path,
     version: str | None,
@@ -65,6 +78,10 @@ def verify_command(
     threads: int | None,
     shard_spec: str | None,
     run_id: str | None,
+    rank_weights: tuple[str, ...],
+    conflict_margin: float,
+    half_life_days: float,
+    authority_levels: str | None,
 ) -> None:
     """Check every claim against its cited evidence (anchoring, lexical fast path, NLI) and write Parquet."""
     from citekeeper.language import sample_store_texts
@@ -84,6 +101,7 @@ def verify_command(
         raise click.BadParameter(str(exc), param_hint="--shard") from None
     if shard is not None and run_id is None:
         raise click.UsageError("--shard needs --run-id: every shard of one run writes under the same run id")
+    settings = _verify_settings(rank_weights, conflict_margin, half_life_days, authority_levels)
     store = CorpusStore.from_env(store_dir)
     with reading(store):  # gc waits until the run has read its version and written its tables
         try:
@@ -109,7 +127,7 @@ def verify_command(
                 click.echo(f"licence: {notice}", err=True)
         try:
             result, _ = verify_store(store, out_dir, version=version, answers_file=answers_file, scorer=scorer,
-                                         run_id=run_id, shard=shard)  # fmt: skip
+                                     settings=settings, run_id=run_id, shard=shard)  # fmt: skip
         except (StoreError, AnswersFileError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
     run = result.run.row(0, named=True)
@@ -119,6 +137,25 @@ def verify_command(
                    f"--out {out_dir} --version {version} --run-id {run['run_id']}` once every shard has run")
         return
     _fail_under(run, fail_under)
+
+
+def _verify_settings(rank_weights: tuple[str, ...], margin: float, half_life_days: float, levels: str | None):
+    """VerifySettings of the ranking options; a malformed --rank-weight or an unknown term is a usage error."""
+    from verifiers.conflicts import ranking_settings
+    from verifiers.engine import VerifySettings
+
+    weights = {}
+    for given in rank_weights:
+        term, _, value = given.partition("=")
+        try:
+            weights[term.strip()] = float(value)
+        except ValueError:
+            raise click.BadParameter(f"{given!r} is not TERM=WEIGHT (e.g. authority=2)", param_hint="--rank-weight") from None
+    names = tuple(name.strip() for name in levels.split(",")) if levels else DEFAULT_AUTHORITY_LEVELS
+    try:
+        return VerifySettings(ranking=ranking_settings(weights, margin, half_life_days, names))
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def _fail_under(run: dict, fail_under: float | None) -> None:
@@ -143,6 +180,9 @@ def _summary(run: dict, output_dir: Path, choice: ModelChoice | None = None) -> 
         f"supported rate {pct(run['supported_rate'])} | evidence coverage {pct(run['evidence_coverage'])} | "
         f"citation precision {pct(run['citation_precision'])} | locatability {pct(run['locatability'])} | "
         f"traceability {pct(run['traceability_rate'])}",
+        f"conflicts decided by ranking {run['n_conflicts_decided']} ({pct(run['decided_by_ranking_rate'])}), "
+        f"open {run['n_conflicts_open']} ({pct(run['open_conflict_rate'])}) | citations out of scope "
+        f"{run['n_citations_out_of_scope']} ({pct(run['out_of_scope_rate'])})",
         f"pairs {run['n_pairs']} ({run['n_unique_pairs']} distinct): lexical {run['lexical_decisions']}, "
         f"cache hits {run['cache_hits']}, model calls {run['model_calls']}",
         f"output: {output_dir}",

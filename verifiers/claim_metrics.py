@@ -163,10 +163,13 @@ METRICS = {
     "citation_precision": _ratio("n_citations_supporting", "n_citations"),
     "claim_completeness": _ratio("n_supported", "n_claims"),
     "locatability": _ratio("n_citations_locatable", "n_citations"),
+    # the source model (issue 31): claims whose conflict the ranking decided, or left open; citations of documents
+    # outside their answer's audience
     "decided_by_ranking_rate": _ratio("n_conflicts_decided", "n_claims"),
     "open_conflict_rate": _ratio("n_conflicts_open", "n_claims"),
     "out_of_scope_rate": _ratio("n_citations_out_of_scope", "n_citations"),
 }
+SOURCE_MODEL_RATES = ("decided_by_ranking_rate", "open_conflict_rate", "out_of_scope_rate")
 _COUNTS = [
     "n_claims", "n_needing_evidence", "n_covered", "n_citations", "n_citations_supporting", "n_citations_locatable",
     *SOURCE_MODEL_COUNTS,

@@ -4,6 +4,7 @@ citation entails and another contradicts takes the side whose best evidence lead
 conflict stays open. Reasons name the sources (never an aggregate_only one) and never quote their text."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import polars as pl
@@ -39,10 +40,26 @@ class RankingSettings:
             raise ValueError(f"half_life_days must be more than 0, not {self.half_life_days}")
         if self.margin < 0:
             raise ValueError(f"the conflict margin must be 0 or more, not {self.margin}")
+        if not self.authority_levels or len(set(self.authority_levels)) != len(self.authority_levels):
+            raise ValueError(f"authority levels must be named once each, most authoritative first: {list(self.authority_levels)}")
 
     def key(self) -> str:
         weights = ",".join(f"{term}={getattr(self, weight)}" for term, weight in TERMS.items())
         return f"rank({weights};margin={self.margin};half_life={self.half_life_days}d;authority={'>'.join(self.authority_levels)})"
+
+
+def ranking_settings(
+    weights: Mapping[str, float], margin: float, half_life_days: float, authority_levels: tuple[str, ...]
+) -> RankingSettings:
+    """RankingSettings from weights named by term (authority, time, scope, support, penalty; an unnamed one keeps
+    its default), as the CLI and the Dagster resource take them. ValueError names an unknown term."""
+    unknown = sorted(set(weights) - set(TERMS))
+    if unknown:
+        raise ValueError(f"unknown ranking term(s) {unknown}: weigh {', '.join(TERMS)}")
+    return RankingSettings(
+        **{TERMS[term]: float(weight) for term, weight in weights.items()},
+        margin=margin, half_life_days=half_life_days, authority_levels=tuple(authority_levels),
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------ the terms

@@ -14,14 +14,17 @@ import polars as pl
 
 from citekeeper.answer_store import ANSWER_BATCH, AnswerStore
 from citekeeper.store import CorpusStore
-from citekeeper.schema import CITATIONS, CLAIMS
+from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from citekeeper.tables import empty, read_parquet
 from citekeeper.layout import run_table_files
 from citekeeper.sharding import Shard
+from citekeeper.scope import aggregate_documents, withhold_documents
 from verifiers.claim_metrics import status_counts
 from verifiers.engine import TABLES, VerifySettings, model_values, verify_tables
 from verifiers.run_tally import new_run_id, run_stats, run_table
-from changes.evidence import EVIDENCE_CHUNK_COLUMNS, answers_from_file, citation_evidence, read_citation_status
+from changes.evidence import (
+    EVIDENCE_CHUNK_COLUMNS, EVIDENCE_DOCUMENT_COLUMNS, answers_from_file, citation_evidence, read_citation_status,
+)  # fmt: skip
 from verifiers.nli import Scorer
 from verifiers.verdict_cache import VerdictCache
 from verifiers.verify_output import RunWriter
@@ -87,12 +90,15 @@ def verify_store(
         def read_chunks(chunk_ids: list[str]) -> pl.DataFrame:
             return store.read_chunks(version, columns=EVIDENCE_CHUNK_COLUMNS, chunk_ids=chunk_ids)
 
-        tallies = []
+        def read_documents(doc_ids: list[str]) -> pl.DataFrame:
+            return store.read_documents(version, columns=EVIDENCE_DOCUMENT_COLUMNS, doc_ids=doc_ids)
+
+        tallies, withheld = [], aggregate_documents(store, [version])  # aggregate_only: counted, never named
         with RunWriter(out_dir, version, run_id, shard) as out:
-            for claims, citations in _answer_batches(store, answers_file, answers_per_batch, shard):
-                evidence = citation_evidence(citations, status, read_chunks)
+            for answers, claims, citations in _answer_batches(store, answers_file, answers_per_batch, shard):
+                evidence = citation_evidence(citations, status, read_chunks, read_documents, answers)
                 frames, tally = verify_tables(claims, evidence, version, scorer, settings, cache, run_id)
-                out.write(frames)
+                out.write({**frames, "pairs": withhold_documents(frames["pairs"], withheld)})
                 tallies.append(tally)
                 if cache is not None:
                     cache.flush(run_id)  # a run stopped midway keeps the verdicts of its finished batches
@@ -105,18 +111,19 @@ def verify_store(
         return StoredRun(run, out.directory), paths
 
 
+ANSWER_TABLES = ("answers", "claims", "citations")
+
+
 def _answer_batches(
     store: CorpusStore, answers_file: Path | str | None, answers_per_batch: int, shard: Shard | None
-) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
-    """(claims, citations) of the current answers, a batch at a time, at least one (maybe empty); an answers file
-    is one batch (it is read whole to report its bad lines before anything runs)."""
+) -> Iterator[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]]:
+    """(answers, claims, citations) of the current answers, a batch at a time, at least one (maybe empty); an
+    answers file is one batch (it is read whole to report its bad lines before anything runs)."""
     if answers_file is not None:
-        claims, citations = answers_from_file(answers_file, store)
-        if shard is not None:
-            claims, citations = claims.filter(shard.owned("answer_id")), citations.filter(shard.owned("answer_id"))
-        yield claims, citations
+        frames = answers_from_file(answers_file, store)
+        yield tuple(frame.filter(shard.owned("answer_id")) for frame in frames) if shard is not None else frames
         return
-    batches = AnswerStore(store.root).snapshot().current_batches(("claims", "citations"), answers_per_batch, shard)
-    first = next(batches, {"claims": empty(CLAIMS), "citations": empty(CITATIONS)})
+    batches = AnswerStore(store.root).snapshot().current_batches(ANSWER_TABLES, answers_per_batch, shard)
+    first = next(batches, {"answers": empty(ANSWERS), "claims": empty(CLAIMS), "citations": empty(CITATIONS)})
     for batch in itertools.chain([first], batches):
-        yield batch["claims"], batch["citations"]
+        yield tuple(batch[table] for table in ANSWER_TABLES)
