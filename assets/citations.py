@@ -37,7 +37,7 @@ def chunk_diff(context: dg.AssetExecutionContext, store: StoreResource) -> dg.Ma
         note = "first corpus version" if parent is None else f"parent {parent} was pruned by gc"
         return dg.MaterializeResult(metadata={"parent": parent or "", "note": f"{note}: nothing to diff",
                                               "duration_s": _seconds_since(started)})
-    diff = diff_versions(corpus, parent, version)
+    diff = diff_versions(corpus, parent, version).shared(corpus)
     changed = diff.changed_docs().select("change", "old_source_path", "new_source_path")
     return dg.MaterializeResult(
         metadata={
@@ -101,14 +101,18 @@ def repaired_answers(
     """Every answer with a citation that can be re-pointed, as a new revision citing this version (JSONL and the
     per-citation repairs as Parquet); registered only when the run config says `apply: true`."""
     from changes.repair import repair_citations
+    from citekeeper.scope import aggregate_documents, withhold_documents
 
     started = time.perf_counter()
-    result = repair_citations(store.corpus_store(), context.partition_key, min_score=config.min_score, apply=config.apply)
+    corpus = store.corpus_store()
+    result = repair_citations(corpus, context.partition_key, min_score=config.min_score, apply=config.apply)
     if result.applied is not None:
         for error in result.applied.errors:
             context.log.warning(f"event=repair_not_applied error={str(error)!r}")
     summary = result.summary()
-    needing_review = result.repairs.filter(pl.col("needs_review")).select("answer_id", "claim_id", "reason")
+    needing_review = withhold_documents(result.repairs.filter(pl.col("needs_review")), aggregate_documents(corpus)).select(
+        "answer_id", "claim_id", "reason"
+    )
     return dg.MaterializeResult(
         metadata={
             "applied": summary["applied"],

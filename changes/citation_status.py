@@ -12,7 +12,7 @@ from citekeeper.answer_store import AnswerStore
 from citekeeper.locate import MATCH_EXACT, MATCH_NORMALIZED, locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF, LOST_STATUSES
-from citekeeper.scope import ACCESS_SCOPES, INTERNAL, USER_VISIBLE, visible_from
+from citekeeper.scope import ACCESS_SCOPES, INTERNAL, USER_VISIBLE, aggregate_documents, visible_from, withhold_documents
 from citekeeper.store import reading_store
 from citekeeper.tables import ParquetStream, conform, counts_of, empty, read_parquet, write_parquet
 from changes.diff import VersionDiff, diff_versions
@@ -391,7 +391,9 @@ def check_citations(
             outlines.append(status.select(OUTLINE_COLUMNS))
             doc_diffs.update(judged_on)
     outline = pl.concat(outlines) if outlines else empty(CITATION_STATUS).select(OUTLINE_COLUMNS)
-    radius = blast_radius(outline, list(doc_diffs.values()), target_version)
+    # stored for reports only: aggregate_only documents counted, never named
+    withheld = aggregate_documents(store, [target_version, *doc_diffs])
+    radius = withhold_documents(blast_radius(outline, list(doc_diffs.values()), target_version), withheld)
     return CitationCheck(
         target_version, outline, radius, out.path, write_parquet(radius, BLAST_RADIUS, store.layout.blast_radius_file(target_version))
     )

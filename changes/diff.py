@@ -6,7 +6,7 @@ import bisect
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -14,6 +14,7 @@ from rapidfuzz import fuzz, process
 
 from citekeeper.native_locator import LOCATOR_COLUMNS
 from citekeeper.schema import CHUNK_DIFF, DOC_DIFF
+from citekeeper.scope import aggregate_documents, withhold_documents
 from citekeeper.tables import conform, counts_of, read_parquet, write_parquet
 
 DOC_COLUMNS = ["doc_id", "doc_content_hash", "source_path"]
@@ -38,6 +39,11 @@ class VersionDiff:
 
     def changed_docs(self) -> pl.DataFrame:
         return self.docs.filter(pl.col("change") != "unchanged")
+
+    def shared(self, store) -> VersionDiff:
+        """This diff as shared outputs show it: the doc_ids and paths of aggregate_only documents withheld."""
+        withheld = aggregate_documents(store, [self.old_version, self.new_version])
+        return replace(self, chunks=withhold_documents(self.chunks, withheld), docs=withhold_documents(self.docs, withheld))
 
 
 def _counts(frame: pl.DataFrame) -> dict[str, int]:

@@ -13,7 +13,7 @@ from citekeeper.answers import ANCHORED_BY_CHUNK, UNANCHORED, citation_entries
 from citekeeper.files import atomic_open, atomic_write_text
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import CITATION_STATUS, LOST_STATUSES, REPAIR_KINDS, REPAIRS
-from citekeeper.scope import REDACTED, crosses_into_internal, internal
+from citekeeper.scope import REDACTED, aggregate_documents, crosses_into_internal, internal, withhold_documents
 from citekeeper.store import reading_store
 from citekeeper.tables import conform, counts_of, read_parquet, write_parquet
 from changes.citation_status import Suggester, check_citations
@@ -332,7 +332,8 @@ def repair_citations(
     stored_jsonl = _write_jsonl(records, layout.repaired_answers_file(target_version))
     paths = {"jsonl": stored_jsonl}
     if out is not None:
-        shared = records if include_internal_text else repaired_records(repairs, answers, target_version, withhold=True)
+        withheld = withhold_documents(repairs, aggregate_documents(store))  # aggregate_only: counted, never named
+        shared = records if include_internal_text else repaired_records(withheld, answers, target_version, withhold=True)
         paths["out"] = _write_jsonl(shared, out)
     applied = None
     if apply and records:

@@ -8,12 +8,14 @@ from citekeeper.anchor import REVIEW_METHODS
 from citekeeper.answer_store import AnswerSnapshot, AnswerStore
 from citekeeper.locate import locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
-from citekeeper.schema import ANSWER_EXPORT
-from citekeeper.scope import withheld
+from citekeeper.schema import ANSWER_EXPORT, SOURCE_ROW_FIELDS
+from citekeeper.scope import redact_rows
 from citekeeper.store import READ_SCHEMAS
 from citekeeper.tables import conform, empty
 
-CHUNK_COLUMNS = ["chunk_id", "doc_id", "source_path", "text", "start_char", "access_scope", *LOCATOR_COLUMNS]
+# What a citation row shows of its chunk's document: where it is, its level, and its source fields.
+SOURCE_COLUMNS = ["title", "summary", *(f.name for f in SOURCE_ROW_FIELDS)]
+CHUNK_COLUMNS = ["chunk_id", "doc_id", "source_path", "text", "start_char", "access_scope", *LOCATOR_COLUMNS, *SOURCE_COLUMNS]
 
 
 class UnknownAnswer(KeyError):
@@ -30,7 +32,8 @@ def answer_list(store) -> pl.DataFrame:
 
 def citation_rows(store, answer_id: str | None = None, include_internal_text: bool = False) -> pl.DataFrame:
     """ANSWER_EXPORT rows of the current answers (or of one): each citation with its document, locator and the
-    span of its quote in the version it cites; internal_only quotes withheld unless `include_internal_text`."""
+    span of its quote in the version it cites, and the document's source fields; what each row's visibility level
+    withholds (citekeeper.scope.redact_rows) withheld unless `include_internal_text`."""
     return _citation_rows(store, AnswerStore(store.root).snapshot(), answer_id, include_internal_text)
 
 
@@ -55,7 +58,7 @@ def _citation_rows(store, answers: AnswerSnapshot, answer_id: str | None, includ
         "answer_id", "revision", "claim_id", "claim_index", pl.col("text").alias("claim_text"), pl.col("status").alias("claim_status")
     ).join(located, on=["answer_id", "revision", "claim_id"], how="left")
     if not include_internal_text:
-        rows = rows.with_columns(withheld("quote", "access_scope"))
+        rows = redact_rows(rows, "access_scope")
     return conform(rows, ANSWER_EXPORT).sort("answer_id", "claim_index", "citation_index", nulls_last=True)
 
 

@@ -150,7 +150,8 @@ def diff_command(old: str, new: str, out: Path | None, force: bool, as_json: boo
     from citekeeper.tables import write_parquet
 
     try:
-        diff = diff_versions(CorpusStore.from_env(store_dir), old, new)
+        store = CorpusStore.from_env(store_dir)
+        diff = diff_versions(store, old, new).shared(store)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
     if out is not None:

@@ -22,10 +22,11 @@ def history_command(answer_id: str, as_json: bool, store_dir: Path) -> None:
     """
     from citekeeper.store import CorpusStore, StoreError
     from changes.history import UnknownAnswer, answer_history
-    from reports.history import format_history
+    from reports.history import format_history, shared_history
 
     try:
-        history = answer_history(CorpusStore.from_env(store_dir), [answer_id])
+        store = CorpusStore.from_env(store_dir)
+        history = shared_history(answer_history(store, [answer_id]), store)
     except (UnknownAnswer, StoreError) as exc:
         raise click.ClickException(str(exc)) from None
     (document,) = history.documents()

@@ -1,12 +1,26 @@
 """Claim histories for people: a text timeline (`citekeeper history`) and the HTML report's `#history` section.
 
-The HTML shows paths, statuses and reasons, never document text, so the report's internal_only redaction holds.
+Both show paths, statuses and reasons, never document text, so the report's redaction of text holds; the paths,
+doc_ids and reasons of aggregate_only documents are withheld (shared_history).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from html import escape
 
+from citekeeper.scope import aggregate_documents, withhold_documents
 from changes.history import History
+
+# History.citations columns named apart from what they are: the document a citation rested on at the previous
+# version, and that document's path at the previous and at this version.
+_RESTED = {"rested_doc": "old_doc_id", "doc_old_path": "old_source_path", "doc_new_path": "new_source_path"}
+
+
+def shared_history(history: History, store) -> History:
+    """`history` as shared outputs show it: every mention of an aggregate_only document of `store` withheld."""
+    documents = aggregate_documents(store)
+    return replace(history, citations=withhold_documents(history.citations, documents, _RESTED))
+
 
 def describe_cause(cause: dict) -> str:
     """One line: what caused a transition."""

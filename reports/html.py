@@ -1,7 +1,9 @@
 """The stale-citation report: one self-contained HTML page.
 
 Sections in order: summary, plots, blast radius, evidence cards per answer (word diff, re-anchoring, repair)
-and, from a store, history. All document text is escaped; internal_only text is replaced by a note.
+and, from a store, history. All document text is escaped; what a row's visibility level withholds is replaced by
+a note (citekeeper.scope): a redacted source shows "title — source_url — summary", an aggregate_only one its status
+alone, counted, never named.
 """
 from __future__ import annotations
 
@@ -17,11 +19,11 @@ from citekeeper.answer_store import AnswerStore
 from citekeeper.files import atomic_write_text
 from citekeeper.outputs import REPORT_MARKER
 from citekeeper.schema import CITATION_STATUSES, LOST_STATUSES
-from citekeeper.scope import REDACTED, redact_status
+from citekeeper.scope import AGGREGATE_ONLY, is_withheld, redact_status, strictest
 from changes.history import answer_history
-from reports.history import history_section
+from reports.history import history_section, shared_history
 from reports.plots import STATUS_COLORS, report_plots
-from reports.terminal import unsearched_clause
+from reports.terminal import source_line, unsearched_clause
 from changes.repair import card_repairs
 
 STATUS_ORDER = {s: i for i, s in enumerate(reversed(CITATION_STATUSES))}  # worst first
@@ -36,7 +38,8 @@ table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:.25rem .6r
 .card{border-left:4px solid #d0d7de;margin:.6rem 0;padding:.3rem .8rem;background:#f6f8fa}
 .text{white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:12px;background:#fff;padding:.4rem;border:1px solid #eaeef2}
 del{background:#ffebe9;text-decoration:line-through}ins{background:#dafbe1;text-decoration:none}
-.redacted{color:#6e7781;font-style:italic}.loc{color:#57606a;font-size:12px}
+.redacted{color:#6e7781;font-style:italic}.loc{color:#57606a;font-size:12px}.source{color:#57606a}
+.updated{background:#fff8c5;border:1px solid #d4a72c;border-radius:1em;padding:0 .5em;font-size:12px}
 """ + "".join(f".{status}{{background:{color}}}" for status, color in STATUS_COLORS.items())
 
 
@@ -44,8 +47,8 @@ def _text(value: str | None) -> str:
     """Escaped text; what citekeeper.scope withheld is shown as withheld."""
     if value is None:
         return ""
-    if value == REDACTED:
-        return f'<span class="redacted">{escape(REDACTED)}</span>'
+    if is_withheld(value):
+        return f'<span class="redacted">{escape(value)}</span>'
     return escape(value)
 
 
@@ -73,9 +76,14 @@ def _locator(source_path, chunk_id, start, end, native: str | None = None) -> st
 
 def _card(row: dict) -> str:
     status = row["status"]
+    head = f'<div class="card" id="citation-{escape(row["citation_id"])}"><p><span class="badge {escape(status)}">{escape(status)}</span> '
+    if strictest(s for s in (row["access_scope"], row["new_access_scope"]) if s is not None) == AGGREGATE_ONLY:
+        return f"{head}{_text(row['reason'])}</p></div>"  # counted, never named
+    updated = ' <span class="updated">updated after retrieval</span>' if row.get("updated_after_retrieval") else ""
+    source = source_line(row)
     parts = [
-        f'<div class="card" id="citation-{escape(row["citation_id"])}">',
-        f'<p><span class="badge {escape(status)}">{escape(status)}</span> {escape(row["reason"])}</p>',
+        f"{head}{_text(row['reason'])}{updated}</p>",
+        *([f'<p class="source">{escape(source)}</p>'] if source else []),
         f'<p class="loc">old: {_locator(row["source_path"], row["chunk_id"], row["old_start_char"], row["old_end_char"], row["old_locator"])}'
         f' ({escape(row["cited_version"])})<br>new: '
         f'{_locator(row["new_source_path"], row["new_chunk_id"], row["new_start_char"], row["new_end_char"], row["new_locator"])}'
@@ -204,7 +212,7 @@ def write_store_report(path: Path, store, target_version: str, status: pl.DataFr
     answers = AnswerStore(store.root).snapshot()  # answers and claims of one commit
     status = status.join(card_repairs(store, target_version, status), on="citation_id", how="left")
     plots = report_plots(store.root, [m.name for m in store.versions()], target_version, blast_radius)
-    history = history_section(answer_history(store, until=target_version))
+    history = history_section(shared_history(answer_history(store, until=target_version), store))
     return write_html(
         path, status, blast_radius, answers.answers(), answers.claims(), target_version, plots_html=plots, history_html=history
     )

@@ -4,12 +4,21 @@ from __future__ import annotations
 import polars as pl
 
 from citekeeper.schema import CITATION_STATUSES, LOST_STATUSES, NOT_HOLDING_STATUSES
+from citekeeper.scope import is_withheld
 from citekeeper.text import printable
+
 
 def unsearched_clause(status: pl.DataFrame) -> str:
     """How many lost citations a `stale --no-reanchor` left without a search, as a clause ("" when none)."""
     n = status.filter(pl.col("reanchored").eq(False)).height
     return f" ({n} not searched: stale --no-reanchor; repair re-anchors them)" if n else ""
+
+
+def source_line(row: dict) -> str:
+    """What a row shows of its source, as "title — source_url — summary" (the parts it has, none withheld): all a
+    redacted source shows instead of its text; "" when it has none."""
+    parts = [row.get(key) for key in ("title", "source_url", "summary")]
+    return " — ".join(part for part in parts if part and not is_withheld(part))
 
 
 def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_version: str, top: int = 5) -> str:

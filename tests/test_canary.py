@@ -1,8 +1,12 @@
-"""The canary (issue #21): a unique string sits only in internal_only text, made so by a sidecar, by front
-matter (one that a sidecar contradicts, with the canary in the front matter too), by a symlink and by a later
-scope change; and a public answer quotes it as if a public page said so (its quote anchors nowhere). Every CLI command and every Dagster asset runs over the
-store, repair --apply and verification included; the canary must appear in no shared output file and no line
-printed or recorded as metadata, unless --include-internal-text was given (and then the file says so)."""
+"""The canary (issues #21, #31): a unique string sits only in withheld text: internal_only text, made so by a
+sidecar, by front matter (one that a sidecar contradicts, with the canary in the front matter too), by a symlink and
+by a later scope change; a `redacted` page's text (its sidecar's title, link and summary are shown, and hold no
+canary); and an `aggregate_only` page whose text, title, file path and URL all hold it (front matter says
+aggregate_only, its sidecar user_visible: the strictest holds). A public answer quotes internal text as if a public
+page said so (its quote anchors nowhere). Every CLI command and every Dagster asset runs over the store, repair
+--apply and verification included; the canary, and the aggregate_only page's doc_id, must appear in no shared output
+file and no line printed or recorded as metadata, unless --include-internal-text was given (and then the file says
+so)."""
 from __future__ import annotations
 
 import json
@@ -20,13 +24,17 @@ from assets import corpus as ingest_assets
 from assets import verification as verification_assets
 from assets.partitions import corpus_versions
 from tests.dagster_settings import settings
-from citekeeper.scope import RAW_TEXT_KEY, REDACTED
+from citekeeper.scope import AGGREGATE_MARK, RAW_TEXT_KEY, REDACTED, WITHHELD_TEXT
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
 
 CANARY = "QUOKKA-7F3A-CANARY"
 PUBLIC = "Deploys run on Fridays after a second review of every change."
 MOVED = "Rollbacks are rehearsed each quarter by the platform team on call."
+# What the redacted page shows instead of its text (its sidecar's), and the aggregate_only page's path.
+PRICING_TITLE, PRICING_URL = "Pricing overview", "https://docs.example.com/pricing/"
+PRICING_SUMMARY = "How the plans are priced, in one paragraph."
+AGGREGATE_PATH = f"metrics/{CANARY}-usage.md"
 
 
 def tree(version: int) -> dict[str, str]:
@@ -42,8 +50,16 @@ def tree(version: int) -> dict[str, str]:
         "internal/board.md": f"---\naccess_scope: internal_only\ndescription: {CANARY} board notes\nmenu:\n  main:\n    "
                              f"weight: 3\n---\n# Board\n\nThe board approved {CANARY} on Monday.\n",
         "internal/board.md.citekeeper.json": '{"access_scope": "user_visible"}',
+        "redacted/pricing.md": f"# Pricing\n\nThe {CANARY} discount applies to annual plans only.\n",
+        "redacted/pricing.md.citekeeper.json": json.dumps(
+            {"access_scope": "redacted", "title": PRICING_TITLE, "source_url": PRICING_URL, "summary": PRICING_SUMMARY}),
+        AGGREGATE_PATH: f"---\naccess_scope: aggregate_only\ntitle: {CANARY} usage\nurl: https://metrics.example.com/{CANARY}/\n"
+                        f"---\n# {CANARY} usage\n\nWeekly active seats of {CANARY} rose by a tenth.\n",
+        f"{AGGREGATE_PATH}.citekeeper.json": '{"access_scope": "user_visible"}',
     }
     if version == 2:
+        files[AGGREGATE_PATH] = files[AGGREGATE_PATH].replace("rose by a tenth", "fell by a fifth in March")
+        files["redacted/pricing.md"] += "\nMonthly plans are billed in arrears.\n"
         files["internal/plan.md"] += f"\n{MOVED.replace('each quarter', 'each quarter for ' + CANARY)}\n"
         files["public/later.md"] += f"\nThe {CANARY} budget is reviewed apart.\n"
         files["public/later.md.citekeeper.json"] = '{"access_scope": "internal_only"}'
@@ -89,6 +105,9 @@ def answers(store: CorpusStore) -> list[dict]:
         {"answer_id": "internal", "answer": "...", "corpus_version": "v1", "claims": [
             {"text": "The plan has a code name.", "citations": [{"chunk_id": cid("acquisition")}]},
             {"text": "Owners sign off.", "citations": [{"chunk_id": cid("Budget owners"), "quote": "Budget owners sign off on"}]}]},
+        {"answer_id": "restricted", "answer": "...", "corpus_version": "v1", "claims": [
+            {"text": "Annual plans get a discount.", "citations": [{"chunk_id": cid("discount applies"), "quote": f"The {CANARY} discount"}]},
+            {"text": "Seats rose.", "citations": [{"chunk_id": cid("Weekly active seats"), "quote": f"seats of {CANARY} rose"}]}]},
     ]  # fmt: skip
 
 
@@ -114,13 +133,21 @@ def shared_files(*roots: Path) -> list[Path]:
     return [p for root in roots for p in root.rglob("*") if p.is_file()]
 
 
-def leaks(path: Path) -> bool:
+def leaks(path: Path, secrets: tuple[str, ...] = (CANARY,)) -> bool:
     data = path.read_bytes()
-    if CANARY.encode() in data:
+    if any(secret.encode() in data for secret in secrets):
         return True
     if path.suffix == ".parquet":  # compressed pages: read the values
-        return CANARY in json.dumps(pl.read_parquet(path).to_dicts(), default=str)
+        values = json.dumps(pl.read_parquet(path).to_dicts(), default=str)
+        return any(secret in values for secret in secrets)
     return False
+
+
+def aggregate_doc_ids(store: CorpusStore) -> tuple[str, ...]:
+    docs = pl.concat(store.read_documents(v, columns=["doc_id", "access_scope"]) for v in ("v1", "v2"))
+    ids = tuple(docs.filter(pl.col("access_scope") == "aggregate_only")["doc_id"].unique())
+    assert ids
+    return ids
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +171,7 @@ def world(tmp_path_factory):
     run("repair", "--against", "v2", "--out", str(out / "repaired.jsonl"), "--min-score", "0.5", "--apply")
     run("repair", "--against", "v2", "--json", "--min-score", "0.5")
     run("stale", "--against", "v2", "--out", str(out / "status-after.parquet"))
-    for answer_id in ("public", "internal"):
+    for answer_id in ("public", "internal", "restricted"):
         run("history", answer_id)
         (out / f"history-{answer_id}.json").write_text(run("history", answer_id, "--json"))
     run("verify", "--no-model", "--version", "v2", "--out", str(out / "verify"))
@@ -152,7 +179,7 @@ def world(tmp_path_factory):
     run("verify", "--no-model", "--version", "v2", "--out", str(out / "verify"), "--shard", "1/2", "--run-id", "s")
     run("verify-merge", "--out", str(out / "verify"), "--version", "v2", "--run-id", "s", store=False)
     run("answers", "list")
-    for answer_id in ("public", "internal", "claims-public"):
+    for answer_id in ("public", "internal", "claims-public", "restricted"):
         run("answers", "show", answer_id)
     run("answers", "export", "--out", str(out / "answers.parquet"))
     run("gc", "--keep-last", "5", "--dry-run")
@@ -164,10 +191,27 @@ def test_no_cli_output_file_or_printed_line_holds_the_canary(world):
     docs = store.read_documents("v2", columns=["source_path", "access_scope"])
     internal = set(docs.filter(pl.col("access_scope") == "internal_only")["source_path"])
     assert {"internal/plan.md", "internal/memo.md", "internal/board.md", "public/plan-link.md", "public/later.md"} <= internal
+    assert dict(docs.filter(pl.col("source_path").str.contains("pricing|metrics")).iter_rows()) == {
+        "redacted/pricing.md": "redacted", AGGREGATE_PATH: "aggregate_only"}
     report = store.layout.citation_status_file("v2").parent / "report.html"
     files = [*shared_files(world["out"]), report] if report.exists() else shared_files(world["out"])
-    assert [p for p in files if leaks(p)] == []
-    assert CANARY not in "".join(world["run"].printed)
+    secrets = (CANARY, *aggregate_doc_ids(store))
+    assert [p for p in files if leaks(p, secrets)] == []
+    printed = "".join(world["run"].printed)
+    assert [secret for secret in secrets if secret in printed] == []
+
+
+def test_a_redacted_source_shows_its_title_link_and_summary_an_aggregate_one_only_counts(world):
+    report = (world["out"] / "report.html").read_text()
+    assert f"{PRICING_TITLE} — {PRICING_URL} — {PRICING_SUMMARY}" in report
+    assert "an aggregate_only source: counted, never quoted" in report
+    rows = pl.read_parquet(world["out"] / "answers.parquet").filter(pl.col("answer_id") == "restricted").sort("claim_index")
+    shown = rows.select("access_scope", "title", "source_url", "summary", "source_path").rows()
+    assert shown == [("redacted", PRICING_TITLE, PRICING_URL, PRICING_SUMMARY, "redacted/pricing.md"),
+                     ("aggregate_only", AGGREGATE_MARK, AGGREGATE_MARK, None, AGGREGATE_MARK)]  # fmt: skip
+    assert rows["quote"].to_list() == [WITHHELD_TEXT["redacted"], WITHHELD_TEXT["aggregate_only"]]
+    status = pl.read_parquet(world["out"] / "status.parquet").filter(pl.col("answer_id") == "restricted")
+    assert set(status["access_scope"]) == {"redacted", "aggregate_only"} and status.height == 2
 
 
 def test_a_public_citation_is_never_re_pointed_into_internal_text(world):
@@ -218,9 +262,10 @@ def test_no_dagster_asset_or_its_metadata_holds_the_canary(tmp_path):
             seen.append(str(event.event_specific_data))
         seen += [str(e.materialization.metadata) for e in result.get_asset_materialization_events()]
         seen += [str(e.metadata) for e in result.get_asset_check_evaluations()]
-    assert CANARY not in "\n".join(seen)
     store = CorpusStore(store_dir)
-    assert not leaks(store.layout.citation_status_file("v2").parent / "report.html")
+    secrets = (CANARY, *aggregate_doc_ids(store))
+    assert [secret for secret in secrets if secret in "\n".join(seen)] == []
+    assert not leaks(store.layout.citation_status_file("v2").parent / "report.html", secrets)
 
 
 def test_an_unanchored_quote_of_internal_text_is_withheld_and_says_why(world):

@@ -11,7 +11,8 @@ from citekeeper.answers import answer_rows, parse_answer
 from changes.citation_status import CHUNK_COLUMNS, blast_radius, judge
 from tests.chunk_frames import diff_frames
 from changes.reanchor import Reanchorer, reanchor
-from reports.html import REDACTED, render_html, word_diff
+from citekeeper.scope import REDACTED
+from reports.html import render_html, word_diff
 from reports.terminal import terminal_summary
 
 SCRIPT_OLD = 'Use <script>alert("pwned")</script> tags with care & escape them.'
