@@ -12,7 +12,7 @@ import dagster as dg
 import polars as pl
 
 from assets.partitions import corpus_versions
-from assets.resources import StoreResource, VerifierResource
+from assets.resources import IngestResource, StoreResource, VerifierResource
 from citekeeper.layout import StoreLayout, latest_run_dir, run_dir, run_table_files
 
 VERIFICATION = dg.AssetKey("verification")
@@ -48,14 +48,21 @@ def with_code_version(assets: list, verifier: VerifierResource) -> list:
     group_name="verification",
     description="Claim-level NLI verification of every registered answer against the corpus version.",
 )
-def verification(context: dg.AssetExecutionContext, store: StoreResource, verifier: VerifierResource) -> dg.MaterializeResult:
+def verification(
+    context: dg.AssetExecutionContext, store: StoreResource, verifier: VerifierResource, ingest: IngestResource
+) -> dg.MaterializeResult:
     from verifiers.verify_store import verify_store
 
     corpus = store.corpus_store()
     scorer, choice = configured_scorer(context.log, verifier, corpus, context.partition_key)
     result, _ = verify_store(corpus, corpus.layout.runs_dir, version=context.partition_key, scorer=scorer,
-                             settings=verifier.verify_settings())  # fmt: skip
+                             settings=verify_settings(verifier, ingest))  # fmt: skip
     return dg.MaterializeResult(metadata=run_metadata(result.run, result.directory, verifier, choice))
+
+
+def verify_settings(verifier: VerifierResource, ingest: IngestResource):
+    """The verifier's settings, ranking authority by the vocabulary the documents were ingested with."""
+    return verifier.verify_settings(tuple(ingest.authority_levels))
 
 
 def configured_scorer(log: dg.DagsterLogManager, verifier: VerifierResource, store, version: str):
@@ -162,14 +169,16 @@ def verify_shard_op(index: int, n_shards: int) -> dg.OpDefinition:
 
     @dg.op(name=f"verify_answer_shard_{index}", out=dg.Out(dg.Nothing),
            description=f"Verify answer shard {index} of {n_shards} against the partition's corpus version.")
-    def verify_answer_shard(context: dg.OpExecutionContext, store: StoreResource, verifier: VerifierResource) -> None:
+    def verify_answer_shard(
+        context: dg.OpExecutionContext, store: StoreResource, verifier: VerifierResource, ingest: IngestResource
+    ) -> None:
         from citekeeper.sharding import Shard
         from verifiers.verify_store import verify_store
 
         corpus, version = store.corpus_store(), context.partition_key
         scorer, _ = configured_scorer(context.log, verifier, corpus, version)
         result, _ = verify_store(corpus, corpus.layout.runs_dir, version=version, scorer=scorer,
-                                 settings=verifier.verify_settings(), run_id=sharded_run_id(context),
+                                 settings=verify_settings(verifier, ingest), run_id=sharded_run_id(context),
                                  shard=Shard(index, n_shards))  # fmt: skip
         run = result.run.row(0, named=True)
         context.log.info(f"event=verify_shard_done version={version} shard={index}/{n_shards} "

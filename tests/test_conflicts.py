@@ -175,29 +175,41 @@ def test_the_run_counts_the_source_model(run):
     assert "rank(authority=1.0" in row["thresholds"]
 
 
-def test_dagster_verification_takes_the_ranking_from_the_verifier_resource(world):
-    """Without the authority term the official spec no longer outranks the community article: that conflict
-    stays open; time and scope still decide theirs."""
+DAGSTER_CASES = {
+    # without the authority term the official spec no longer outranks the community article: that conflict stays open
+    "no authority weight": ({"rank_weights": {"authority": 0.0}}, ("conflicted", "open"), "authority=0.0"),
+    # the ingest resource's vocabulary reversed: the community article outranks the official spec
+    "reversed authority": ({"authority_levels": list(reversed(DEFAULT_AUTHORITY_LEVELS))}, ("supported", "decided"),
+                           "authority=community>"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", DAGSTER_CASES)
+def test_dagster_verification_ranks_by_the_resources_settings(world, case):
+    """The verifier resource's weights and the ingest resource's authority vocabulary reach the stored verdicts;
+    time and scope still decide their conflicts, the forum pages stay open."""
     from assets.verification import verification
     from tests.dagster_settings import settings
 
+    fields, authority_case, recorded = DAGSTER_CASES[case]
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v1"])
-    config = settings(store_dir=str(world["store"].root), nli_model=str(world["model"]), rank_weights={"authority": 0.0})
+    config = settings(store_dir=str(world["store"].root), nli_model=str(world["model"]), **fields)
     result = dg.materialize([verification], partition_key="v1", resources=config.resources(), instance=instance)
     assert result.success
     metadata = result.asset_materializations_for_node("verification")[0].metadata
-    assert (metadata["n_conflicts_decided"].value, metadata["n_conflicts_open"].value) == (2, 2)
+    n_open = 1 + (authority_case[1] == "open")
+    assert (metadata["n_conflicts_decided"].value, metadata["n_conflicts_open"].value) == (4 - n_open, n_open)
     assert metadata["n_citations_out_of_scope"].value == 1
     claims = claims_by_answer(pl.read_parquet(Path(metadata["output_dir"].value) / "claims.parquet"))
     assert {answer: (row["status"], row["conflict"]) for answer, row in claims.items()} == {
-        "a-authority": ("conflicted", "open"),
+        "a-authority": authority_case,
         "a-time": ("supported", "decided"),
         "a-scope": ("supported", "decided"),
         "a-open": ("conflicted", "open"),
         "a-staff": ("unsupported", None),
     }
-    assert "authority=0.0" in claims["a-authority"]["thresholds"]
+    assert recorded in claims["a-authority"]["thresholds"]
 
 
 # ------------------------------------------------------------------------------------------ against an oracle
