@@ -270,7 +270,7 @@ def read_sidecar(path: Path, root: Path, authority_levels: tuple[str, ...] = DEF
         if alias in data and name in data:
             raise MetadataError(f"sidecar {path.name}: {alias} and {name} name one field: give one of them")
     origin = f"sidecar {path.name}"
-    data = _validated({SIDECAR_ALIASES.get(key, key): value for key, value in data.items()}, origin)
+    data = {SIDECAR_ALIASES.get(key, key): value for key, value in _validated(data, origin).items()}
     return data | _interpreted(data, origin, authority_levels)
 
 
@@ -294,7 +294,7 @@ def _validated(values: dict, origin: str) -> dict:
     values = {key: value for key, value in values.items() if not (key == "title" and isinstance(value, str) and not value.strip())}
     checked = {}
     for key, value in values.items():
-        if key not in LIST_FIELDS:
+        if SIDECAR_ALIASES.get(key, key) not in LIST_FIELDS:
             checked[key] = _text(key, value, origin)
         elif isinstance(value, list):
             checked[key] = [_text(f"{key}[{i}]", item, origin) for i, item in enumerate(value)]
@@ -319,19 +319,19 @@ def _text(key: str, value: object, origin: str) -> str:
     return value.strip()
 
 
-def _interpreted(values: dict, origin: str, authority_levels: tuple[str, ...]) -> dict:
+def _interpreted(values: dict, origin: str, authority_levels: tuple[str, ...], label: str | None = None) -> dict:
     """The dates of `values` as UTC instants, once its authority is checked to be one of `authority_levels`.
-    Raises MetadataError naming the key."""
+    Raises MetadataError naming the key (`label`, where it was read from another key)."""
     authority = values.get("authority")
     if authority is not None and authority not in authority_levels:
-        raise MetadataError(f"{origin}: authority {authority!r} is not one of the authority levels {list(authority_levels)}")
+        raise MetadataError(f"{origin}: {label or 'authority'} {authority!r} is not one of the authority levels {list(authority_levels)}")
     dates = {}
     for key in DATE_FIELDS:
         if key in values:
             try:
                 dates[key] = parse_timestamp(values[key])
             except ValueError as exc:
-                raise MetadataError(f"{origin}: {key} {exc}") from None
+                raise MetadataError(f"{origin}: {label or key} {exc}") from None
     return dates
 
 
@@ -349,10 +349,10 @@ def front_matter_fields(
     found = {}
     for name, candidates in keys.items():
         for key in candidates:
-            origin = _key_origin(front_matter, key)
-            value = _front_matter_value(name, _lookup(front_matter.values, key), f"{origin}: {key}")
+            origin, label = _key_origin(front_matter, key), key if key == name else f"{key} ({name})"
+            value = _front_matter_value(name, _lookup(front_matter.values, key), origin, label)
             if value is not None:
-                found |= {name: value} | _interpreted({name: value}, f"{origin}: {key}", authority_levels)
+                found |= {name: value} | _interpreted({name: value}, origin, authority_levels, label)
                 break
     return found
 
@@ -372,17 +372,17 @@ def _lookup(values: object, key: str) -> object:
     return _lookup(values.get(head), rest) if dot else None
 
 
-def _front_matter_value(name: str, value: object, origin: str) -> str | list[str] | None:
+def _front_matter_value(name: str, value: object, origin: str, label: str) -> str | list[str] | None:
     """`value` as field `name` holds it (a text, or a list of texts for LIST_FIELDS: one text is a list of one),
-    None when it is of another kind."""
+    None when it is of another kind. Messages name the key by `label`."""
     if name in LIST_FIELDS:
         items = [value] if isinstance(value, str) else value
         if isinstance(items, list) and all(isinstance(item, str) and item.strip() for item in items):
-            return [_text(f"{name}[{i}]", item, origin) for i, item in enumerate(items)]
+            return [_text(f"{label}[{i}]", item, origin) for i, item in enumerate(items)]
         if name == "access_groups" and value is not None:
-            raise MetadataError(f"{origin}: access_groups must be a list of group names, got {value!r:.60}")
+            raise MetadataError(f"{origin}: {label} must be a list of group names, got {value!r:.60}")
         return None
-    return _text(name, value, origin) if isinstance(value, str) and value.strip() else None
+    return _text(label, value, origin) if isinstance(value, str) and value.strip() else None
 
 
 def given_source_fields(front_matter: dict, sidecars: list[dict]) -> dict:
