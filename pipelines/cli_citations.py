@@ -90,6 +90,7 @@ def answers_list(store_dir: Path) -> None:
 def answers_show(answer_id: str, include_internal_text: bool, store_dir: Path) -> None:
     """ANSWER_ID as registered: its claims, and each citation's document, locator and quote."""
     from citekeeper.answer_views import UnknownAnswer, shown_answer
+    from reports.terminal import source_line
 
     try:
         revision, rows = shown_answer(CorpusStore.from_env(store_dir), answer_id, include_internal_text)
@@ -105,6 +106,8 @@ def answers_show(answer_id: str, include_internal_text: bool, store_dir: Path) -
             where = " · ".join(str(p) for p in (cite["source_path"] or "chunk not in its version", cite["locator"], cite["chunk_id"],
                                                  f"chars {cite['start_char']}–{cite['end_char']}", cite["cited_version"]) if p is not None)  # fmt: skip
             click.echo(f"    [{cite['citation_index'] + 1}] {printable(where)}")
+            if source_line(cite):  # a redacted source shows this instead of its text
+                click.echo(f"        {printable(source_line(cite))}")
             if cite["anchored_by"] not in (None, "chunk_id"):  # cited by document: how registration anchored it
                 score = f" {cite['anchor_score']:.2f}" if cite["anchor_score"] is not None else ""
                 review = ", needs review" if cite["needs_review"] else ""

@@ -204,6 +204,7 @@ def test_no_cli_output_file_or_printed_line_holds_the_canary(world):
 def test_a_redacted_source_shows_its_title_link_and_summary_an_aggregate_one_only_counts(world):
     report = (world["out"] / "report.html").read_text()
     assert f"{PRICING_TITLE} — {PRICING_URL} — {PRICING_SUMMARY}" in report
+    assert f"{PRICING_TITLE} — {PRICING_URL} — {PRICING_SUMMARY}" in world["run"]("answers", "show", "restricted")
     assert "an aggregate_only source: counted, never quoted" in report
     rows = pl.read_parquet(world["out"] / "answers.parquet").filter(pl.col("answer_id") == "restricted").sort("claim_index")
     shown = rows.select("access_scope", "title", "source_url", "summary", "source_path").rows()
