@@ -283,7 +283,8 @@ def random_pair(rng: random.Random, answer: dict, sentence_index: int, citation_
         "updated_at": when(), "published_at": when(), "retrieved_at": when(),
         "citation_status": rng.choice([None, "valid", "drifted", "relocated"]),
         "scope_labels": maybe(rng.sample(["cloud", "eu", "api", "cli"], rng.randint(0, 3))),
-        "title": f"doc {citation_index}", "source_path": f"d{citation_index}.md", "access_scope": "user_visible",
+        "title": f"doc {citation_index}", "source_path": f"d{citation_index}.md",
+        "access_scope": rng.choice(["user_visible", "redacted", "internal_only", "aggregate_only"]),
     }  # fmt: skip
 
 
@@ -335,3 +336,6 @@ def test_the_decision_function_against_an_oracle_of_its_definition(seed):
         assert got["conflict_margin"] == pytest.approx(expected["lead"], abs=1e-9)
         if expected["term"] is not None:
             assert got["conflict_reason"].endswith(f"decided by {expected['term']})")
+        for pair in sentence:  # an aggregate_only source is never named
+            if pair["access_scope"] == "aggregate_only":
+                assert f'"{pair["title"]}"' not in got["conflict_reason"] and pair["source_path"] not in got["conflict_reason"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from citekeeper.scope import aggregate
 from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS, authority_weight
 from verifiers.claim_metrics import CLAIM_KEY
 
@@ -183,7 +184,7 @@ AGGREGATE_SOURCE = "an aggregate_only source"
 
 
 def _aggregate(side: str) -> pl.Expr:
-    return (pl.col(f"access_scope{side}") == "aggregate_only").fill_null(False)
+    return aggregate(f"access_scope{side}")  # fail closed: a value that is no level is aggregate_only
 
 
 def _who(side: str) -> pl.Expr:
