@@ -442,7 +442,7 @@ NLI_PAIRS = pa.schema(
         pa.field("citation_index", pa.int32(), nullable=False),
         pa.field("chunk_id", pa.string()),  # as cited (null: cited by document, not anchored)
         pa.field("citation_status", pa.string()),  # from the citation-status table; null when none was used
-        pa.field("anchor", pa.string(), nullable=False),  # exact|normalized|quote_not_found|no_quote|no_chunk
+        pa.field("anchor", pa.string(), nullable=False),  # exact|normalized|quote_not_found|no_quote|no_chunk|out_of_scope
         pa.field("locatable", pa.bool_(), nullable=False),
         pa.field("evidence_chunk_id", pa.string()),  # chunk of the target version judged (null: no evidence)
         pa.field("doc_id", pa.string()),

@@ -55,7 +55,8 @@ DESCRIBED_COLUMNS = frozenset(["reason", "anchor_note", "repair_reason"])
 
 
 def strictest(scopes: Iterable[str]) -> str:
-    return max(scopes, key=lambda scope: _RANK.get(scope, _STRICTEST))
+    """The strictest of `scopes`; user_visible when there are none (a row with no document is public)."""
+    return max(scopes, key=lambda scope: _RANK.get(scope, _STRICTEST), default=USER_VISIBLE)
 
 
 def is_withheld(value: object) -> bool:
