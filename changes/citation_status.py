@@ -1,6 +1,7 @@
 """Judge every registered citation against a target corpus version: one status each (valid, relocated, drifted,
-stale, removed, invalid; their meaning: docs/answers.md, "Judging citations"), re-anchoring suggestions for the
-stale and removed ones, and the blast radius per changed document."""
+stale, removed, invalid, out_of_scope; their meaning: docs/answers.md, "Judging citations"), re-anchoring
+suggestions for the stale and removed ones (never into a document outside the answer's audience), the cited
+document's source fields on every row, and the blast radius per changed document."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,11 +9,15 @@ from pathlib import Path
 
 import polars as pl
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answer_store import AnswerSnapshot, AnswerStore
 from citekeeper.locate import MATCH_EXACT, MATCH_NORMALIZED, locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
-from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF, LOST_STATUSES
-from citekeeper.scope import ACCESS_SCOPES, INTERNAL, USER_VISIBLE, aggregate_documents, visible_from, withhold_documents
+from citekeeper.schema import (
+    BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF, DOCUMENTS, LOST_STATUSES, SOURCE_ROW_FIELDS,
+)  # fmt: skip
+from citekeeper.scope import (
+    ACCESS_SCOPES, INTERNAL, USER_VISIBLE, aggregate_documents, outside_audience, visible_from, withhold_documents,
+)  # fmt: skip
 from citekeeper.store import reading_store
 from citekeeper.tables import ParquetStream, conform, counts_of, empty, read_parquet, write_parquet
 from changes.diff import VersionDiff, diff_versions
@@ -21,6 +26,54 @@ from changes.reanchor import Reanchorer, reanchor
 CITATION_BATCH = 50_000  # citations judged at a time by check_citations
 EVIDENCE = pl.coalesce("quote", "old_text")  # what a citation says: its quote, else its whole chunk
 CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char", "source_path", "access_scope", *LOCATOR_COLUMNS]
+# What a status row shows of its document, and the groups it is open to (the audience check).
+SHOWN_SOURCE = ["title", "summary", *(f.name for f in SOURCE_ROW_FIELDS)]
+SOURCE_COLUMNS = ["doc_id", "source_path", *SHOWN_SOURCE, "access_groups"]
+
+
+@dataclass(frozen=True)
+class DocumentSources:
+    """SOURCE_COLUMNS of the documents a group of citations of one cited version may rest on, at the cited version
+    and at the target: the cited documents (a citation registration could not anchor: the one it names) and the
+    target chunks' documents (where a successor is)."""
+
+    cited: pl.DataFrame
+    target: pl.DataFrame
+
+    @classmethod
+    def read(cls, store, citations: pl.DataFrame, cited: pl.DataFrame | None, target_chunks: pl.DataFrame,
+             cited_version: str, target_version: str) -> DocumentSources:  # fmt: skip
+        named = citations.filter(pl.col("chunk_id").is_null())
+        by_path = named["cited_source_path"].drop_nulls().unique()
+        wanted = pl.concat([named["cited_doc_id"].drop_nulls(), *([] if cited is None else [cited["doc_id"]])])
+        versions = [v for v in dict.fromkeys([cited_version, target_version]) if store.has_version(v)]
+        if by_path.len():  # a source_path names its document in either version
+            for version in versions:
+                paths = store.read_documents(version, columns=["doc_id", "source_path"])
+                wanted = pl.concat([wanted, paths.filter(pl.col("source_path").is_in(by_path.implode()))["doc_id"]])
+        wanted = wanted.unique()
+
+        def read(version: str, doc_ids: pl.Series) -> pl.DataFrame:
+            if version not in versions:
+                return pl.DataFrame(schema=empty_sources().schema)
+            return store.read_documents(version, columns=SOURCE_COLUMNS, doc_ids=doc_ids.to_list())
+
+        return cls(read(cited_version, wanted), read(target_version, pl.concat([wanted, target_chunks["doc_id"]]).unique()))
+
+
+def empty_sources() -> pl.DataFrame:
+    return empty(DOCUMENTS).select(SOURCE_COLUMNS)
+
+
+def with_audience(store, rows: pl.DataFrame, answers: AnswerSnapshot | None = None) -> pl.DataFrame:
+    """`rows` (of citations or their statuses) with their answer revision's `audience` (ANSWERS.audience), read for
+    their answers only; as they are when they have it."""
+    if "audience" in rows.columns:
+        return rows
+    keys = rows.select("answer_id", "revision").unique()
+    answers = answers or AnswerStore(store.root).snapshot()
+    audiences = answers.scan("answers").select("answer_id", "revision", "audience").join(keys.lazy(), on=["answer_id", "revision"], how="semi")
+    return rows.join(audiences.collect(), on=["answer_id", "revision"], how="left")
 
 
 def judge(
@@ -29,11 +82,13 @@ def judge(
     diff: VersionDiff | None,
     target_chunks: pl.DataFrame,
     target_version: str,
+    sources: DocumentSources | None = None,
 ) -> pl.DataFrame:
     """Status rows (CITATION_STATUS columns, no suggestions yet) for citations of ONE cited version.
 
     cited_chunks is None when the cited version is not in the store; diff is None when the cited
-    version is the target itself.
+    version is the target itself. With `sources` (and an `audience` column: the answer's), each row carries its
+    document's source fields, and a citation of a document closed to its answer's audience is out_of_scope.
     """
     cited_version = citations["corpus_version"][0]
     version_known = cited_chunks is not None
@@ -73,9 +128,47 @@ def judge(
             evidence_in_new=pl.col("new_evidence_match").is_not_null(),
         )
     )
-    return frame.with_columns(_status_and_reason(cited_version, version_known)).pipe(
-        _locators, target_version, cited_version
+    return (
+        frame.pipe(_with_sources, sources, cited_version, target_version)
+        .with_columns(_status_and_reason(cited_version, version_known))
+        .pipe(_locators, target_version, cited_version)
     )
+
+
+def _with_sources(frame: pl.DataFrame, sources: DocumentSources | None, cited_version: str, target_version: str) -> pl.DataFrame:
+    """The rows with their document's SHOWN_SOURCE fields (as of the target version where it is there, else the
+    cited one), updated_after_retrieval, and `_outside_reason`: why the citation is out_of_scope, null when it is
+    not. Fail closed: its document closed to the answer's audience at the cited version or at the target, or the
+    document its successor is in, makes it so."""
+    if sources is None or "audience" not in frame.columns:
+        return frame.with_columns(_outside_reason=pl.lit(None, pl.String))
+    by_path = sources.target.select("source_path", _path_doc="doc_id").unique("source_path")
+    by_path = pl.concat([sources.cited.select("source_path", _path_doc="doc_id"), by_path]).unique("source_path", keep="first")
+    frame = frame.join(by_path, left_on="cited_source_path", right_on="source_path", how="left").with_columns(
+        _doc=pl.coalesce("old_doc_id", "cited_doc_id", "_path_doc")
+    )
+    shown = {"cited": sources.cited, "target": sources.target}
+    for side, rows in shown.items():
+        frame = frame.join(rows.rename(lambda c: f"_{side}_{c}"), left_on="_doc", right_on=f"_{side}_doc_id", how="left", coalesce=False)
+    successor = sources.target.select(_new_groups="access_groups", _new_doc="doc_id", _new_path="source_path")
+    frame = frame.join(successor, left_on="new_doc_id", right_on="_new_doc", how="left")
+    in_target = pl.col("_target_doc_id").is_not_null()
+    frame = frame.with_columns(
+        pl.when(in_target).then(f"_target_{c}").otherwise(f"_cited_{c}").alias(c) for c in SHOWN_SOURCE
+    ).with_columns(updated_after_retrieval=pl.col("updated_at") > pl.col("retrieved_at"))
+    places = [  # (groups, path, version) of each place the citation rests on, in the order a reason names them
+        ("_cited_access_groups", "_cited_source_path", cited_version),
+        ("_target_access_groups", "_target_source_path", target_version),
+        ("_new_groups", "_new_path", target_version),
+    ]
+    audience = pl.format("[{}]", pl.col("audience").list.join(", "))
+    reason = pl.coalesce(
+        pl.when(outside_audience(groups, "audience")).then(pl.format(
+            "{} (in {}) is open only to access_groups [{}], none of them in the answer's audience {}",
+            path, pl.lit(version), pl.col(groups).list.join(", "), audience))
+        for groups, path, version in places
+    )  # fmt: skip
+    return frame.with_columns(_outside_reason=reason)
 
 
 def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]:
@@ -92,8 +185,11 @@ def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]
         .then(pl.format("quote is not in chunk {} at cited version {}", "chunk_id", pl.lit(cited_version)))
     )
     similarity = pl.col("similarity").round(3).cast(pl.String)
+    outside = pl.col("_outside_reason").is_not_null()  # before every other status: nothing of it is used
     status = (
-        pl.when(invalid_reason.is_not_null())
+        pl.when(outside)
+        .then(pl.lit("out_of_scope"))
+        .when(invalid_reason.is_not_null())
         .then(pl.lit("invalid"))
         .when(pl.col("change") == "unchanged")
         .then(pl.lit("valid"))
@@ -106,6 +202,7 @@ def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]
         .otherwise(pl.lit("removed"))
     )
     reason = pl.coalesce(
+        pl.col("_outside_reason"),
         invalid_reason.otherwise(None),
         pl.when(pl.col("change") == "unchanged")
         .then(pl.lit("chunk unchanged"))
@@ -205,27 +302,33 @@ class CitationCheck:
         return read_parquet(self.status_path, CITATION_STATUS)
 
 
+Audience = tuple[str, ...] | None  # an answer's (None: not given, every document open to it)
+
+
 class Suggester:
     """Re-anchoring suggestions for the stale and removed citations of one target version, each searched only in
-    the scopes its cited document may be re-pointed into (citekeeper.scope.visible_from). The target's chunks,
-    documents and indexes are read on the first lost citation, once for all the batches of a check."""
+    the scopes its cited document may be re-pointed into (citekeeper.scope.visible_from) and in the documents open
+    to its answer's audience. The target's chunks, documents and indexes are read on the first lost citation, once
+    for all the batches of a check."""
 
     def __init__(self, store, target_version: str, embedding_store=None):
         self.store, self.target_version, self._embedding_store = store, target_version, embedding_store
         self._target: tuple[pl.DataFrame, pl.DataFrame] | None = None
-        self._reanchorers: dict[tuple[str, ...], Reanchorer] = {}
+        self._reanchorers: dict[tuple[tuple[str, ...], Audience], Reanchorer] = {}
 
     def __call__(self, status: pl.DataFrame) -> pl.DataFrame:
         """`status` with suggestions for its lost citations that were not re-anchored yet."""
         pending = pl.col("status").is_in(LOST_STATUSES) & ~pl.col("reanchored").fill_null(False)
-        lost = status.filter(pending).with_columns(evidence=EVIDENCE)
+        lost = with_audience(self.store, status.filter(pending)).with_columns(evidence=EVIDENCE)
         if lost.is_empty():
             return status
+        groups = lost.with_columns(
+            pl.col("access_scope").fill_null(USER_VISIBLE),
+            _audience=pl.when(pl.col("audience").is_not_null()).then(pl.format("[{}]", pl.col("audience").list.join("\x1f"))),
+        ).partition_by("access_scope", "_audience", as_dict=True, maintain_order=True)
         suggestions = pl.concat(
-            self._suggest(group, scope)
-            for (scope,), group in lost.with_columns(pl.col("access_scope").fill_null(USER_VISIBLE))
-            .partition_by("access_scope", as_dict=True, maintain_order=True)
-            .items()
+            self._suggest(group, scope, None if group["audience"][0] is None else tuple(group["audience"][0]))
+            for (scope, _), group in groups.items()
         )
         missing = [pl.lit(None, dtype).alias(c) for c, dtype in suggestions.schema.items() if c not in status.columns]
         suggested = status.with_columns(missing).update(suggestions, on="citation_id").with_columns(
@@ -259,28 +362,29 @@ class Suggester:
         )
         return pl.concat([status.filter(~verbatim), relocated], how="diagonal_relaxed")
 
-    def _suggest(self, lost: pl.DataFrame, scope: str) -> pl.DataFrame:
-        """Suggestions from the scopes `scope` may be re-pointed into; `evidence_internal` marks the citations
-        whose evidence only internal_only text still holds (searched again, the finding itself discarded)."""
+    def _suggest(self, lost: pl.DataFrame, scope: str, audience: Audience) -> pl.DataFrame:
+        """Suggestions from the scopes `scope` may be re-pointed into, in documents open to `audience`;
+        `evidence_internal` marks the citations whose evidence only internal_only text still holds (searched again,
+        the finding itself discarded)."""
         visible = visible_from(scope)
-        found = reanchor(lost, self._reanchorer(visible)).with_columns(evidence_internal=pl.lit(False))
+        found = reanchor(lost, self._reanchorer(visible, audience)).with_columns(evidence_internal=pl.lit(False))
         if visible == ACCESS_SCOPES or not self._has_internal_text():
             return found
         unfound = lost.join(found.filter(pl.col("suggested_chunk_id").is_not_null()), on="citation_id", how="anti")
         if unfound.is_empty():
             return found
-        hidden = reanchor(unfound, self._reanchorer(ACCESS_SCOPES)).filter(pl.col("suggested_chunk_id").is_not_null())
+        hidden = reanchor(unfound, self._reanchorer(ACCESS_SCOPES, audience)).filter(pl.col("suggested_chunk_id").is_not_null())
         return found.with_columns(evidence_internal=pl.col("citation_id").is_in(hidden["citation_id"].implode()))
 
     def _has_internal_text(self) -> bool:
         return bool(self._target_frames()[1]["access_scope"].eq(INTERNAL).any())
 
     def _target_frames(self) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """The target's documents (doc_id, text) and chunks, read once."""
+        """The target's documents (doc_id, text, access_groups) and chunks, read once."""
         if self._target is None:
             version = self.target_version
             self._target = (
-                self.store.read_documents(version, columns=["doc_id", "text"]),
+                self.store.read_documents(version, columns=["doc_id", "text", "access_groups"]),
                 self.store.read_chunks(version, columns=CHUNK_COLUMNS),
             )
         return self._target
@@ -292,20 +396,30 @@ class Suggester:
             self._embedding_store = EmbeddingStore(self.store.root)
         return self._embedding_store
 
-    def _reanchorer(self, visible: tuple[str, ...]) -> Reanchorer:
+    def _closed_to(self, audience: Audience) -> frozenset[str]:
+        """The target's documents outside `audience` (citekeeper.scope.outside_audience)."""
+        if audience is None:
+            return frozenset()
+        docs = self._target_frames()[0].select("doc_id", "access_groups")
+        closed = docs.with_columns(audience=pl.lit(list(audience), dtype=pl.List(pl.String))).filter(outside_audience())
+        return frozenset(closed["doc_id"].to_list())
+
+    def _reanchorer(self, visible: tuple[str, ...], audience: Audience = None) -> Reanchorer:
         # Candidates come from the version's full-text index (built once per version, no vectors); the vector
         # index is built only if a citation reaches the hybrid tier.
-        if visible not in self._reanchorers:
+        key = (visible, audience)
+        if key not in self._reanchorers:
             version = self.target_version
             docs, chunks = self._target_frames()
-            self._reanchorers[visible] = Reanchorer(
+            self._reanchorers[key] = Reanchorer(
                 docs,
                 chunks,
                 index_factory=lambda: self._embeddings().chunk_index(version, chunks),
                 text_index_factory=lambda: self._embeddings().text_index(version, chunks),
                 visible=visible,
+                excluded_docs=self._closed_to(audience),
             )
-        return self._reanchorers[visible]
+        return self._reanchorers[key]
 
 
 def judge_citations(
@@ -317,6 +431,7 @@ def judge_citations(
     cited version for the next batch of the same check."""
     store.manifest(target_version)  # UnknownVersion with the known versions listed
     parts, doc_diffs, diffs = [], {}, {} if diffs is None else diffs
+    citations = with_audience(store, citations)
     for (cited_version,), group in citations.partition_by("corpus_version", as_dict=True).items():
         known = store.has_version(cited_version)
         if known and cited_version != target_version and cited_version not in diffs:
@@ -331,7 +446,8 @@ def judge_citations(
             doc_diffs[cited_version] = changed.diff.docs
             target_chunks = pl.concat([in_target, changed.new_chunks]).unique("chunk_id", keep="first")
             cited_chunks = changed.cited_chunks(cited_ids, in_target)
-        parts.append(judge(group, cited_chunks, changed.diff if changed else None, target_chunks, target_version))
+        sources = DocumentSources.read(store, group, cited_chunks, target_chunks, cited_version, target_version)
+        parts.append(judge(group, cited_chunks, changed.diff if changed else None, target_chunks, target_version, sources))
     status = pl.concat(parts, how="diagonal_relaxed") if parts else empty(CITATION_STATUS)
     status = status.with_columns(reanchored=pl.when(pl.col("status").is_in(LOST_STATUSES)).then(False))
     if suggester is not None and status.height:
@@ -381,7 +497,8 @@ def check_citations(
     texts; each batch reads one stretch of the target's chunks, so the check reads each chunk page once."""
     store.manifest(target_version)
     suggester = Suggester(store, target_version, embedding_store) if suggest else None
-    citations = AnswerStore(store.root).citations()
+    answers = AnswerStore(store.root).snapshot()
+    citations = with_audience(store, answers.citations(), answers)
     in_chunk_order = citations.join(store.chunk_offsets(target_version), on="chunk_id", how="left").sort("offset", nulls_last=True)
     outlines, doc_diffs, diffs = [], {}, {}
     with ParquetStream(store.layout.citation_status_file(target_version), CITATION_STATUS) as out:

@@ -130,7 +130,8 @@ class Reanchorer:
     EmbeddingStore.text_index); without one, an index of `target_chunks` is built in memory on first need.
     `index_factory` (a ChunkIndex with vectors, or full text only) is optional and called only when the
     verbatim and fuzzy tiers both miss. Both are called at most once. `visible`: the access scopes it may
-    suggest from (the indexes cover the whole version; what they find elsewhere is passed over).
+    suggest from; `excluded_docs`: documents it never suggests (those outside the answer's audience). The indexes
+    cover the whole version; what they find elsewhere is passed over.
     """
 
     def __init__(
@@ -140,9 +141,11 @@ class Reanchorer:
         index_factory=None,
         text_index_factory=None,
         visible: tuple[str, ...] = ACCESS_SCOPES,
+        excluded_docs: frozenset[str] = frozenset(),
     ):
         chunks = target_chunks.select("chunk_id", "doc_id", "text", "start_char", "end_char", "access_scope", "source_path")
-        self.chunks = chunks.filter(pl.col("access_scope").is_in(visible)).rechunk()
+        allowed = pl.col("access_scope").is_in(visible) & ~pl.col("doc_id").is_in(pl.Series(list(excluded_docs), dtype=pl.String).implode())
+        self.chunks = chunks.filter(allowed).rechunk()
         self._visible_docs = set(self.chunks["doc_id"].to_list())
         self.docs = target_docs.select("doc_id", "text").filter(pl.col("doc_id").is_in(self._visible_docs)).rechunk()
         self._visible_chunks = set(self.chunks["chunk_id"].to_list())

@@ -88,7 +88,7 @@ def _repair_kind(min_score: float) -> pl.Expr:
     method = pl.col("suggested_method")
     return (
         pl.when(pl.col("status") == "valid").then(pl.lit("kept"))
-        .when(pl.col("status") == "invalid").then(pl.lit("invalid"))
+        .when(pl.col("status").is_in(["invalid", "out_of_scope"])).then("status")  # never repaired
         .when(pl.col("crosses_scope")).then(pl.lit("unresolved"))
         .when(pl.col("status").is_in(["relocated", "drifted"]) & fits).then(pl.lit("repointed_successor"))
         .when(lost & fits & (method == "exact")).then(pl.lit("repointed_exact"))
@@ -109,7 +109,7 @@ def _repair_reason(min_score: float) -> pl.Expr:
         .when(kind == "repointed_normalised").then(pl.format("evidence found after normalisation at {}", span))
         .when(kind == "repointed_suggestion")
         .then(pl.format("best suggestion ({}, score {}) at {} meets --min-score {}; needs review", method, score, span, pl.lit(min_score)))
-        .when(kind == "invalid").then(pl.format("invalid citations are never repaired: {}", "reason"))
+        .when(kind.is_in(["invalid", "out_of_scope"])).then(pl.format("{} citations are never repaired: {}", "status", "reason"))
         .when(pl.col("crosses_scope")).then(pl.format("{}: evidence is now internal_only", "status"))
         .when(method.is_null()).then(pl.format("{}: no re-anchoring suggestion", "status"))
         .when(~pl.col("in_one_chunk").fill_null(False))

@@ -246,7 +246,8 @@ def repair_command(target: str, min_score: float, out: Path | None, force: bool,
     Each answer with a citation that can be re-pointed is written as a new revision, in the form it was
     registered in, citing --against: relocated and drifted citations point at the successor chunk; stale and
     removed ones at the span re-anchoring found verbatim, or at its best suggestion when that scores at least
-    --min-score (needs_review); the rest stay as they are (unresolved). Invalid citations are never repaired.
+    --min-score (needs_review); the rest stay as they are (unresolved). Invalid and out_of_scope citations are never
+    repaired, and nothing is re-pointed into a document outside its answer's audience.
     Without --apply nothing is registered.
     """
     from changes.repair import repair_citations
