@@ -58,7 +58,7 @@ class ParseConfig:
         if self.source_url_template is not None:
             check_url_template(self.source_url_template)
         levels = self.authority_levels
-        if not levels or len(set(levels)) < len(levels) or not all(isinstance(l, str) and l.strip() for l in levels):
+        if not levels or len(set(levels)) < len(levels) or not all(isinstance(level, str) and level.strip() for level in levels):
             raise ValueError(f"authority_levels must be distinct, non-empty names, most authoritative first; got {list(levels)}")
         for name, _ in self.source_fields_map:
             if name not in DEFAULT_SOURCE_KEYS:

@@ -166,13 +166,15 @@ def test_access_scope_from_config_globs(tmp_path):
 
 
 SCOPE_SOURCES = ("front matter", "sidecar", "override")
+# The four visibility levels as docs/ingest.md orders them, from the most visible to the least.
+VISIBILITY = ("user_visible", "redacted", "internal_only", "aggregate_only")
 
 
-@pytest.mark.parametrize("scopes", list(itertools.product((None, "user_visible", "internal_only"), repeat=3)),
+@pytest.mark.parametrize("scopes", list(itertools.product((None, *VISIBILITY), repeat=3)),
                          ids=lambda scopes: "-".join(scope or "unset" for scope in scopes))
 def test_sources_of_scope_that_disagree_give_the_strictest(tmp_path, scopes):
-    """Every combination of front matter, sidecar and override (each unset, user_visible or internal_only);
-    the oracle: internal_only if any says so, else user_visible if any says so, else the default."""
+    """Every combination of front matter, sidecar and override (each unset or one of the four levels); the
+    oracle: the least visible level any of them says, else the default."""
     front_matter, sidecar, override = scopes
     head = f"---\naccess_scope: {front_matter}\n---\n" if front_matter else ""
     write(tmp_path / "doc.md", head + "# Doc\n\nBody.\n")
@@ -181,8 +183,8 @@ def test_sources_of_scope_that_disagree_give_the_strictest(tmp_path, scopes):
     for default in ("user_visible", "internal_only"):
         config = ParseConfig(default_access_scope=default, access_scope_overrides=(("doc.*", override),) if override else ())
         (source,), errors = discover_sources(tmp_path, config)
-        said = [scope for scope in scopes if scope]
-        expected = "internal_only" if "internal_only" in said else "user_visible" if said else default
+        said = [VISIBILITY.index(scope) for scope in scopes if scope]
+        expected = VISIBILITY[max(said)] if said else default
         assert errors == [] and source.access_scope == expected, dict(zip(SCOPE_SOURCES, scopes))
 
 
