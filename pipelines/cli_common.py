@@ -55,6 +55,19 @@ include_internal_text_option = click.option(
 )
 
 
+def authority_levels_option(func):
+    """--authority-levels L1,L2,... (else $CITEKEEPER_AUTHORITY_LEVELS, else citekeeper.sources' default), as a
+    tuple, most authoritative first: what ingest checks documents against and verification ranks them by."""
+    from citekeeper.sources import AUTHORITY_LEVELS_ENV, DEFAULT_AUTHORITY_LEVELS
+
+    return click.option(
+        "--authority-levels", "authority_levels", envvar=AUTHORITY_LEVELS_ENV, metavar="L1,L2,...",
+        default=",".join(DEFAULT_AUTHORITY_LEVELS), show_default=True,
+        callback=lambda ctx, param, value: tuple(v.strip() for v in value.split(",") if v.strip()),
+        help=f"The authority vocabulary, most authoritative first (or ${AUTHORITY_LEVELS_ENV}).",
+    )(func)  # fmt: skip
+
+
 def language_option(help: str):
     """`--language auto|en|zh|multi`, else $CITEKEEPER_LANGUAGE, else auto: the command gets the checked setting."""
     return click.option("--language", type=click.Choice(LANGUAGES, case_sensitive=False), default=None,

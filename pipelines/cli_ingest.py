@@ -14,7 +14,7 @@ from citekeeper.scope import raw_text_metadata, redact_corpus
 from citekeeper.tables import write_parquet
 from citekeeper.text import printable
 from parsers.model import ParseConfig
-from pipelines.cli_common import OutputCommand, OutputPath, force_option, include_internal_text_option, store_option
+from pipelines.cli_common import OutputCommand, OutputPath, authority_levels_option, force_option, include_internal_text_option, store_option
 
 
 @click.command("ingest")
@@ -56,22 +56,20 @@ from pipelines.cli_common import OutputCommand, OutputPath, force_option, includ
 @click.option("--source-field", "source_fields_map", multiple=True, metavar="FIELD=KEY[,KEY...]",
               help="Front matter keys FIELD is read from, first present first, replacing the default list "
                    "(repeatable; 'FIELD=' reads it from no key). E.g. updated_at=modified,lastmod.")
-@click.option("--authority-levels", metavar="LEVEL,LEVEL,...", default=None,
-              help="The authority vocabulary, most authoritative first (default: "
-                   f"{','.join(ParseConfig.authority_levels)}).")
+@authority_levels_option
 @store_option
 def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chunk_chars: int | None,
                    include: tuple[str, ...], exclude: tuple[str, ...], ocr_languages: tuple[str, ...],
                    workers: int | None, lock_timeout: float, store_dir: Path, source_url_template: str | None,
                    source_defaults: tuple[tuple[str, str], ...], source_fields_map: tuple[str, ...],
-                   authority_levels: str | None, **limits: float | int | None) -> None:
+                   authority_levels: tuple[str, ...], **limits: float | int | None) -> None:
     """Ingest SOURCE_DIR as a new immutable corpus version (only changed documents are re-parsed). A document
     over a limit is quarantined as LimitExceeded, naming the limit."""
     from parsers.ingest import ingest  # imports unstructured: keep `versions`/`export` fast
 
     given = {"max_chunk_chars": max_chunk_chars, "ocr_languages": ocr_languages, **limits,
              "source_url_template": source_url_template,
-             "authority_levels": authority_levels and tuple(v.strip() for v in authority_levels.split(",") if v.strip()),
+             "authority_levels": authority_levels,
              "source_defaults": tuple((glob, *_assignment("--source-default", setting)) for glob, setting in source_defaults),
              "source_fields_map": tuple(_source_keys(setting) for setting in source_fields_map)}
     try:

@@ -6,11 +6,10 @@ from pathlib import Path
 import click
 
 from citekeeper.language import ENGLISH, MULTILINGUAL, ModelChoice
-from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS
 from verifiers.conflicts import RankingSettings
 from verifiers.checkers import PROTOCOLS
 from citekeeper.outputs import DIRECTORY
-from pipelines.cli_common import OutputCommand, OutputPath, language_option, reading, store_option
+from pipelines.cli_common import OutputCommand, OutputPath, authority_levels_option, language_option, reading, store_option
 
 
 @click.command("verify", cls=OutputCommand)
@@ -58,9 +57,7 @@ from pipelines.cli_common import OutputCommand, OutputPath, language_option, rea
 @click.option("--half-life-days", type=click.FloatRange(0.0, min_open=True), default=RankingSettings.half_life_days,
               show_default=True, help="Time term of a dated source without a version to match: it halves every this many days "
                                       "before the answer was given.")  # fmt: skip
-@click.option("--authority-levels", default=None, metavar="L1,L2,...",
-              help="The authority vocabulary, most authoritative first (as ingest was given it). "
-                   f"[default: {','.join(DEFAULT_AUTHORITY_LEVELS)}]")  # fmt: skip
+@authority_levels_option
 def verify_command(
     store_dir: Path,
     version: str | None,
@@ -81,7 +78,7 @@ def verify_command(
     rank_weights: tuple[str, ...],
     conflict_margin: float,
     half_life_days: float,
-    authority_levels: str | None,
+    authority_levels: tuple[str, ...],
 ) -> None:
     """Check every claim against its cited evidence (anchoring, lexical fast path, NLI) and write Parquet."""
     from citekeeper.language import sample_store_texts
@@ -139,7 +136,7 @@ def verify_command(
     _fail_under(run, fail_under)
 
 
-def _verify_settings(rank_weights: tuple[str, ...], margin: float, half_life_days: float, levels: str | None):
+def _verify_settings(rank_weights: tuple[str, ...], margin: float, half_life_days: float, levels: tuple[str, ...]):
     """VerifySettings of the ranking options; a malformed --rank-weight or an unknown term is a usage error."""
     from verifiers.conflicts import ranking_settings
     from verifiers.engine import VerifySettings
@@ -151,9 +148,8 @@ def _verify_settings(rank_weights: tuple[str, ...], margin: float, half_life_day
             weights[term.strip()] = float(value)
         except ValueError:
             raise click.BadParameter(f"{given!r} is not TERM=WEIGHT (e.g. authority=2)", param_hint="--rank-weight") from None
-    names = tuple(name.strip() for name in levels.split(",")) if levels else DEFAULT_AUTHORITY_LEVELS
     try:
-        return VerifySettings(ranking=ranking_settings(weights, margin, half_life_days, names))
+        return VerifySettings(ranking=ranking_settings(weights, margin, half_life_days, levels))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 

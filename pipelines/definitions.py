@@ -11,6 +11,7 @@ import dagster as dg
 from assets import citations, corpus, sharding, verification
 from assets.resources import AnswersResource, CitekeeperSettings, IngestResource, StoreResource, VerifierResource
 from citekeeper.language import LANGUAGE_ENV
+from citekeeper.sources import AUTHORITY_LEVELS_ENV
 from citekeeper.locations import LANCE_URI_ENV, PARQUET_URI_ENV, locations_from_env
 from pipelines import automation
 
@@ -83,7 +84,7 @@ def settings_from_env(env: Mapping[str, str] = os.environ) -> CitekeeperSettings
         ingest=IngestResource(
             source_dir=path("CITEKEEPER_SOURCE") or str(package_files("pipelines") / "sample_corpus" / "v1"),
             **given(source_url_template=text("CITEKEEPER_SOURCE_URL_TEMPLATE"),  # "https://site/{path_without_ext}/"
-                    authority_levels=names("CITEKEEPER_AUTHORITY_LEVELS"),  # comma-separated, most authoritative first
+                    authority_levels=names(AUTHORITY_LEVELS_ENV),  # comma-separated, most authoritative first
                     source_fields_map=json_value("CITEKEEPER_SOURCE_FIELDS_MAP"),  # {"updated_at": ["modified"]}
                     source_defaults=json_value("CITEKEEPER_SOURCE_DEFAULTS")),  # [["api/**", "authority", "official_spec"]]
         ),

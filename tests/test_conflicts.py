@@ -212,6 +212,26 @@ def test_dagster_verification_ranks_by_the_resources_settings(world, case):
     assert recorded in claims["a-authority"]["thresholds"]
 
 
+def test_the_cli_ranks_by_the_environments_authority_vocabulary(world, tmp_path):
+    """`citekeeper verify` reads the vocabulary from $CITEKEEPER_AUTHORITY_LEVELS, as ingest and the code location
+    do: reversed, the community article outranks the official spec; --rank-weight authority=0 leaves it open."""
+    from click.testing import CliRunner
+
+    from pipelines.cli import main
+
+    reversed_levels = ",".join(reversed(DEFAULT_AUTHORITY_LEVELS))
+    base = ["verify", "--store", str(world["store"].root), "--version", "v1", "--model", str(world["model"])]
+    expected = {"env": ("supported", "decided"), "no-weight": ("conflicted", "open")}
+    for name, extra in {"env": [], "no-weight": ["--rank-weight", "authority=0"]}.items():
+        out = tmp_path / name
+        result = CliRunner().invoke(main, [*base, "--out", str(out), *extra], env={"CITEKEEPER_AUTHORITY_LEVELS": reversed_levels})
+        assert result.exit_code == 0, result.output
+        (claims,) = [pl.read_parquet(p) for p in out.rglob("claims.parquet")]
+        row = claims_by_answer(claims)["a-authority"]
+        assert (row["status"], row["conflict"]) == expected[name], row["reason"]
+        assert "authority=community>" in row["thresholds"]
+
+
 # ------------------------------------------------------------------------------------------ against an oracle
 
 T0 = datetime(2024, 6, 1, tzinfo=timezone.utc)
