@@ -17,6 +17,11 @@ MAX_CHUNK_CHARS and at most all of it, so the greedy packer never merges two).
 Answers cite paragraphs of v1 by chunk (`Cite`), and some cite by document what registration cannot anchor
 (`DocCite`: a document v1 lacks, or a quote in none of its text): their rows are invalid, the others unaffected.
 
+Audiences (issue 31): a document may be open only to some access groups (its sidecar's `access_groups`; an edit
+may change them, `SetGroups`), an answer may name the groups it was given to. A citation of a document closed to
+its answer's audience, in v1 or in v2, or whose paragraph now sits in such a document, is out_of_scope; nothing is
+ever re-anchored or repaired into a document closed to the answer's audience.
+
 What the generator stays away from (situations where two edit scripts give the same files but different
 answers, or where the similarity matcher's choice is a coin toss) is checked by `problems()` after every
 operation; an operation that would create one is dropped.
@@ -212,6 +217,7 @@ class Doc:
     path: str  # source path under the corpus root
     explicit_id: str | None  # from the sidecar <path>.citekeeper.json; None: the doc_id is the path
     containers: tuple[Container, ...]
+    access_groups: tuple[str, ...] | None = None  # from the sidecar too; None: open to every audience
 
     @property
     def doc_id(self) -> str:
@@ -257,7 +263,8 @@ class Doc:
         return None
 
     def describe(self) -> str:
-        head = f"{self.key} {self.path} ({self.fmt}{', doc_id ' + self.explicit_id if self.explicit_id else ''})"
+        groups = f", access_groups {list(self.access_groups)}" if self.access_groups is not None else ""
+        head = f"{self.key} {self.path} ({self.fmt}{', doc_id ' + self.explicit_id if self.explicit_id else ''}{groups})"
         lines = [head]
         for ci, container in enumerate(self.containers):
             label = {"xlsx": f"sheet {container.name}", "pdf": f"page {ci + 1}", "pptx": f"slide {ci + 1}"}.get(self.fmt)
@@ -456,7 +463,19 @@ class MoveFile:
         return f"move file {self.doc} to {self.path}"
 
 
-Op = Insert | Delete | Move | Duplicate | Edit | InsertBlank | RenameSheet | MoveFile
+@dataclass(frozen=True)
+class SetGroups:
+    doc: str
+    groups: tuple[str, ...] | None  # its sidecar's access_groups from now on (None: open to all)
+
+    def apply(self, corpus: Corpus) -> Corpus:
+        return _with_doc(corpus, replace(doc_by_key(corpus, self.doc), access_groups=self.groups))
+
+    def __repr__(self) -> str:
+        return f"set the access_groups of {self.doc} to {None if self.groups is None else list(self.groups)}"
+
+
+Op = Insert | Delete | Move | Duplicate | Edit | InsertBlank | RenameSheet | MoveFile | SetGroups
 TOUCHING = {Delete: "deleted", Move: "moved", Duplicate: "duplicated", Edit: "edited"}  # ops on one v1 paragraph
 
 
@@ -484,9 +503,11 @@ class Answer:
     form: str  # structured | marker
     lang: str  # en | zh: the language of its claims
     cites: tuple[AnyCite, ...]
+    audience: tuple[str, ...] | None = None  # the groups it was given to; None: not said, nothing checked
 
     def __repr__(self) -> str:
-        return f"{self.answer_id} ({self.form}, {self.lang}): {', '.join(map(repr, self.cites))}"
+        audience = "" if self.audience is None else f", audience {list(self.audience)}"
+        return f"{self.answer_id} ({self.form}, {self.lang}{audience}): {', '.join(map(repr, self.cites))}"
 
 
 # Registration anchors a quote exactly, then normalised, then fuzzily at partial_ratio >= 0.9 (docs/answers.md,
@@ -529,9 +550,11 @@ def quote_text(old: Corpus, cite: AnyCite) -> str | None:
     return None if cite.quote is None else locate(old, cite.uid).para.sentences[cite.quote]
 
 
+# One claim per citation in marker form: as many as an answer may have (edit_scripts: max_cites + max_doc_cites).
 EN_CLAIMS = ["The first point holds", "A second point follows", "Another point is made", "Then a fourth one",
-             "A fifth point stands", "The last point stands"]  # fmt: skip
-ZH_CLAIMS = ["第一个论断成立", "第二个论断也成立", "另一个论断被提出", "还有第四个论断", "第五个论断成立", "最后一个论断成立"]
+             "A fifth point stands", "A sixth point stands", "A seventh point stands", "The last point stands"]  # fmt: skip
+ZH_CLAIMS = ["第一个论断成立", "第二个论断也成立", "另一个论断被提出", "还有第四个论断", "第五个论断成立", "第六个论断成立",
+             "第七个论断成立", "最后一个论断成立"]  # fmt: skip
 
 
 def answer_record(answer: Answer, old: Corpus, chunk_ids: dict[str, str], version: str = "v1") -> dict:
@@ -543,6 +566,8 @@ def answer_record(answer: Answer, old: Corpus, chunk_ids: dict[str, str], versio
         return named | ({} if quote is None else {"quote": quote})
 
     record = {"answer_id": answer.answer_id, "question": "?", "corpus_version": version}
+    if answer.audience is not None:
+        record["audience"] = list(answer.audience)
     claims = ZH_CLAIMS if answer.lang == "zh" else EN_CLAIMS
     if answer.form == "structured":
         # One or two citations per claim.
@@ -750,7 +775,11 @@ def reductions(script: EditScript, keep: list[tuple[str, AnyCite]]):
 SHEET_NAMES = ("Q3", "预算", "Summary")
 RENAMED_SHEETS = ("Q4", "决算", "Overview", "Notes")
 STEMS = ("guide", "notes", "手册")
-OP_KINDS = ("insert", "delete", "move", "duplicate", "edit", "blank", "rename_sheet", "move_file")
+OP_KINDS = ("insert", "delete", "move", "duplicate", "edit", "blank", "rename_sheet", "move_file", "groups")
+# A document's access_groups (sorted, as stored) and an answer's audience; None: open to all, not checked. () is
+# an audience of nobody: every document with groups is closed to it.
+ACCESS_GROUPS = (None, None, None, ("staff",), ("eu", "staff"), ("public",))
+AUDIENCES = (None, None, ("public",), ("staff",), ("eu", "public"), ())
 
 
 class _Builder:
@@ -815,7 +844,7 @@ def documents(draw, key: str, texts: Texts, serial: list[int]) -> Doc:
         containers = tuple(Container(names[i], group) for i, group in enumerate(groups))
     stem = STEMS[int(key[1:]) % len(STEMS)]
     explicit = f"kb-{key.lower()}" if draw(st.booleans()) else None
-    return Doc(key, fmt, f"{stem}-{key.lower()}.{EXTENSION[fmt]}", explicit, containers)
+    return Doc(key, fmt, f"{stem}-{key.lower()}.{EXTENSION[fmt]}", explicit, containers, draw(st.sampled_from(ACCESS_GROUPS)))
 
 
 def _repeated(doc: Doc) -> list[Para]:
@@ -863,6 +892,9 @@ def _propose(draw, kind: str, b: _Builder) -> Op | None:
         taken = {c.name for d in (*b.old, *b.new) if d.key == doc.key for c in d.containers}
         names = [n for n in RENAMED_SHEETS if n not in taken]
         return RenameSheet(doc.key, draw(st.integers(0, len(doc.containers) - 1)), draw(st.sampled_from(names)))
+    if kind == "groups":  # its sidecar's access_groups change, its text stays
+        doc = doc_where(lambda d: True)
+        return SetGroups(doc.key, draw(st.sampled_from([g for g in dict.fromkeys(ACCESS_GROUPS) if g != doc.access_groups])))
     if kind == "move_file":  # once a document
         doc = doc_where(lambda d: d.path == doc_by_key(b.old, d.key).path)
         if doc is None:
@@ -958,7 +990,7 @@ def edit_scripts(draw, max_docs: int = 3, max_ops: int = 8, max_cites: int = 5, 
     for i, cite in enumerate(cites):
         groups[i if i < n_answers else draw(st.integers(0, n_answers - 1))].append(cite)
     answers = tuple(
-        Answer(f"a{i}", draw(st.sampled_from(["structured", "marker"])), cite_lang(old, group[0]), tuple(group))
+        Answer(f"a{i}", draw(st.sampled_from(["structured", "marker"])), cite_lang(old, group[0]), tuple(group), draw(st.sampled_from(AUDIENCES)))
         for i, group in enumerate(groups)
     )
     return EditScript(old, tuple(builder.ops), answers)
@@ -982,8 +1014,8 @@ def scenarios() -> dict[str, EditScript]:
         everything = tuple(Cite(p.uid, q) for d in docs for p in d.paragraphs for q in (None, 0, 1))
         return EditScript(tuple(docs), tuple(ops), tuple(answers) or (Answer("a0", "structured", "en", everything),))
 
-    def md(key, *paras, explicit=None, path=None):
-        return Doc(key, "md", path or f"{key.lower()}.md", explicit, (Container(None, paras),))
+    def md(key, *paras, explicit=None, path=None, groups=None):
+        return Doc(key, "md", path or f"{key.lower()}.md", explicit, (Container(None, paras),), groups)
 
     def edit(para, index):
         return Edit(para.uid, index, t.edited(para, index, rewrite=False))
@@ -1045,6 +1077,31 @@ def scenarios() -> dict[str, EditScript]:
                 DocCite("u4", "source_path", "guide.md", t.sentence("EN"), "en"))),
             Answer("a2", "structured", "en", (DocCite("u5", "doc_id", "kb-retired", A.sentences[2], "en"),))),
     }
+    staff, public = ("staff",), ("public",)
+    out |= {
+        "audience: a staff-only document cited for the public, for staff, for nobody, unchecked": script(
+            [md("D0", P, A, groups=staff), md("D1", B, path="open.md")], [edit(B, 0)],
+            Answer("a0", "structured", "en", (Cite("p1", 0), Cite("p3", None), Cite("p2", 1)), public),
+            Answer("a1", "marker", "en", (Cite("p1", 1), Cite("p2", None)), staff),
+            Answer("a2", "structured", "en", (Cite("p1", None), Cite("p3", 1)), ()),
+            Answer("a3", "marker", "en", (Cite("p1", 2),))),
+        "audience: one document closed since v1, another opened since (fail closed: both out_of_scope)": script(
+            [md("D0", P, explicit="kb-policy"), md("D1", A, groups=staff), md("D2", Z, path="手册.md")],
+            [SetGroups("D0", staff), SetGroups("D1", None), edit(Z, 1)],
+            Answer("a0", "structured", "en", (Cite("p1", 0), Cite("p2", None)), public),
+            Answer("a1", "marker", "zh", (Cite("p5", 0), Cite("p2", 1), Cite("p1", None)), staff)),
+        "audience: evidence verbatim only in a staff-only document: stale for the public": script(
+            [md("D0", P, A), md("D1", B, replace(P, uid="p11"), groups=("eu", "staff"))], [edit(P, 1)],
+            Answer("a0", "structured", "en", (Cite("p1", 1), Cite("p1", 0)), public),
+            Answer("a1", "marker", "en", (Cite("p1", 1),), staff),
+            Answer("a2", "structured", "en", (Cite("p1", 1),))),
+        "audience: a paragraph moved into a staff-only workbook; a citation by document of it": script(
+            [md("D0", P, A, path="guide.md"), Doc("D1", "xlsx", "book.xlsx", "kb-book", (Container("Q3", (B,)),), staff)],
+            [Move("p1", "D1", (0, 0))],
+            Answer("a0", "structured", "en", (Cite("p1", 0), Cite("p2", None),
+                                              DocCite("u1", "source_path", "book.xlsx", t.sentence("EN"), "en")), public),
+            Answer("a1", "marker", "en", (Cite("p1", 1), DocCite("u2", "doc_id", "kb-book", t.sentence("EN"), "en")), staff)),
+    }
     if BLANK_PAGES:
         out["PDF: a blank page before the second"] = script(
             [Doc("D0", "pdf", "paper.pdf", None, (Container(None, (P, A)), Container(None, (B,))))],
@@ -1091,6 +1148,8 @@ class Expected:
     # The same row at the other places the re-anchoring may pick (several documents outside the preferred ones
     # hold the evidence): the product's row must be this one or one of them.
     alternatives: tuple[Expected, ...] = ()
+    # What the reason must name (out_of_scope: the closed document's path, its groups and the answer's audience).
+    reason_names: tuple[str, ...] = ()
 
 
 def _span(placed: Placed, evidence: str) -> tuple[int, int]:
@@ -1098,9 +1157,17 @@ def _span(placed: Placed, evidence: str) -> tuple[int, int]:
     return placed.start + offset, placed.start + offset + len(evidence)
 
 
-def _verbatim(new: Corpus, evidence: str, prefer: list[str]) -> frozenset:
+def closed(groups: tuple[str, ...] | None, audience: tuple[str, ...] | None) -> bool:
+    """A document open only to `groups` is closed to an answer given to `audience`: the answer names an audience,
+    the document names groups, and they share none."""
+    return audience is not None and bool(groups) and not set(groups) & set(audience)
+
+
+def _verbatim(new: Corpus, evidence: str, prefer: list[str], audience: tuple[str, ...] | None = None) -> frozenset:
     """Where the re-anchoring finds the evidence verbatim: the first place in the first preferred document
-    holding it (the successor's, then the cited one), else the first place in any other document."""
+    holding it (the successor's, then the cited one), else the first place in any other document; never in a
+    document closed to the answer's audience."""
+    new = tuple(doc for doc in new if not closed(doc.access_groups, audience))
 
     def first(doc: Doc):
         start = doc.text.find(evidence)
@@ -1148,7 +1215,33 @@ def expected_unanchored(old: Corpus, cite: DocCite) -> Expected:
     )  # fmt: skip
 
 
-def expected_status(script: EditScript, cite: AnyCite) -> Expected:
+def _by_doc_id(corpus: Corpus, doc_id: str | None) -> Doc | None:
+    return next((doc for doc in corpus if doc.doc_id == doc_id), None)
+
+
+def _named_doc_id(script: EditScript, cite: DocCite) -> str | None:
+    """The doc_id a citation by document names: its doc_id, or the one of the document at its path in v1, else in v2."""
+    if cite.by == "doc_id":
+        return cite.name
+    return next((doc.doc_id for corpus in (script.old, script.new) for doc in corpus if doc.path == cite.name), None)
+
+
+def outside(script: EditScript, cite: AnyCite, audience: tuple[str, ...] | None) -> Doc | None:
+    """The document that makes the citation out_of_scope (None: it is not): the document it cites, in v1 or in v2
+    (by its doc_id), or the v2 document its paragraph now sits in, closed to the answer's audience."""
+    if isinstance(cite, DocCite):
+        doc_id = _named_doc_id(script, cite)
+        places = [_by_doc_id(script.old, doc_id), _by_doc_id(script.new, doc_id)]
+    else:
+        cited = locate(script.old, cite.uid).doc
+        now = locate(script.new, cite.uid)
+        places = [cited, _by_doc_id(script.new, cited.doc_id), now and now.doc]
+    return next((doc for doc in places if doc is not None and closed(doc.access_groups, audience)), None)
+
+
+def expected_status(script: EditScript, cite: AnyCite, audience: tuple[str, ...] | None = None) -> Expected:
+    if (door := outside(script, cite, audience)) is not None:
+        return expected_out_of_scope(script, cite, door, audience)
     if isinstance(cite, DocCite):
         return expected_unanchored(script.old, cite)
     old_place = locate(script.old, cite.uid)
@@ -1166,7 +1259,7 @@ def expected_status(script: EditScript, cite: AnyCite) -> Expected:
     if now is None:
         return Expected(
             "removed", f"{cite.uid} was deleted", **base,
-            suggestions=_verbatim(script.new, evidence, [old_place.doc.doc_id]),
+            suggestions=_verbatim(script.new, evidence, [old_place.doc.doc_id], audience),
         )  # fmt: skip
     successor = dict(
         new_doc_id=now.doc.doc_id,
@@ -1194,7 +1287,7 @@ def expected_status(script: EditScript, cite: AnyCite) -> Expected:
     if evidence in now.para.text:
         start, end = _span(now, evidence)
         return Expected("drifted", f"{cite.uid} edited, evidence still in it", **base, **successor, new_start_char=start, new_end_char=end)
-    if places := _verbatim(script.new, evidence, [now.doc.doc_id, old_place.doc.doc_id]):
+    if places := _verbatim(script.new, evidence, [now.doc.doc_id, old_place.doc.doc_id], audience):
         return _found_verbatim(script.new, places, cite.uid, base)
     return Expected(
         "stale", f"{cite.uid} edited, evidence gone from it and verbatim nowhere", **base, **successor,
@@ -1202,9 +1295,31 @@ def expected_status(script: EditScript, cite: AnyCite) -> Expected:
     )  # fmt: skip
 
 
+def expected_out_of_scope(script: EditScript, cite: AnyCite, door: Doc, audience: tuple[str, ...]) -> Expected:
+    """Closed to the answer's audience: out_of_scope, its old locator as any row's (none for a citation registration
+    could not anchor), nothing after it followed, never repaired."""
+    reason = f"{door.path} is open only to {list(door.access_groups)}, not to the audience {list(audience)}"
+    names = (door.path, _listed(door.access_groups), _listed(audience))
+    if isinstance(cite, DocCite):
+        return replace(expected_unanchored(script.old, cite), status="out_of_scope", reason=reason, unanchored_name=None,
+                       repair="out_of_scope", reason_names=names)  # fmt: skip
+    old_place = locate(script.old, cite.uid)
+    quote = quote_text(script.old, cite)
+    start, end = _span(old_place, quote if quote is not None else old_place.para.text)
+    return Expected(
+        "out_of_scope", reason, doc_id=old_place.doc.doc_id, source_path=old_place.doc.path, old_start_char=start,
+        old_end_char=end, old_locator=old_place.locator, repair="out_of_scope", reason_names=names,
+    )  # fmt: skip
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    """Groups as a reason lists them: sorted, each once, in brackets."""
+    return f"[{', '.join(sorted(set(names)))}]"
+
+
 def expected_rows(script: EditScript) -> dict[tuple[str, str, str | None], Expected]:
     """(answer_id, cited paragraph uid, quote) -> the row its citation must get."""
-    return {(a.answer_id, c.uid, quote_text(script.old, c)): expected_status(script, c) for a, c in script.cites}
+    return {(a.answer_id, c.uid, quote_text(script.old, c)): expected_status(script, c, a.audience) for a, c in script.cites}
 
 
 # ---------------------------------------------------------------------------------------------------- files
@@ -1218,8 +1333,10 @@ def write_corpus(corpus: Corpus, root: Path) -> None:
         path = root / doc.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(render(doc))
-        if doc.explicit_id:
-            Path(f"{path}{SIDECAR_SUFFIX}").write_text(json.dumps({"doc_id": doc.explicit_id}))
+        sidecar = {"doc_id": doc.explicit_id, "access_groups": None if doc.access_groups is None else list(doc.access_groups)}
+        sidecar = {key: value for key, value in sidecar.items() if value is not None}
+        if sidecar:
+            Path(f"{path}{SIDECAR_SUFFIX}").write_text(json.dumps(sidecar))
 
 
 def render(doc: Doc) -> bytes:
