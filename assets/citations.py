@@ -67,7 +67,8 @@ def citation_status(
     registered = {}
     if answers.answers_path:
         answer_store = AnswerStore(corpus.root, limits=answers.limits(), corpus=corpus)
-        added = answer_store.add(answers.answers_path, response_format=answers.answers_format)
+        audience = tuple(answers.audience) if answers.audience is not None else None
+        added = answer_store.add(answers.answers_path, response_format=answers.answers_format, audience=audience)
         for error in [*added.errors, *added.unanchored]:
             context.log.warning(f"event=answer_input_error file={answers.answers_path!r} error={str(error)!r}")
         registered = {"answers_registered": added.n_registered, "answer_input_errors": len(added.errors),

@@ -112,6 +112,9 @@ class AnswersResource(dg.ConfigurableResource):
     # Each line of answers_path is an LLM API's response in its envelope: anthropic | openai | cohere | gemini |
     # llamaindex | langchain (citekeeper.rag_formats); None: answer records.
     answers_format: str | None = None
+    # The groups the answers were given to (as `answers add --audience`): a record without an audience gets them,
+    # one with its own keeps the groups in both; None: as the records say.
+    audience: list[str] | None = None
     # A registered answer over a limit is refused as its line.
     max_claims_per_answer: int = MAX_CLAIMS_PER_ANSWER
     max_citations_per_claim: int = MAX_CITATIONS_PER_CLAIM

@@ -13,14 +13,20 @@ from citekeeper.store import CorpusStore
 
 
 def register_answers(
-    store_dir: Path | str, records: Iterable[dict], source: str = "api", response_format: str | None = None
+    store_dir: Path | str,
+    records: Iterable[dict],
+    source: str = "api",
+    response_format: str | None = None,
+    audience: Iterable[str] | None = None,
 ) -> AddResult:
     """Register answer records (structured or marker form; with `response_format`, responses of that LLM API or
     framework in their envelope, citekeeper.rag_formats) in the store's answer store: new answers, new revisions
     of changed ones, nothing for identical ones; citations by document are anchored into the version they cite.
     Bad records are reported in `result.errors` (LineError(line=N, field=..., message=...), N counting the
-    records from 1), the good ones register."""
-    return AnswerStore(store_dir).add_records(records, source, response_format=response_format)
+    records from 1), the good ones register. `audience`: the groups the answers were given to, as `answers add
+    --audience` takes them (a record without one gets them; one with its own keeps the groups in both)."""
+    given = tuple(audience) if audience is not None else None
+    return AnswerStore(store_dir).add_records(records, source, response_format=response_format, audience=given)
 
 
 def answer_citations(store_dir: Path | str, answer_id: str | None = None, include_internal_text: bool = False) -> pl.DataFrame:

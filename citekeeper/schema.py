@@ -224,7 +224,7 @@ CITATION_STATUS = pa.schema(
         pa.field("chunk_id", pa.string()),  # null: cited by document and not anchored (invalid)
         pa.field("cited_version", pa.string(), nullable=False),
         pa.field("doc_id", pa.string()),
-        pa.field("status", pa.string(), nullable=False),  # valid|relocated|drifted|stale|removed|invalid
+        pa.field("status", pa.string(), nullable=False),  # CITATION_STATUSES
         pa.field("reason", pa.string(), nullable=False),
         pa.field("quote", pa.string()),
         # how the quote was found in the cited chunk (citekeeper.locate): exact | normalized; null: no quote

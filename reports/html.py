@@ -116,7 +116,7 @@ def _card(row: dict) -> str:
 
 
 def _repair_line(row: dict) -> str:
-    if row["repair"] in ("unresolved", "invalid"):
+    if row["repair"] in ("unresolved", "invalid", "out_of_scope"):
         when = "none possible"
     elif row["repaired_in"] is not None:
         when = f"made: revision {row['repaired_in']}"

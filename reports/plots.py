@@ -20,6 +20,7 @@ STATUS_COLORS = {  # also the badge colours of reports/html.py
     "stale": "#bc4c00",
     "removed": "#cf222e",
     "invalid": "#6e7781",
+    "out_of_scope": "#953800",
 }
 OTHER_COLOR = "#9e9e9e"
 

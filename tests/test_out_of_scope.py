@@ -209,3 +209,24 @@ def test_dagster_citation_status_and_repair_assets_store_out_of_scope(tmp_path):
     assert status["staff-lost"]["retrieved_at"] == utc("2023-12-31T00:00:00Z")
     repairs = by_answer(pl.read_parquet(store.layout.repairs_file("v2")))
     assert [repairs[a]["repair"] for a in ("pub-staff", "pub-lost", "staff-lost")] == ["out_of_scope", "unresolved", "repointed_successor"]
+
+
+def test_the_answers_resources_audience_reaches_records_without_one(tmp_path):
+    """AnswersResource.audience is `answers add --audience` for the asset: a record naming no audience gets it."""
+    store = build_store(tmp_path)
+    answers = write_jsonl(tmp_path / "answers.jsonl", [answer("given-none", cite(store, "twenty percent", "discount of twenty percent"))])
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("corpus_version", ["v2"])
+    config = settings(store_dir=str(store.root), answers_path=str(answers), audience=["public"])
+    dg.materialize([citation_assets.citation_status], partition_key="v2", instance=instance, resources=config.resources())
+    assert by_answer(AnswerStore(store.root).answers())["given-none"]["audience"] == ["public"]
+    assert by_answer(pl.read_parquet(store.layout.citation_status_file("v2")))["given-none"]["status"] == "out_of_scope"
+
+
+def test_the_python_api_takes_an_audience(tmp_path):
+    from citekeeper.api import register_answers
+
+    store = build_store(tmp_path)
+    record = answer("api-given", cite(store, "twenty percent", "discount of twenty percent"))
+    assert register_answers(store.root, [record], audience=["public"]).n_registered == 1
+    assert by_answer(AnswerStore(store.root).answers())["api-given"]["audience"] == ["public"]
