@@ -137,8 +137,21 @@ def summary(store_dir: Path, nli_note: str) -> str:
         f"claims against {new}: " + ", ".join(f"{s} {n}" for s, n in claim_counts.items())
         + f" (model calls {run['model_calls']}, cache hits {run['cache_hits']}, "
         f"lexical decisions {run['lexical_decisions']})",
+        *_source_model_lines(claims, status),
     ]
     return "\n".join(lines)
+
+
+def _source_model_lines(claims, status) -> list[str]:
+    """The conflicts the ranking decided or left open, and the citations outside their answer's audience."""
+    import polars as pl
+
+    conflicts = claims.filter(pl.col("conflict").is_not_null()).sort("conflict", "answer_id")
+    out_of_scope = status.filter(pl.col("status") == "out_of_scope").sort("answer_id")
+    return [
+        *(f"  {row['conflict']} conflict ({row['answer_id']}): {row['reason']}" for row in conflicts.iter_rows(named=True)),
+        *(f"  out of scope ({row['answer_id']}): {row['reason']}" for row in out_of_scope.iter_rows(named=True)),
+    ]
 
 
 @click.command("demo")

@@ -44,9 +44,11 @@ def test_demo_runs_the_pipeline_and_is_idempotent(tmp_path: Path, monkeypatch: p
     assert "NLI: " in first.output  # says which model ran, or plainly that none could be loaded
     assert '<section id="plots">' in report.read_text()
 
-    # sample_corpus/answers.jsonl cites real v1 chunks: against v1 only the two invented citations fail.
+    # sample_corpus/answers.jsonl cites real v1 chunks: against v1 only the two invented citations fail, and the
+    # customer's answer citing a staff-only page is out of scope.
     v1 = results["status_v1"]
-    assert v1.filter(pl.col("status") != "valid")["answer_id"].to_list() == ["service-credit-cash"] * 2
+    assert sorted(v1.filter(pl.col("status") != "valid").select("answer_id", "status").rows()) == [
+        ("discount-approval", "out_of_scope"), ("service-credit-cash", "invalid"), ("service-credit-cash", "invalid")]
     v2 = {(r["answer_id"], r["status"]) for r in results["status_v2"].iter_rows(named=True)}
     assert {("sla-uptime", "valid"), ("refund-window", "stale"), ("rate-limit-429", "removed"),
             ("on-call-ack", "stale"), ("service-credit-cash", "invalid")} <= v2
@@ -55,6 +57,17 @@ def test_demo_runs_the_pipeline_and_is_idempotent(tmp_path: Path, monkeypatch: p
     repairs = {(r["answer_id"], r["status"]): r["repair"] for r in results["repairs"].iter_rows(named=True)}
     assert repairs[("refund-window", "drifted")] == "repointed_successor" and repairs[("rate-limit-429", "removed")] == "unresolved"
     assert "repair plan: 6 answers to revise" in first.output and not results["repairs"]["applied"].any()
+
+    # The source model: official API docs outrank a community article; two equal pages stay an open conflict;
+    # a customer's answer citing a staff-only page is out_of_scope (and its evidence is never judged).
+    conflicts = {r["answer_id"]: r for r in results["claims"].filter(pl.col("conflict").is_not_null()).iter_rows(named=True)}
+    assert {k: (r["conflict"], r["status"]) for k, r in conflicts.items()} == {
+        "api-quota": ("decided", "supported"), "phone-support": ("open", "conflicted")}
+    assert '"API Quotas"' in conflicts["api-quota"]["reason"] and "decided by authority" in conflicts["api-quota"]["reason"]
+    assert '"Support Channels"' in conflicts["phone-support"]["reason"] and '"Support FAQ"' in conflicts["phone-support"]["reason"]
+    assert ("discount-approval", "out_of_scope") in v2
+    assert "decided conflict (api-quota)" in first.output and "open conflict (phone-support)" in first.output
+    assert "out of scope (discount-approval)" in first.output
 
     # The rerun names the store through $CITEKEEPER_STORE instead of --store, from another directory.
     elsewhere = tmp_path / "elsewhere"
