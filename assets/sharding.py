@@ -56,7 +56,7 @@ def commit_shards(log: dg.DagsterLogManager, store: StoreResource, ingest: Inges
     """Commit the `n_shards` staged shards of `version`; the materialization metadata of its partition."""
     from parsers.ingest import commit
 
-    result = commit(store.corpus_store(), version, n_shards=n_shards)
+    result = commit(store.corpus_store(), version, n_shards=n_shards).shared()
     fail_if_unchanged(result, ingest, version)
     manifest = result.manifest
     log.info(f"event=shards_committed version={manifest.name} created={result.created} "

@@ -92,6 +92,9 @@ INGEST_ERRORS = pa.schema(
         pa.field("error_type", pa.string(), nullable=False),
         pa.field("reason", pa.string(), nullable=False),
         pa.field("occurred_at", TIMESTAMP, nullable=False),
+        # The file's visibility level where known (its discovered one; else the strictest of an override and a
+        # readable sidecar for its path): an aggregate_only file's path and reason are withheld where shared.
+        pa.field("access_scope", pa.string()),
     ]
 )
 

@@ -64,6 +64,11 @@ def is_withheld(value: object) -> bool:
     return value in WITHHELD_MARKS
 
 
+def is_aggregate(scope: str | None) -> bool:
+    """Whether a document at `scope` is counted only (aggregate_only, or a value that is no level; null: public)."""
+    return scope is not None and _RANK.get(scope, _STRICTEST) >= _RANK[AGGREGATE_ONLY]
+
+
 def shows_text(scope: str | None) -> bool:
     """Whether a document at `scope` may be quoted in a shared output (user_visible, or no scope)."""
     return scope is None or scope == USER_VISIBLE

@@ -65,9 +65,11 @@ class _Walk:
     errors: list[IngestError] = field(default_factory=list)
     n_skipped: int = 0
 
-    def quarantine(self, source_path: str, stage: str, error_type: str, reason: str) -> None:
+    def quarantine(self, source_path: str, stage: str, error_type: str, reason: str, access_scope: str | None = None) -> None:
+        """An IngestError for a file; its access_scope, unless given, as far as it can be known (_known_scope)."""
         if self.owns(source_path):  # every shard walks every directory; one of them reports its errors
-            self.errors.append(IngestError(source_path, stage, error_type, reason))
+            scope = access_scope or _known_scope(self, source_path)
+            self.errors.append(IngestError(source_path, stage, error_type, reason, scope))
 
     def reject(self, source_path: str, stage: str, error_type: str, reason: str) -> None:
         """A path that cannot be a document: quarantined when selected, else only counted as skipped."""
@@ -288,6 +290,18 @@ def _access_scope(
     return strictest(said) if said else config.default_access_scope
 
 
+def _known_scope(walk: _Walk, source_path: str) -> str | None:
+    """The level of a file quarantined before its metadata was read: the strictest of the override for its path and
+    its sidecar's access_scope, when the sidecar can be read (None: nothing says, which is public)."""
+    path = walk.root / source_path
+    try:
+        sidecar = read_sidecar(path.with_name(path.name + SIDECAR_SUFFIX), walk.root, walk.config.authority_levels).get("access_scope")
+    except MetadataError:
+        sidecar = None
+    said = [scope for scope in (sidecar, _override_scope(walk.config, source_path)) if scope]
+    return strictest(said) if said else None
+
+
 def _override_scope(config: ParseConfig, source_path: str) -> str | None:
     for pattern, scope in config.access_scope_overrides:
         if fnmatch.fnmatchcase(source_path, pattern):
@@ -301,7 +315,8 @@ def _quarantine_duplicate_doc_ids(walk: _Walk) -> None:
     kept = []
     for source in walk.sources:
         if source.doc_id in owner:
-            walk.quarantine(source.source_path, "discover", "DuplicateDocId", duplicate_doc_id_reason(source.doc_id, owner[source.doc_id]))
+            reason = duplicate_doc_id_reason(source.doc_id, owner[source.doc_id])
+            walk.quarantine(source.source_path, "discover", "DuplicateDocId", reason, source.access_scope)
         else:
             owner[source.doc_id] = source.source_path
             kept.append(source)

@@ -7,7 +7,7 @@ import json
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from citekeeper.store import (
     corpus_hash,
     validate_version_name,
 )
+from citekeeper.scope import AGGREGATE_MARK, aggregate
 from citekeeper.tables import to_arrow, write_parquet
 from citekeeper.identity import sha256_hex
 from parsers.discover import discover, duplicate_doc_id_reason
@@ -85,6 +86,16 @@ class IngestResult:
     errors: list[IngestError] = field(default_factory=list)
     durations_s: dict[str, float] = field(default_factory=dict)
     reparse_reason: str | None = None  # why the parent's documents were not reused, when they were not
+    # no_text paths and removed doc_ids of aggregate_only documents: never named where the result is shown
+    aggregate_names: frozenset[str] = frozenset()
+
+    def shared(self) -> IngestResult:
+        """The result as printed or recorded as metadata: aggregate_only documents counted, not named."""
+        def named(names: list[str]) -> list[str]:
+            return [AGGREGATE_MARK if name in self.aggregate_names else name for name in names]
+
+        return replace(self, no_text=named(self.no_text), removed_doc_ids=named(self.removed_doc_ids),
+                       errors=[error.shared() for error in self.errors])  # fmt: skip
 
     @property
     def n_removed(self) -> int:
@@ -194,7 +205,8 @@ def stage(
                 no_text.add(outcome.source_path)
             else:
                 parse_errors.append(outcome)
-    parse_errors.sort(key=lambda error: error.source_path)  # the order of completion varies
+    scopes = {source.source_path: source.access_scope for source in to_parse}
+    parse_errors = sorted((replace(e, access_scope=scopes.get(e.source_path)) for e in parse_errors), key=lambda e: e.source_path)
     errors = found.errors + parse_errors
     write_parquet(_error_rows(errors, version, ingested_at), schema.INGEST_ERRORS, out / "errors.parquet")
     failed = {e.source_path for e in parse_errors}
@@ -223,18 +235,20 @@ def commit(
         errors = _ingest_errors(staged["errors"])
         if strict and errors:
             shutil.rmtree(store.layout.staging_dir / version, ignore_errors=True)
-            listing = "\n".join(f"  {e.source_path}: {e.stage}: {e.reason}" for e in errors)
+            listing = "\n".join(f"  {e.source_path}: {e.stage}: {e.reason}" for e in map(IngestError.shared, errors))
             raise StrictIngestFailed(f"--strict: {len(errors)} file(s) quarantined, no version committed:\n{listing}")
         sources = staged["sources"]
         tree = corpus_hash(map(_tree_row, sources.select(TREE_FIELDS).iter_rows()))
         documents = set(sources.filter(pl.col("outcome").is_in(["parsed", "reused"]))["doc_id"])
         no_text = sources.filter(pl.col("outcome") == "no_text")["source_path"].sort().to_list()
+        aggregate_names = _aggregate_names(sources)
         equal = _equal_version(store, version, tree, staged["config_hash"], documents)
         if equal is not None:
             shutil.rmtree(store.layout.staging_dir / version, ignore_errors=True)
             return IngestResult(equal, created=False, equals=equal.name, n_reused=len(documents),
-                                n_skipped=staged["n_skipped"], no_text=no_text, errors=errors)
+                                n_skipped=staged["n_skipped"], no_text=no_text, errors=errors, aggregate_names=aggregate_names)
         parent_ids = _parent_doc_ids(store, staged["parent"])
+        aggregate_names |= _aggregate_names(store.read_documents(staged["parent"], columns=["doc_id", "source_path", "access_scope"])) if staged["parent"] else frozenset()
         reused_ids = sources.filter(pl.col("outcome") == "reused")["doc_id"]
         removed = sorted(set(parent_ids) - set(sources["doc_id"]))
         n_parsed = sources.filter(pl.col("outcome") == "parsed").height
@@ -271,6 +285,7 @@ def commit(
         no_text=no_text,
         removed_doc_ids=removed,
         errors=errors,
+        aggregate_names=aggregate_names,
         durations_s={"commit": time.perf_counter() - started},
         reparse_reason=staged["reparse_reason"],
     )
@@ -463,9 +478,10 @@ def _without_cross_shard_duplicates(staged: dict, version: str) -> dict:
     """Files in two shards that claim one doc_id (by sidecar or front matter): as in a single walk, the first
     source_path keeps it and the others are quarantined, their staged rows and other errors dropped."""
     owner, losers = {}, {}
-    for doc_id, source_path in staged["sources"].sort("source_path").select("doc_id", "source_path").iter_rows():
+    for doc_id, source_path, scope in staged["sources"].sort("source_path").select("doc_id", "source_path", "access_scope").iter_rows():
         if doc_id in owner:
-            losers[source_path] = IngestError(source_path, "discover", "DuplicateDocId", duplicate_doc_id_reason(doc_id, owner[doc_id]))
+            reason = duplicate_doc_id_reason(doc_id, owner[doc_id])
+            losers[source_path] = IngestError(source_path, "discover", "DuplicateDocId", reason, scope)
         else:
             owner[doc_id] = source_path
     if not losers:
@@ -514,10 +530,16 @@ def latest_if_equal(store: CorpusStore, tree_hash: str, settings: str) -> Versio
     return None
 
 
+def _aggregate_names(documents: pl.DataFrame) -> frozenset[str]:
+    """The doc_ids and source_paths of the aggregate_only rows of a frame with access_scope."""
+    rows = documents.filter(aggregate("access_scope"))
+    return frozenset(rows["doc_id"]) | frozenset(rows["source_path"])
+
+
 def _parent_doc_ids(store: CorpusStore, parent: str | None) -> list[str]:
     return [] if parent is None else store.read_documents(parent, columns=["doc_id"])["doc_id"].to_list()
 
 
 def _ingest_errors(errors: pa.Table) -> list[IngestError]:
     frame = pl.from_arrow(errors).sort(SORT_KEYS["errors"])
-    return [IngestError(r["source_path"], r["stage"], r["error_type"], r["reason"]) for r in frame.iter_rows(named=True)]
+    return [IngestError(r["source_path"], r["stage"], r["error_type"], r["reason"], r["access_scope"]) for r in frame.iter_rows(named=True)]

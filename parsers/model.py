@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from pathlib import Path
 
 from citekeeper.scope import ACCESS_SCOPES  # noqa: F401  (re-exported: parsers validate scopes with it)
+from citekeeper.scope import AGGREGATE_MARK, AGGREGATE_REASON, is_aggregate
 from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS, DEFAULT_SOURCE_KEYS, DEFAULTABLE_FIELDS, check_url_template
 from citekeeper.text import TEXT_RULES_VERSION
 
@@ -200,6 +201,12 @@ class IngestError:
     stage: str  # discover | read | parse | chunk
     error_type: str
     reason: str
+    access_scope: str | None = None  # the file's level where known (INGEST_ERRORS.access_scope)
+
+    def shared(self) -> IngestError:
+        """The error as a printed line or recorded metadata shows it: an aggregate_only file neither named nor
+        described."""
+        return replace(self, source_path=AGGREGATE_MARK, reason=AGGREGATE_REASON) if is_aggregate(self.access_scope) else self
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ def ingest_command(source_dir: Path, version: str | None, strict: bool, max_chun
                             progress=progress, lock_timeout=lock_timeout)
         except StoreError as exc:
             raise click.ClickException(str(exc)) from None
-    manifest = result.manifest
+    result, manifest = result.shared(), result.manifest
     if result.created:
         click.echo(f"created corpus version {manifest.name} (parent: {manifest.parent or 'none'}): "
                    f"{manifest.n_documents} documents, {manifest.n_chunks} chunks")

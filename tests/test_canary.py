@@ -37,7 +37,7 @@ PRICING_SUMMARY = "How the plans are priced, in one paragraph."
 AGGREGATE_PATH = f"metrics/{CANARY}-usage.md"
 
 
-def tree(version: int) -> dict[str, str]:
+def tree(version: int) -> dict[str, str | None]:
     """The source files of each version. v2: MOVED leaves the public guide for an internal page (edited, with
     the canary beside it), and later.md turns internal_only while gaining the canary."""
     files = {
@@ -56,8 +56,17 @@ def tree(version: int) -> dict[str, str]:
         AGGREGATE_PATH: f"---\naccess_scope: aggregate_only\ntitle: {CANARY} usage\nurl: https://metrics.example.com/{CANARY}/\n"
                         f"---\n# {CANARY} usage\n\nWeekly active seats of {CANARY} rose by a tenth.\n",
         f"{AGGREGATE_PATH}.citekeeper.json": '{"access_scope": "user_visible"}',
+        # aggregate_only files named in no listing: one with nothing to cite, one of a type no parser reads and one
+        # that fails to parse (their level from a sidecar), and one removed in v2
+        f"metrics/{CANARY}-empty.md": "---\naccess_scope: aggregate_only\n---\n",
+        f"metrics/{CANARY}-export.xyz": "seats,42\n",
+        f"metrics/{CANARY}-export.xyz.citekeeper.json": '{"access_scope": "aggregate_only"}',
+        f"metrics/{CANARY}-scan.pdf": "%PDF-1.4\nnot a PDF past its first line\n",
+        f"metrics/{CANARY}-scan.pdf.citekeeper.json": '{"access_scope": "aggregate_only"}',
+        f"metrics/{CANARY}-old.md": f"---\naccess_scope: aggregate_only\n---\n# Old\n\nSeats of {CANARY} last year.\n",
     }
     if version == 2:
+        files[f"metrics/{CANARY}-old.md"] = None
         files[AGGREGATE_PATH] = files[AGGREGATE_PATH].replace("rose by a tenth", "fell by a fifth in March")
         files["redacted/pricing.md"] += "\nMonthly plans are billed in arrears.\n"
         files["internal/plan.md"] += f"\n{MOVED.replace('each quarter', 'each quarter for ' + CANARY)}\n"
@@ -69,7 +78,10 @@ def tree(version: int) -> dict[str, str]:
 def write(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+        if text is None:
+            (root / name).unlink(missing_ok=True)
+        else:
+            (root / name).write_text(text)
     link = root / "public" / "plan-link.md"
     if not link.is_symlink():
         os.symlink("../internal/plan.md", link)
