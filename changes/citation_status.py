@@ -364,11 +364,11 @@ class Suggester:
 
     def _suggest(self, lost: pl.DataFrame, scope: str, audience: Audience) -> pl.DataFrame:
         """Suggestions from the scopes `scope` may be re-pointed into, in documents open to `audience`;
-        `evidence_internal` marks the citations whose evidence only internal_only text still holds (searched again,
+        `evidence_internal` marks the citations whose evidence only text of a stricter level still holds (searched again,
         the finding itself discarded)."""
         visible = visible_from(scope)
         found = reanchor(lost, self._reanchorer(visible, audience)).with_columns(evidence_internal=pl.lit(False))
-        if visible == ACCESS_SCOPES or not self._has_internal_text():
+        if visible == ACCESS_SCOPES or not self._has_text_beyond(visible):
             return found
         unfound = lost.join(found.filter(pl.col("suggested_chunk_id").is_not_null()), on="citation_id", how="anti")
         if unfound.is_empty():
@@ -376,8 +376,9 @@ class Suggester:
         hidden = reanchor(unfound, self._reanchorer(ACCESS_SCOPES, audience)).filter(pl.col("suggested_chunk_id").is_not_null())
         return found.with_columns(evidence_internal=pl.col("citation_id").is_in(hidden["citation_id"].implode()))
 
-    def _has_internal_text(self) -> bool:
-        return bool(self._target_frames()[1]["access_scope"].eq(INTERNAL).any())
+    def _has_text_beyond(self, visible: tuple[str, ...]) -> bool:
+        """Whether the target holds text at a level other than `visible` (where evidence may have gone)."""
+        return bool((~self._target_frames()[1]["access_scope"].is_in(visible)).any())
 
     def _target_frames(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         """The target's documents (doc_id, text, access_groups) and chunks, read once."""

@@ -7,12 +7,13 @@ import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+import polars as pl
 from rapidfuzz import fuzz
 
 from citekeeper.answer_files import LineError
 from citekeeper.answers import UNANCHORED, DocumentRef, ParsedAnswer, ParsedCitation, ParsedClaim
 from citekeeper.locate import locate_quote
-from citekeeper.scope import INTERNAL
+from citekeeper.scope import internal, strictest
 from citekeeper.text import normalize_text, snap_to_words, trim_span
 
 ANCHOR_METHODS = ("chunk_id", "exact", "normalized", "fuzzy", "offsets", "document", UNANCHORED)
@@ -47,7 +48,7 @@ class DocumentTexts:
         self._docs: dict[tuple[str, str], _Document] = {}  # (version, doc_id)
         self._paths: dict[str, dict[str, str]] = {}  # version -> source_path -> doc_id
         self._versions: dict[str, bool] = {}
-        self._internal: dict[str, list[tuple[str, ...]]] = {}  # version -> each internal_only text, as is and normalised
+        self._withheld: dict[str, list[tuple[str, tuple[str, ...]]]] = {}  # version -> (level, text forms) of withheld texts
 
     def has_version(self, version: str) -> bool:
         if version not in self._versions:
@@ -87,18 +88,20 @@ class DocumentTexts:
         for doc_id, text in texts.iter_rows():
             yield _Document(doc_id, text, spans.get(doc_id, ()))
 
-    def is_internal_text(self, version: str, quote: str) -> bool:
-        """Whether `quote` is in an internal_only document of `version`, exact or normalised (strict or loose).
-        The version's internal texts are read once, when an unanchored quote first asks."""
+    def withheld_scope(self, version: str, quote: str) -> str | None:
+        """The strictest level of the documents of `version` whose text is withheld (every level but user_visible)
+        and holds `quote`, exact or normalised (strict or loose); None when none does. Those texts are read once,
+        when an unanchored quote first asks."""
         if not self.has_version(version):
-            return False
-        if version not in self._internal:
-            scopes = self.corpus.read_documents(version, columns=["doc_id", "access_scope"])
-            internal_ids = [doc_id for doc_id, scope in scopes.iter_rows() if scope == INTERNAL]
-            texts = self.corpus.read_documents(version, columns=["text"], doc_ids=internal_ids)["text"] if internal_ids else []
-            self._internal[version] = [(text, normalize_text(text), normalize_text(text, loose=True)) for text in texts]
+            return None
+        if version not in self._withheld:
+            scopes = self.corpus.read_documents(version, columns=["doc_id", "access_scope"]).filter(internal("access_scope"))
+            texts = self.corpus.read_documents(version, columns=["doc_id", "text"], doc_ids=scopes["doc_id"].to_list()) if scopes.height else None
+            rows = scopes.join(texts, on="doc_id").select("access_scope", "text").iter_rows() if texts is not None else ()
+            self._withheld[version] = [(scope, (text, normalize_text(text), normalize_text(text, loose=True))) for scope, text in rows]
         forms = (quote, normalize_text(quote), normalize_text(quote, loose=True))
-        return any(form and form in text for texts in self._internal[version] for form, text in zip(forms, texts))
+        found = [scope for scope, texts in self._withheld[version] if any(form and form in text for form, text in zip(forms, texts))]
+        return strictest(found) if found else None
 
     def get(self, version: str, ref: DocumentRef) -> _Document | None:
         """The document `ref` names in `version` as loaded; None when the version or the document is not in the store."""
@@ -130,17 +133,19 @@ def anchor_answers(answers: list[ParsedAnswer], texts: DocumentTexts) -> tuple[l
 
 
 def _internal_quotes_withheld(answer: ParsedAnswer, texts: DocumentTexts) -> ParsedAnswer:
-    """`answer` with each unanchored quote that is internal_only text of its version marked internal_only: it is
-    evidence claimed from the corpus, so every shared output withholds it as it would an anchored internal quote."""
+    """`answer` with each unanchored quote that is withheld text of its version (internal_only, redacted or
+    aggregate_only) marked with that level: it is evidence claimed from the corpus, so every shared output withholds
+    it as it would the anchored quote."""
     if not any(c.anchored_by == UNANCHORED and c.quote for claim in answer.claims for c in claim.citations):
         return answer
 
     def checked(citation: ParsedCitation) -> ParsedCitation:
         version = citation.corpus_version or answer.corpus_version
-        if citation.anchored_by != UNANCHORED or not citation.quote or not texts.is_internal_text(version, citation.quote):
+        scope = texts.withheld_scope(version, citation.quote) if citation.anchored_by == UNANCHORED and citation.quote else None
+        if scope is None:
             return citation
-        note = f"{citation.anchor_note}; the quote is internal_only text of {version!r}, so it is withheld"
-        return replace(citation, anchor_note=note, quote_access_scope=INTERNAL)
+        note = f"{citation.anchor_note}; the quote is {scope} text of {version!r}, so it is withheld"
+        return replace(citation, anchor_note=note, quote_access_scope=scope)
 
     return answer.with_claims(tuple(replace(claim, citations=tuple(map(checked, claim.citations))) for claim in answer.claims))
 

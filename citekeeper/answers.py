@@ -78,7 +78,7 @@ class ParsedCitation:
     anchor_score: float | None = None
     anchor_note: str | None = None
     given_index: int | None = None  # the citation as given, within its claim: a quote across chunks is several
-    quote_access_scope: str | None = None  # unanchored, its quote internal_only text: withheld (citekeeper.anchor)
+    quote_access_scope: str | None = None  # unanchored, its quote withheld text of this level (citekeeper.anchor)
     retrieved_at: datetime | None = None  # when the RAG system read the evidence, as given (None: the answer's created_at)
 
 

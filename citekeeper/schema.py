@@ -165,7 +165,7 @@ CITATIONS = pa.schema(
         pa.field("given_index", pa.int32()),  # the citation as given in its claim (a quote across chunks: several rows)
         pa.field("cited_doc_id", pa.string()),  # a citation by document: the doc_id or source_path it named
         pa.field("cited_source_path", pa.string()),
-        # unanchored: internal_only when its quote is internal_only text of the version it cites (then withheld
+        # unanchored: the strictest level of the withheld texts of the version it cites that hold its quote (then withheld
         # like any internal quote); null otherwise
         pa.field("quote_access_scope", pa.string()),
         # When the RAG system read the evidence: as the input gives it, else the answer's created_at.

@@ -139,6 +139,15 @@ UNANCHORED_ANSWER = {
         {"type": "text", "text": "The plan has a code name.", "citations": [
             {"type": "char_location", "cited_text": f"The acquisition is code-named {CANARY} in every memo.", "document_index": 0}]}]},
 }  # fmt: skip
+# ... and quoting the redacted and the aggregate_only page the same way: withheld at their levels.
+QUOTED_ELSEWHERE = {"claims-redacted": f"The {CANARY} discount applies to annual plans only.",
+                    "claims-aggregate": f"Weekly active seats of {CANARY} rose by a tenth."}
+UNANCHORED_ELSEWHERE = [
+    {**UNANCHORED_ANSWER, "answer_id": answer_id, "response": {"type": "message", "role": "assistant", "content": [
+        {"type": "text", "text": "Something was said.", "citations": [
+            {"type": "char_location", "cited_text": quote, "document_index": 0}]}]}}
+    for answer_id, quote in QUOTED_ELSEWHERE.items()
+]  # fmt: skip
 
 
 def shared_files(*roots: Path) -> list[Path]:
@@ -170,7 +179,8 @@ def world(tmp_path_factory):
     run("ingest", str(write(base / "src", tree(1))), "--version", "v1", "--workers", "1")
     (base / "answers.jsonl").write_text("\n".join(json.dumps(a) for a in answers(CorpusStore(store_dir))) + "\n")
     run("answers", "add", str(base / "answers.jsonl"))
-    (base / "anthropic.jsonl").write_text(json.dumps(ANTHROPIC_ANSWER) + "\n" + json.dumps(UNANCHORED_ANSWER) + "\n")
+    api_answers = [ANTHROPIC_ANSWER, UNANCHORED_ANSWER, *UNANCHORED_ELSEWHERE]
+    (base / "anthropic.jsonl").write_text("".join(json.dumps(answer) + "\n" for answer in api_answers))
     run("answers", "add", str(base / "anthropic.jsonl"), "--from", "anthropic")  # the response itself quotes the canary
     run("ingest", str(write(base / "src", tree(2))), "--version", "v2", "--workers", "1")
     run("versions")
@@ -191,7 +201,7 @@ def world(tmp_path_factory):
     run("verify", "--no-model", "--version", "v2", "--out", str(out / "verify"), "--shard", "1/2", "--run-id", "s")
     run("verify-merge", "--out", str(out / "verify"), "--version", "v2", "--run-id", "s", store=False)
     run("answers", "list")
-    for answer_id in ("public", "internal", "claims-public", "restricted"):
+    for answer_id in ("public", "internal", "claims-public", "restricted", *QUOTED_ELSEWHERE):
         run("answers", "show", answer_id)
     run("answers", "export", "--out", str(out / "answers.parquet"))
     run("gc", "--keep-last", "5", "--dry-run")
@@ -231,7 +241,7 @@ def test_a_public_citation_is_never_re_pointed_into_internal_text(world):
     repairs = pl.read_parquet(world["store"].layout.repairs_file("v2"))
     public = {r["old_quote"] or r["old_chunk_id"]: r for r in repairs.filter(pl.col("answer_id") == "public").iter_rows(named=True)}
     assert public[MOVED]["repair"] == "unresolved" and public[MOVED]["new_chunk_id"] is None
-    assert public[MOVED]["reason"].endswith("evidence is now internal_only")
+    assert public[MOVED]["reason"].endswith("evidence is now only in text of a stricter level")
     status = pl.read_parquet(world["out"] / "status.parquet")
     moved = status.filter(pl.col("quote") == MOVED).row(0, named=True)
     assert moved["status"] in ("stale", "removed") and moved["suggested_chunk_id"] is None and moved["evidence_internal"]
@@ -290,3 +300,12 @@ def test_an_unanchored_quote_of_internal_text_is_withheld_and_says_why(world):
     assert row["anchor_note"].endswith("the quote is internal_only text of 'v1', so it is withheld")
     status = pl.read_parquet(world["out"] / "status.parquet").filter(pl.col("answer_id") == "claims-public")
     assert status["status"].to_list() == ["invalid"] and status["quote"].to_list() == [REDACTED]
+
+
+def test_an_unanchored_quote_of_redacted_or_aggregate_text_is_withheld_at_its_level(world):
+    rows = pl.read_parquet(world["out"] / "answers.parquet").filter(pl.col("answer_id").is_in(list(QUOTED_ELSEWHERE)))
+    found = {r["answer_id"]: (r["access_scope"], r["quote"]) for r in rows.iter_rows(named=True)}
+    assert found == {"claims-redacted": ("redacted", WITHHELD_TEXT["redacted"]),
+                     "claims-aggregate": ("aggregate_only", WITHHELD_TEXT["aggregate_only"])}
+    status = pl.read_parquet(world["out"] / "status.parquet").filter(pl.col("answer_id").is_in(list(QUOTED_ELSEWHERE)))
+    assert sorted(status["quote"].to_list()) == sorted([WITHHELD_TEXT["redacted"], WITHHELD_TEXT["aggregate_only"]])
