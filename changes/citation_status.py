@@ -283,7 +283,7 @@ def blast_radius(status: pl.DataFrame, doc_diffs: list[pl.DataFrame], target_ver
 
 
 # The CITATION_STATUS columns a check keeps in memory (no texts): counts, summaries, blast radius.
-OUTLINE_COLUMNS = ["answer_id", "claim_id", "citation_id", "doc_id", "status", "suggested_chunk_id", "suggested_method", "reanchored"]
+OUTLINE_COLUMNS = ["answer_id", "claim_id", "citation_id", "doc_id", "status", "suggested_chunk_id", "suggested_method", "reanchored", "updated_after_retrieval"]
 
 
 @dataclass(frozen=True)

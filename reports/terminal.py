@@ -41,5 +41,8 @@ def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_ve
             for r in hit.iter_rows(named=True)
         ]
     failing = sum(counts.get(s, 0) for s in NOT_HOLDING_STATUSES)
-    lines.append(f"  {failing} citation(s) stale, removed or invalid")
+    lines.append(f"  {failing} citation(s) stale, removed, invalid or out of scope")
+    updated = status["updated_after_retrieval"].sum()
+    if updated:
+        lines.append(f"  {updated} citation(s) rest on a document updated after the answer retrieved it")
     return "\n".join(lines)

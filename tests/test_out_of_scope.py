@@ -128,6 +128,8 @@ def cli(tmp_path_factory) -> tuple[CorpusStore, dict, dict]:
     stale = run("stale", "--against", "v2", "--store", store.root)
     assert stale.exit_code == 0, stale.output
     status = pl.read_parquet(store.layout.citation_status_file("v2"))
+    n_updated = status["updated_after_retrieval"].sum()
+    assert n_updated > 0 and f"{n_updated} citation(s) rest on a document updated after the answer retrieved it" in stale.output
     assert status.columns == CITATION_STATUS.names
     repair = run("repair", "--against", "v2", "--apply", "--store", store.root)
     assert repair.exit_code == 0, repair.output
