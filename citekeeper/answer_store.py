@@ -6,7 +6,7 @@ import gc
 import json
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -97,11 +97,17 @@ class AnswerSnapshot:
         return self.scan(table).join(self._latest(), on=["answer_id", "revision"], how="semi").collect().sort(CURRENT_ORDER[table])
 
     def current_batches(
-        self, tables: tuple[str, ...], answers_per_batch: int = ANSWER_BATCH, shard: Shard | None = None
+        self,
+        tables: tuple[str, ...],
+        answers_per_batch: int = ANSWER_BATCH,
+        shard: Shard | None = None,
+        columns: Mapping[str, Sequence[str]] | None = None,
     ) -> Iterator[dict[str, pl.DataFrame]]:
         """The current rows of `tables`, `answers_per_batch` answers at a time in answer_id order, all rows of an
-        answer in one batch; with `shard`, only the answers it owns. A batch is read through a range filter on
-        answer_id (Parquet statistics skip the row groups outside it), so memory is bounded by the batch."""
+        answer in one batch; with `shard`, only the answers it owns; with `columns` (table -> names, answer_id and
+        revision among them), only those of a table. A batch is read through a range filter on answer_id (Parquet
+        statistics skip the row groups outside it), so memory is bounded by the batch."""
+        wanted = dict(columns or {})
         latest = self._latest().sort("answer_id").collect()
         if shard is not None:
             latest = latest.filter(shard.owned("answer_id"))
@@ -110,6 +116,7 @@ class AnswerSnapshot:
             in_range = pl.col("answer_id").is_between(pl.lit(batch["answer_id"][0]), pl.lit(batch["answer_id"][-1]))
             yield {
                 table: self.scan(table)
+                .select(wanted.get(table) or pl.all())
                 .filter(in_range)
                 .join(batch.lazy(), on=["answer_id", "revision"], how="semi")
                 .collect()

@@ -105,7 +105,10 @@ def tokens(text: str) -> list[str]:
 
 def lexical_support(claim: str, evidence: str, settings: LexicalSettings = LexicalSettings()) -> LexicalMatch | None:
     """The best near-verbatim window of `evidence` for `claim`, or None when the fast path cannot decide."""
-    claim_tokens = tuple(tokens(claim))
+    return _support(tuple(tokens(claim)), evidence, settings)
+
+
+def _support(claim_tokens: tuple[str, ...], evidence: str, settings: LexicalSettings) -> LexicalMatch | None:
     content = {t for t in claim_tokens if t not in STOPWORDS}
     if len(content) < settings.min_content_tokens:
         return None
@@ -120,20 +123,29 @@ def lexical_support(claim: str, evidence: str, settings: LexicalSettings = Lexic
 def lexical_verdict(claim: str, evidence: str, settings: LexicalSettings = LexicalSettings()) -> LexicalMatch | None:
     """lexical_support; failing it, the best evidence sentence that says the claim but for one changed number or
     a flipped negation (a contradiction); None when the fast path cannot decide."""
-    return lexical_support(claim, evidence, settings) or _contradiction(claim, evidence, settings)
+    claim_tokens = tuple(tokens(claim))
+    return _support(claim_tokens, evidence, settings) or _contradiction(claim_tokens, evidence, settings)
 
 
-def _contradiction(claim: str, evidence: str, settings: LexicalSettings) -> LexicalMatch | None:
+def _contradiction(claim_tokens: tuple[str, ...], evidence: str, settings: LexicalSettings) -> LexicalMatch | None:
     """The claim and one evidence sentence matched with every number read as the same number and every negator
     left out (_neutral); a contradiction when, within the matched stretch, the numbers at matched places differ
     or the negators' counts differ in parity, not both."""
-    claim_tokens = _split_negations(tokens(claim))
+    claim_tokens = _split_negations(claim_tokens)
+    content = set(claim_tokens) - STOPWORDS - _ENGLISH_NEGATORS - _CHINESE_NEGATORS
+    words = {t for t in content if not t[0].isdigit()}  # tokens start with a digit only as numbers (_TOKEN)
+    n_content = len(words) + (len(words) < len(content))  # every number is one word ("0") here
+    if n_content < settings.min_content_tokens:
+        return None
+    # a cheap bound before a sentence is neutralised: enough of the claim's words (numbers aside) are in it
+    needed = settings.min_content_recall * n_content - (n_content - len(words))
+    sentences = [w for w in _windows(evidence, settings.max_window_sentences) if w.n_sentences == 1 and len(words & w.split_set) >= needed]
+    if not sentences:
+        return None
     neutral_claim, claim_negations = _neutral(claim_tokens)
     content = {t for t in neutral_claim if t not in STOPWORDS}
-    if len(content) < settings.min_content_tokens:
-        return None
     best: LexicalMatch | None = None
-    for window in _windows(evidence, 1):
+    for window in sentences:
         window_tokens = _split_negations(window.tokens)
         neutral_window, window_negations = _neutral(window_tokens)
         neutral = _window_of(window.start, window.end, neutral_window)
@@ -175,9 +187,9 @@ def _neutral(words: tuple[str, ...]) -> tuple[tuple[str, ...], list[int]]:
     return tuple("0" if _NUMBER.match(words[i]) else words[i] for i in kept), kept
 
 
-def _window_of(start: int, end: int, words: tuple[str, ...]) -> _Window:
+def _window_of(start: int, end: int, words: tuple[str, ...], n_sentences: int = 1) -> _Window:
     qualifiers = tuple(i for i, word in enumerate(words) if _is_qualifier(word))
-    return _Window(start, end, words, frozenset(words), qualifiers)
+    return _Window(start, end, words, frozenset(words), qualifiers, n_sentences)
 
 
 def _better(score: float, window: _Window, best: LexicalMatch) -> bool:
@@ -270,6 +282,12 @@ class _Window:
     tokens: tuple[str, ...]
     token_set: frozenset[str]
     qualifier_positions: tuple[int, ...]
+    n_sentences: int = 1
+
+    @property
+    def split_set(self) -> frozenset[str]:
+        """token_set with glued negations cut (不支持 -> 不, 支持): what the contradiction test aligns."""
+        return frozenset(_split_negations(self.tokens)) if self.qualifier_positions else self.token_set
 
 
 @lru_cache(maxsize=4096)
@@ -281,7 +299,7 @@ def _windows(evidence: str, max_sentences: int) -> tuple[_Window, ...]:
     for first in range(len(spans)):
         for last in range(first, min(first + max_sentences, len(spans))):
             window = tuple(t for part in span_tokens[first : last + 1] for t in part)
-            windows.append(_window_of(spans[first][0], spans[last][1], window))
+            windows.append(_window_of(spans[first][0], spans[last][1], window, last - first + 1))
     return tuple(windows)
 
 

@@ -23,7 +23,7 @@ from verifiers.claim_metrics import status_counts
 from verifiers.engine import TABLES, VerifySettings, model_values, verify_tables
 from verifiers.run_tally import new_run_id, run_stats, run_table
 from changes.evidence import (
-    EVIDENCE_CHUNK_COLUMNS, EVIDENCE_DOCUMENT_COLUMNS, answers_from_file, citation_evidence, read_citation_status,
+    ANSWER_SOURCE_COLUMNS, EVIDENCE_CHUNK_COLUMNS, EVIDENCE_DOCUMENT_COLUMNS, answers_from_file, citation_evidence, read_citation_status,
 )  # fmt: skip
 from verifiers.nli import Scorer
 from verifiers.verdict_cache import VerdictCache
@@ -123,7 +123,9 @@ def _answer_batches(
         frames = answers_from_file(answers_file, store)
         yield tuple(frame.filter(shard.owned("answer_id")) for frame in frames) if shard is not None else frames
         return
-    batches = AnswerStore(store.root).snapshot().current_batches(ANSWER_TABLES, answers_per_batch, shard)
-    first = next(batches, {"answers": empty(ANSWERS), "claims": empty(CLAIMS), "citations": empty(CITATIONS)})
+    # of the answers table only what the evidence reads (its source_record and texts would double a batch's memory)
+    columns = {"answers": ["answer_id", "revision", *ANSWER_SOURCE_COLUMNS]}
+    batches = AnswerStore(store.root).snapshot().current_batches(ANSWER_TABLES, answers_per_batch, shard, columns)
+    first = next(batches, {"answers": empty(ANSWERS).select(columns["answers"]), "claims": empty(CLAIMS), "citations": empty(CITATIONS)})
     for batch in itertools.chain([first], batches):
         yield tuple(batch[table] for table in ANSWER_TABLES)
