@@ -35,8 +35,9 @@ def chunk_diff(context: dg.AssetExecutionContext, store: StoreResource) -> dg.Ma
     parent = corpus.manifest(version).parent
     if parent is None or not corpus.has_version(parent):
         note = "first corpus version" if parent is None else f"parent {parent} was pruned by gc"
-        return dg.MaterializeResult(metadata={"parent": parent or "", "note": f"{note}: nothing to diff",
-                                              "duration_s": _seconds_since(started)})
+        return dg.MaterializeResult(
+            metadata={"parent": parent or "", "note": f"{note}: nothing to diff", "duration_s": _seconds_since(started)}
+        )
     diff = diff_versions(corpus, parent, version).shared(corpus)
     changed = diff.changed_docs().select("change", "old_source_path", "new_source_path")
     return dg.MaterializeResult(
@@ -59,8 +60,8 @@ def citation_status(
 
     Registers `answers_path` (resource config) first when it is set; bad lines are logged, not fatal.
     """
-    from citekeeper.answer_store import AnswerStore
     from changes.citation_status import check_citations
+    from citekeeper.answers.store import AnswerStore
 
     started = time.perf_counter()
     corpus = store.corpus_store()
@@ -71,8 +72,11 @@ def citation_status(
         added = answer_store.add(answers.answers_path, response_format=answers.answers_format, audience=audience)
         for error in [*added.errors, *added.unanchored]:
             context.log.warning(f"event=answer_input_error file={answers.answers_path!r} error={str(error)!r}")
-        registered = {"answers_registered": added.n_registered, "answer_input_errors": len(added.errors),
-                      "citations_of_missing_documents": len(added.unanchored)}  # fmt: skip
+        registered = {
+            "answers_registered": added.n_registered,
+            "answer_input_errors": len(added.errors),
+            "citations_of_missing_documents": len(added.unanchored),
+        }
     check = check_citations(corpus, context.partition_key)
     reanchored = check.outline.filter(pl.col("suggested_chunk_id").is_not_null()).height
     return dg.MaterializeResult(
@@ -111,9 +115,9 @@ def repaired_answers(
         for error in result.applied.errors:
             context.log.warning(f"event=repair_not_applied error={str(error)!r}")
     summary = result.summary()
-    needing_review = withhold_documents(result.repairs.filter(pl.col("needs_review")), aggregate_documents(corpus)).select(
-        "answer_id", "claim_id", "reason"
-    )
+    needing_review = withhold_documents(
+        result.repairs.filter(pl.col("needs_review")), aggregate_documents(corpus)
+    ).select("answer_id", "claim_id", "reason")
     return dg.MaterializeResult(
         metadata={
             "applied": summary["applied"],
@@ -133,9 +137,9 @@ def repaired_answers(
 def stale_report(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
     """Self-contained HTML report of the citation status of this version."""
     from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
+    from citekeeper.tables import read_parquet
     from reports.html import write_store_report
     from reports.terminal import terminal_summary
-    from citekeeper.tables import read_parquet
 
     started = time.perf_counter()
     corpus = store.corpus_store()
@@ -145,8 +149,13 @@ def stale_report(context: dg.AssetExecutionContext, store: StoreResource) -> dg.
     path = write_store_report(corpus.layout.report_file(version), corpus, version, status, radius)
     summary = terminal_summary(status, radius, version)
     context.log.info(summary)
-    return dg.MaterializeResult(metadata={"path": str(path), "summary": dg.MetadataValue.md(f"```\n{summary}\n```"),
-                                          "duration_s": _seconds_since(started)})
+    return dg.MaterializeResult(
+        metadata={
+            "path": str(path),
+            "summary": dg.MetadataValue.md(f"```\n{summary}\n```"),
+            "duration_s": _seconds_since(started),
+        }
+    )
 
 
 @dg.asset_check(
@@ -155,7 +164,7 @@ def stale_report(context: dg.AssetExecutionContext, store: StoreResource) -> dg.
     description="No registered citation references a chunk that never existed in any corpus version.",
 )
 def citations_reference_existing_chunks(store: StoreResource) -> dg.AssetCheckResult:
-    from citekeeper.answer_store import AnswerStore
+    from citekeeper.answers.store import AnswerStore
 
     corpus = store.corpus_store()
     citations = AnswerStore(corpus.root).citations().select("answer_id", "citation_id", "chunk_id", "corpus_version")

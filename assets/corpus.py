@@ -4,9 +4,9 @@ multi-asset in one store commit and read back by blocking checks; one store writ
 import dagster as dg
 
 from assets.partitions import corpus_versions
-from citekeeper.integrity import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
 from assets.resources import STORE_WRITER_POOL, IngestResource, StoreResource
 from assets.table_metadata import table_metadata
+from citekeeper.integrity import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
 
 DOCUMENTS = dg.AssetKey("documents")
 CHUNKS = dg.AssetKey("chunks")
@@ -41,12 +41,16 @@ def ingested_corpus(context: dg.AssetExecutionContext, store: StoreResource, ing
         "chunks_parquet": str(corpus.parquet_path("chunks", manifest.name)),
     }
     quarantined = {e.source_path: f"{e.stage}: {e.reason}" for e in result.errors}
-    context.log.info(f"event=ingested version={manifest.name} created={result.created} parsed={result.n_parsed} "
-                     f"reused={result.n_reused} removed={result.n_removed} skipped={result.n_skipped} "
-                     f"no_text={len(result.no_text)} quarantined={result.n_quarantined}")
+    context.log.info(
+        f"event=ingested version={manifest.name} created={result.created} parsed={result.n_parsed} "
+        f"reused={result.n_reused} removed={result.n_removed} skipped={result.n_skipped} "
+        f"no_text={len(result.no_text)} quarantined={result.n_quarantined}"
+    )
     for error in result.errors:
-        context.log.warning(f"event=quarantined version={manifest.name} path={error.source_path!r} "
-                            f"stage={error.stage} reason={error.reason!r}")
+        context.log.warning(
+            f"event=quarantined version={manifest.name} path={error.source_path!r} "
+            f"stage={error.stage} reason={error.reason!r}"
+        )
     yield dg.MaterializeResult(
         asset_key=DOCUMENTS,
         metadata={
@@ -90,23 +94,28 @@ def _check_result(check_name: str, offending, what: str) -> dg.AssetCheckResult:
 
 
 def _check_spec(name: str, description: str, **kwargs) -> dg.AssetCheckSpec:
-    return dg.AssetCheckSpec(name, asset=CHUNKS, blocking=True, partitions_def=corpus_versions,
-                             description=description, **kwargs)
+    return dg.AssetCheckSpec(
+        name, asset=CHUNKS, blocking=True, partitions_def=corpus_versions, description=description, **kwargs
+    )
 
 
 @dg.multi_asset_check(
     specs=[
         _check_spec("chunk_ids_unique", "Every chunk_id occurs once within the corpus version."),
         _check_spec("text_hash_matches_text", "text_hash is sha256 of the chunk text."),
-        _check_spec("offsets_reproduce_text", "documents.text[start_char:end_char] reproduces every chunk's text.",
-                    additional_deps=[DOCUMENTS]),
+        _check_spec(
+            "offsets_reproduce_text",
+            "documents.text[start_char:end_char] reproduces every chunk's text.",
+            additional_deps=[DOCUMENTS],
+        ),
     ],
 )
 def chunk_integrity_checks(context: dg.AssetCheckExecutionContext, store: StoreResource):
     """The committed version read back once (its text is the costly column) and judged three ways."""
     corpus = store.corpus_store()
-    chunks = corpus.read_chunks(context.partition_key,
-                                columns=["chunk_id", "doc_id", "start_char", "end_char", "text", "text_hash"])
+    chunks = corpus.read_chunks(
+        context.partition_key, columns=["chunk_id", "doc_id", "start_char", "end_char", "text", "text_hash"]
+    )
     documents = corpus.read_documents(context.partition_key, columns=["doc_id", "text"])
     yield _check_result("chunk_ids_unique", duplicate_chunk_ids(chunks), "duplicate_chunk_ids")
     yield _check_result("text_hash_matches_text", mismatched_text_hashes(chunks), "mismatched_chunks")

@@ -1,5 +1,6 @@
 """Dagster resources, one per concern (store, ingest, answers, verifier), the settings a Definitions is built
 from, and how store writers are serialised."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,12 +9,17 @@ from pathlib import Path
 import dagster as dg
 from pydantic import field_validator, model_validator
 
-from citekeeper.answers import MAX_CITATIONS_PER_ANSWER, MAX_CITATIONS_PER_CLAIM, MAX_CLAIMS_PER_ANSWER, AnswerLimits
-from citekeeper.rag_formats import converter
+from citekeeper.answers.formats import converter
+from citekeeper.answers.records import (
+    MAX_CITATIONS_PER_ANSWER,
+    MAX_CITATIONS_PER_CLAIM,
+    MAX_CLAIMS_PER_ANSWER,
+    AnswerLimits,
+)
 from citekeeper.language import validate_language
-from citekeeper.store import CorpusStore
-from parsers.model import ParseConfig
 from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS
+from citekeeper.store import CorpusStore
+from parsers.records import ParseConfig
 from verifiers.checkers import PROTOCOLS
 from verifiers.conflicts import RankingSettings, ranking_settings
 from verifiers.engine import VerifySettings
@@ -66,7 +72,7 @@ class IngestResource(dg.ConfigurableResource):
     # Processes parsing documents at once; None: one per CPU the run may use, 1: serially in the run.
     parse_workers: int | None = None
     ocr_languages: list[str] = list(ParseConfig.ocr_languages)  # Tesseract codes, one language pack each
-    # What one document may cost (parsers.model.ParseConfig): over a limit it is quarantined as LimitExceeded.
+    # What one document may cost (parsers.records.ParseConfig): over a limit it is quarantined as LimitExceeded.
     parse_timeout_s: float | None = ParseConfig.parse_timeout_s
     max_file_bytes: int = ParseConfig.max_file_bytes
     max_decompressed_bytes: int = ParseConfig.max_decompressed_bytes
@@ -94,15 +100,23 @@ class IngestResource(dg.ConfigurableResource):
         for default in self.source_defaults:
             if len(default) != 3:
                 raise ValueError(f"source_defaults: each entry is [glob, field, value], got {default!r}")
-        return ParseConfig(max_chunk_chars=self.max_chunk_chars, include=tuple(self.include),
-                           exclude=tuple(self.exclude), workers=self.parse_workers,
-                           ocr_languages=tuple(self.ocr_languages), parse_timeout_s=self.parse_timeout_s,
-                           max_file_bytes=self.max_file_bytes, max_decompressed_bytes=self.max_decompressed_bytes,
-                           max_rows_per_sheet=self.max_rows_per_sheet, max_chunks_per_document=self.max_chunks_per_document,
-                           worker_memory_bytes=self.worker_memory_bytes, source_url_template=self.source_url_template,
-                           source_defaults=tuple(map(tuple, self.source_defaults)),
-                           source_fields_map=tuple((name, tuple(keys)) for name, keys in self.source_fields_map.items()),
-                           authority_levels=tuple(self.authority_levels))  # fmt: skip
+        return ParseConfig(
+            max_chunk_chars=self.max_chunk_chars,
+            include=tuple(self.include),
+            exclude=tuple(self.exclude),
+            workers=self.parse_workers,
+            ocr_languages=tuple(self.ocr_languages),
+            parse_timeout_s=self.parse_timeout_s,
+            max_file_bytes=self.max_file_bytes,
+            max_decompressed_bytes=self.max_decompressed_bytes,
+            max_rows_per_sheet=self.max_rows_per_sheet,
+            max_chunks_per_document=self.max_chunks_per_document,
+            worker_memory_bytes=self.worker_memory_bytes,
+            source_url_template=self.source_url_template,
+            source_defaults=tuple(map(tuple, self.source_defaults)),
+            source_fields_map=tuple((name, tuple(keys)) for name, keys in self.source_fields_map.items()),
+            authority_levels=tuple(self.authority_levels),
+        )
 
 
 class AnswersResource(dg.ConfigurableResource):
@@ -110,7 +124,7 @@ class AnswersResource(dg.ConfigurableResource):
 
     answers_path: str | None = None  # JSONL/Parquet of answers; None: register nothing
     # Each line of answers_path is an LLM API's response in its envelope: anthropic | openai | cohere | gemini |
-    # llamaindex | langchain (citekeeper.rag_formats); None: answer records.
+    # llamaindex | langchain (citekeeper.answers.formats); None: answer records.
     answers_format: str | None = None
     # The groups the answers were given to (as `answers add --audience`): a record without an audience gets them,
     # one with its own keeps the groups in both; None: as the records say.
@@ -168,7 +182,9 @@ class VerifierResource(dg.ConfigurableResource):
 
     def verify_settings(self, authority_levels: tuple[str, ...] = DEFAULT_AUTHORITY_LEVELS) -> VerifySettings:
         """The engine's settings; `authority_levels`: the vocabulary the documents were ingested with."""
-        return VerifySettings(ranking=ranking_settings(self.rank_weights, self.conflict_margin, self.half_life_days, authority_levels))
+        return VerifySettings(
+            ranking=ranking_settings(self.rank_weights, self.conflict_margin, self.half_life_days, authority_levels)
+        )
 
 
 EXECUTORS = ("multiprocess", "k8s")

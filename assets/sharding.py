@@ -29,16 +29,19 @@ def shard_partition_key(version: str, index: int) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({"corpus_version": version, "doc_shard": str(index)})
 
 
-def stage_shard(log: dg.DagsterLogManager, store: StoreResource, ingest: IngestResource, version: str, index: int,
-                n_shards: int) -> dict:
+def stage_shard(
+    log: dg.DagsterLogManager, store: StoreResource, ingest: IngestResource, version: str, index: int, n_shards: int
+) -> dict:
     """Stage shard `index` of `n_shards` of `version`; the materialization metadata of its partition."""
     from parsers.ingest import Shard, stage
 
     shard = Shard(index, n_shards)
     result = stage(ingest.source_path, store.corpus_store(), version, shard=shard, config=ingest.parse_config())
-    log.info(f"event=shard_staged version={version} shard={shard.index}/{shard.count} "
-             f"parsed={result.n_parsed} reused={result.n_reused} skipped={result.n_skipped} "
-             f"quarantined={len(result.errors)}")
+    log.info(
+        f"event=shard_staged version={version} shard={shard.index}/{shard.count} "
+        f"parsed={result.n_parsed} reused={result.n_reused} skipped={result.n_skipped} "
+        f"quarantined={len(result.errors)}"
+    )
     return {
         "corpus_version": version,
         "shard": f"{shard.index} of {shard.count}",
@@ -51,16 +54,19 @@ def stage_shard(log: dg.DagsterLogManager, store: StoreResource, ingest: IngestR
     }
 
 
-def commit_shards(log: dg.DagsterLogManager, store: StoreResource, ingest: IngestResource, version: str,
-                  n_shards: int) -> dict:
+def commit_shards(
+    log: dg.DagsterLogManager, store: StoreResource, ingest: IngestResource, version: str, n_shards: int
+) -> dict:
     """Commit the `n_shards` staged shards of `version`; the materialization metadata of its partition."""
     from parsers.ingest import commit
 
     result = commit(store.corpus_store(), version, n_shards=n_shards).shared()
     fail_if_unchanged(result, ingest, version)
     manifest = result.manifest
-    log.info(f"event=shards_committed version={manifest.name} created={result.created} "
-             f"shards={n_shards} chunks={manifest.n_chunks}")
+    log.info(
+        f"event=shards_committed version={manifest.name} created={result.created} "
+        f"shards={n_shards} chunks={manifest.n_chunks}"
+    )
     return {
         "corpus_version": manifest.name,
         "created": result.created,
@@ -92,38 +98,57 @@ def sharded_ingest(n_shards: int) -> ShardedIngest:
     partitions = shard_x_version(n_shards)
 
     @dg.asset(key=STAGE, partitions_def=partitions, group_name=SHARD_GROUP)
-    def ingest_shard_stage(context: dg.AssetExecutionContext, store: StoreResource,
-                           ingest: IngestResource) -> dg.MaterializeResult:
+    def ingest_shard_stage(
+        context: dg.AssetExecutionContext, store: StoreResource, ingest: IngestResource
+    ) -> dg.MaterializeResult:
         """Parse one document shard of a corpus version into the staging area (nothing committed yet)."""
         keys = context.partition_key.keys_by_dimension
-        return dg.MaterializeResult(metadata=stage_shard(context.log, store, ingest, keys["corpus_version"],
-                                                         int(keys["doc_shard"]), n_shards))
+        return dg.MaterializeResult(
+            metadata=stage_shard(context.log, store, ingest, keys["corpus_version"], int(keys["doc_shard"]), n_shards)
+        )
 
-    @dg.asset(key=COMMIT, partitions_def=corpus_versions, group_name=SHARD_GROUP, pool=STORE_WRITER_POOL,
-              deps=[dg.AssetDep(STAGE, partition_mapping=version_of_shard)])
-    def ingest_shard_commit(context: dg.AssetExecutionContext, store: StoreResource,
-                            ingest: IngestResource) -> dg.MaterializeResult:
+    @dg.asset(
+        key=COMMIT,
+        partitions_def=corpus_versions,
+        group_name=SHARD_GROUP,
+        pool=STORE_WRITER_POOL,
+        deps=[dg.AssetDep(STAGE, partition_mapping=version_of_shard)],
+    )
+    def ingest_shard_commit(
+        context: dg.AssetExecutionContext, store: StoreResource, ingest: IngestResource
+    ) -> dg.MaterializeResult:
         """Merge all staged shards of a corpus version into one committed version, under the writer lock."""
         return dg.MaterializeResult(metadata=commit_shards(context.log, store, ingest, context.partition_key, n_shards))
 
-    @dg.op(ins={f"shard_{index}": dg.In(dg.Nothing) for index in range(n_shards)}, pool=STORE_WRITER_POOL,
-           description="Commit the staged shards: the partition ingest_shard_commit[version].")
+    @dg.op(
+        ins={f"shard_{index}": dg.In(dg.Nothing) for index in range(n_shards)},
+        pool=STORE_WRITER_POOL,
+        description="Commit the staged shards: the partition ingest_shard_commit[version].",
+    )
     def commit_doc_shards(context: dg.OpExecutionContext, store: StoreResource, ingest: IngestResource) -> None:
         version = context.partition_key
         metadata = commit_shards(context.log, store, ingest, version, n_shards)
         context.log_event(dg.AssetMaterialization(COMMIT, partition=version, metadata=metadata))
 
-    return ShardedIngest(partitions, [ingest_shard_stage, ingest_shard_commit],
-                         [_stage_op(index, n_shards) for index in range(n_shards)], commit_doc_shards)
+    return ShardedIngest(
+        partitions,
+        [ingest_shard_stage, ingest_shard_commit],
+        [_stage_op(index, n_shards) for index in range(n_shards)],
+        commit_doc_shards,
+    )
 
 
 def _stage_op(index: int, n_shards: int) -> dg.OpDefinition:
-    @dg.op(name=f"stage_doc_shard_{index}", out=dg.Out(dg.Nothing),
-           description=f"Stage doc_shard {index} of {n_shards}: the partition ingest_shard_stage[version|{index}].")
+    @dg.op(
+        name=f"stage_doc_shard_{index}",
+        out=dg.Out(dg.Nothing),
+        description=f"Stage doc_shard {index} of {n_shards}: the partition ingest_shard_stage[version|{index}].",
+    )
     def stage_doc_shard(context: dg.OpExecutionContext, store: StoreResource, ingest: IngestResource) -> None:
         version = context.partition_key
         metadata = stage_shard(context.log, store, ingest, version, index, n_shards)
-        context.log_event(dg.AssetMaterialization(STAGE, partition=shard_partition_key(version, index),
-                                                  metadata=metadata))
+        context.log_event(
+            dg.AssetMaterialization(STAGE, partition=shard_partition_key(version, index), metadata=metadata)
+        )
 
     return stage_doc_shard

@@ -1,4 +1,5 @@
 """Polars frames as Dagster table metadata: the UI shows them as tables with typed columns."""
+
 import dagster as dg
 import polars as pl
 
@@ -8,7 +9,9 @@ _RECORD_TYPES = (str, int, float, bool)  # what a TableRecord field may hold, be
 def table_metadata(frame: pl.DataFrame) -> dg.TableMetadataValue:
     """One record per row; an empty frame is an empty table, so a key's metadata type never changes."""
     columns = [dg.TableColumn(name, _column_type(dtype)) for name, dtype in frame.schema.items()]
-    records = [dg.TableRecord({name: _field(value) for name, value in row.items()}) for row in frame.iter_rows(named=True)]
+    records = [
+        dg.TableRecord({name: _field(value) for name, value in row.items()}) for row in frame.iter_rows(named=True)
+    ]
     return dg.MetadataValue.table(records=records, schema=dg.TableSchema(columns=columns))
 
 

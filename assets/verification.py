@@ -5,7 +5,7 @@ cache under <store>/verify/cache makes a re-run after a document update score on
 """
 
 import hashlib
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 
 import dagster as dg
@@ -23,10 +23,15 @@ REPAIRED_ANSWERS = dg.AssetKey("repaired_answers")  # applied repairs are verifi
 def code_version(verifier: VerifierResource) -> str:
     """The thresholds/window settings and the checker settings the Definitions are built with, so changing any
     of them marks the asset stale."""
-    setting = "|".join([
-        verifier.nli_model or "no-model", verifier.nli_backend, verifier.language,
-        verifier.nli_checker or "detected", str(verifier.nli_supported_label),
-    ])  # fmt: skip
+    setting = "|".join(
+        [
+            verifier.nli_model or "no-model",
+            verifier.nli_backend,
+            verifier.language,
+            verifier.nli_checker or "detected",
+            str(verifier.nli_supported_label),
+        ]
+    )
     return "verify-" + hashlib.sha256(f"{verifier.verify_settings().thresholds()}|{setting}".encode()).hexdigest()[:12]
 
 
@@ -35,9 +40,10 @@ def with_code_version(assets: list, verifier: VerifierResource) -> list:
     version = code_version(verifier)
     return [
         asset.map_asset_specs(lambda spec: spec.replace_attributes(code_version=version))
-        if isinstance(asset, dg.AssetsDefinition) and VERIFICATION in asset.keys else asset
+        if isinstance(asset, dg.AssetsDefinition) and VERIFICATION in asset.keys
+        else asset
         for asset in assets
-    ]  # fmt: skip
+    ]
 
 
 @dg.asset(
@@ -55,8 +61,13 @@ def verification(
 
     corpus = store.corpus_store()
     scorer, choice = configured_scorer(context.log, verifier, corpus, context.partition_key)
-    result, _ = verify_store(corpus, corpus.layout.runs_dir, version=context.partition_key, scorer=scorer,
-                             settings=verify_settings(verifier, ingest))  # fmt: skip
+    result, _ = verify_store(
+        corpus,
+        corpus.layout.runs_dir,
+        version=context.partition_key,
+        scorer=scorer,
+        settings=verify_settings(verifier, ingest),
+    )
     return dg.MaterializeResult(metadata=run_metadata(result.run, result.directory, verifier, choice))
 
 
@@ -78,19 +89,30 @@ def configured_scorer(log: dg.DagsterLogManager, verifier: VerifierResource, sto
     explicit = None if verifier.nli_model.strip().lower() == "auto" else verifier.nli_model
     try:
         choice, scorer = chosen_scorer(
-            explicit, verifier.language, lambda: sample_store_texts(store, version), f"corpus version {version}",
-            explicit="nli_model", device=verifier.nli_device, backend=verifier.nli_backend,
-            onnx_cache_dir=store.layout.onnx_dir, threads=verifier.nli_threads, checker=verifier.nli_checker,
+            explicit,
+            verifier.language,
+            lambda: sample_store_texts(store, version),
+            f"corpus version {version}",
+            explicit="nli_model",
+            device=verifier.nli_device,
+            backend=verifier.nli_backend,
+            onnx_cache_dir=store.layout.onnx_dir,
+            threads=verifier.nli_threads,
+            checker=verifier.nli_checker,
             supported_label=verifier.nli_supported_label,
-        )  # fmt: skip
+        )
     except ScorerUnavailable as exc:
         raise dg.Failure(f"{exc}\n(NLI model chosen: {exc.choice.reason})") from exc
-    log.info(f"event=nli_model_chosen model={choice.model!r} language={choice.language} "
-             f"setting={choice.setting} reason={choice.reason!r}")  # fmt: skip
+    log.info(
+        f"event=nli_model_chosen model={choice.model!r} language={choice.language} "
+        f"setting={choice.setting} reason={choice.reason!r}"
+    )
     if notice := licence_notice(choice.model, scorer.preset):
         log.warning(f"event=checker_licence notice={notice!r}")
-    log.info(f"event=nli_device device={scorer.placement.device} precision={scorer.precision} "
-             f"reason={scorer.placement.reason!r}")  # fmt: skip
+    log.info(
+        f"event=nli_device device={scorer.placement.device} precision={scorer.precision} "
+        f"reason={scorer.placement.reason!r}"
+    )
     return scorer, choice
 
 
@@ -104,7 +126,9 @@ def run_metadata(run_row: pl.DataFrame, directory: Path, verifier: VerifierResou
         "corpus_version": run["corpus_version"],
         "run_id": run["run_id"],
         "output_dir": str(directory),
-        "model": f"{run['model_id']}@{run['model_revision']} ({run['backend']}, {run['precision']}, {run['checker']})" if run["model_id"] else "none",
+        "model": f"{run['model_id']}@{run['model_revision']} ({run['backend']}, {run['precision']}, {run['checker']})"
+        if run["model_id"]
+        else "none",
         "model_choice": choice.reason if choice else "no NLI model configured (nli_model unset)",
         "language_setting": verifier.language,
         "language": (choice.language if choice else None) or "n/a",
@@ -123,12 +147,14 @@ def run_metadata(run_row: pl.DataFrame, directory: Path, verifier: VerifierResou
     }
 
 
-@dg.asset_check(asset=VERIFICATION, partitions_def=corpus_versions, blocking=True,
-                description="Every current claim has exactly one status, from the known set.")  # fmt: skip
-def every_claim_has_one_status(
-    context: dg.AssetCheckExecutionContext, store: StoreResource
-) -> dg.AssetCheckResult:
-    from citekeeper.answer_store import AnswerStore
+@dg.asset_check(
+    asset=VERIFICATION,
+    partitions_def=corpus_versions,
+    blocking=True,
+    description="Every current claim has exactly one status, from the known set.",
+)
+def every_claim_has_one_status(context: dg.AssetCheckExecutionContext, store: StoreResource) -> dg.AssetCheckResult:
+    from citekeeper.answers.store import AnswerStore
     from citekeeper.schema import CLAIM_STATUSES
 
     run_dir = latest_run_dir(StoreLayout(store.store_path).runs_dir, context.partition_key)
@@ -161,14 +187,17 @@ def sharded_run_id(context: dg.OpExecutionContext) -> str:
     """One verification run id for every step of a Dagster run (each shard step may be its own process or pod):
     the run's creation time, in the form of verifiers.run_tally.new_run_id, so runs sort by time."""
     created = context.instance.get_run_record_by_id(context.run_id).create_timestamp
-    return f"{created.astimezone(timezone.utc):%Y%m%dT%H%M%S%f}Z-{context.run_id[:8]}"
+    return f"{created.astimezone(UTC):%Y%m%dT%H%M%S%f}Z-{context.run_id[:8]}"
 
 
 def verify_shard_op(index: int, n_shards: int) -> dg.OpDefinition:
     """The step verifying answer shard `index` of `n_shards` (static: an answer's shard is a hash of its id mod n)."""
 
-    @dg.op(name=f"verify_answer_shard_{index}", out=dg.Out(dg.Nothing),
-           description=f"Verify answer shard {index} of {n_shards} against the partition's corpus version.")
+    @dg.op(
+        name=f"verify_answer_shard_{index}",
+        out=dg.Out(dg.Nothing),
+        description=f"Verify answer shard {index} of {n_shards} against the partition's corpus version.",
+    )
     def verify_answer_shard(
         context: dg.OpExecutionContext, store: StoreResource, verifier: VerifierResource, ingest: IngestResource
     ) -> None:
@@ -177,19 +206,30 @@ def verify_shard_op(index: int, n_shards: int) -> dg.OpDefinition:
 
         corpus, version = store.corpus_store(), context.partition_key
         scorer, _ = configured_scorer(context.log, verifier, corpus, version)
-        result, _ = verify_store(corpus, corpus.layout.runs_dir, version=version, scorer=scorer,
-                                 settings=verify_settings(verifier, ingest), run_id=sharded_run_id(context),
-                                 shard=Shard(index, n_shards))  # fmt: skip
+        result, _ = verify_store(
+            corpus,
+            corpus.layout.runs_dir,
+            version=version,
+            scorer=scorer,
+            settings=verify_settings(verifier, ingest),
+            run_id=sharded_run_id(context),
+            shard=Shard(index, n_shards),
+        )
         run = result.run.row(0, named=True)
-        context.log.info(f"event=verify_shard_done version={version} shard={index}/{n_shards} "
-                         f"answers={run['n_answers']} claims={run['n_claims']} model_calls={run['model_calls']}")  # fmt: skip
+        context.log.info(
+            f"event=verify_shard_done version={version} shard={index}/{n_shards} "
+            f"answers={run['n_answers']} claims={run['n_claims']} model_calls={run['model_calls']}"
+        )
 
     return verify_answer_shard
 
 
 def merge_shards_op(n_shards: int) -> dg.OpDefinition:
-    @dg.op(name="merge_verification_shards", ins={f"shard_{index}": dg.In(dg.Nothing) for index in range(n_shards)},
-           description="Merge the shards' run metrics into the run row: the partition verification[version].")
+    @dg.op(
+        name="merge_verification_shards",
+        ins={f"shard_{index}": dg.In(dg.Nothing) for index in range(n_shards)},
+        description="Merge the shards' run metrics into the run row: the partition verification[version].",
+    )
     def merge_verification_shards(
         context: dg.OpExecutionContext, store: StoreResource, verifier: VerifierResource
     ) -> None:
@@ -198,7 +238,10 @@ def merge_shards_op(n_shards: int) -> dg.OpDefinition:
         runs_dir, run_id = StoreLayout(store.store_path).runs_dir, sharded_run_id(context)
         run = merge_shards(runs_dir, context.partition_key, run_id)
         directory = run_dir(runs_dir, context.partition_key, run_id)
-        context.log_event(dg.AssetMaterialization(VERIFICATION, partition=context.partition_key,
-                                                  metadata=run_metadata(run, directory, verifier, None)))
+        context.log_event(
+            dg.AssetMaterialization(
+                VERIFICATION, partition=context.partition_key, metadata=run_metadata(run, directory, verifier, None)
+            )
+        )
 
     return merge_verification_shards

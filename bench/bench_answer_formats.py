@@ -12,6 +12,7 @@ the chunk the native record names.
 
     .venv/bin/python bench/bench_answer_formats.py [--answers 100000] [--chunks 100000] [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_diff import generate  # noqa: E402
+from bench.bench_diff import generate
 
 VERSION = "old"
 RATIO_TARGET = 1.5
@@ -48,22 +49,54 @@ def build(root: Path, n_chunks: int, n_answers: int) -> None:
         for row in picked.iter_rows(named=True):
             quote = row["text"][9:]  # "paragraph N revision 0: the ... follow here."
             claim = f"Answer {row['i']} rests on paragraph {row['chunk_id'][-6:]}."
-            head = {"answer_id": f"ans_{row['i']:07d}", "question": f"What does {row['doc_id']} say?", "corpus_version": VERSION}
-            native.write(json.dumps(head | {"answer": claim, "claims": [{"text": claim, "citations": [{"chunk_id": row["chunk_id"], "quote": quote}]}]}) + "\n")
+            head = {
+                "answer_id": f"ans_{row['i']:07d}",
+                "question": f"What does {row['doc_id']} say?",
+                "corpus_version": VERSION,
+            }
+            native.write(
+                json.dumps(
+                    head
+                    | {
+                        "answer": claim,
+                        "claims": [{"text": claim, "citations": [{"chunk_id": row["chunk_id"], "quote": quote}]}],
+                    }
+                )
+                + "\n"
+            )
             start = row["start_char"] + 9
-            block = {"type": "text", "text": claim, "citations": [{
-                "type": "char_location", "cited_text": quote, "document_index": 0, "document_title": row["doc_id"],
-                "start_char_index": start, "end_char_index": start + len(quote)}]}  # fmt: skip
-            response = {"id": f"msg_{row['i']}", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-                        "content": [block], "stop_reason": "end_turn"}  # fmt: skip
-            anthropic.write(json.dumps(head | {"documents": [{"source_path": row["source_path"]}], "response": response}) + "\n")
+            block = {
+                "type": "text",
+                "text": claim,
+                "citations": [
+                    {
+                        "type": "char_location",
+                        "cited_text": quote,
+                        "document_index": 0,
+                        "document_title": row["doc_id"],
+                        "start_char_index": start,
+                        "end_char_index": start + len(quote),
+                    }
+                ],
+            }
+            response = {
+                "id": f"msg_{row['i']}",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [block],
+                "stop_reason": "end_turn",
+            }
+            anthropic.write(
+                json.dumps(head | {"documents": [{"source_path": row["source_path"]}], "response": response}) + "\n"
+            )
 
 
 def register(form: str, root: Path, out: multiprocessing.Queue) -> None:
     """Child process: one add into an empty answer store, timed."""
     import lancedb  # noqa: F401  (paid alike by both forms on first import: not timed)
 
-    from citekeeper.answer_store import AnswerStore
+    from citekeeper.answers.store import AnswerStore
 
     shutil.rmtree(root / "answers", ignore_errors=True)
     started = time.perf_counter()
@@ -71,7 +104,9 @@ def register(form: str, root: Path, out: multiprocessing.Queue) -> None:
     seconds = time.perf_counter() - started
     citations = AnswerStore(root).citations().select("answer_id", "chunk_id", "anchored_by")
     citations.write_parquet(root.parent / f"{form}-citations.parquet")
-    out.put((seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, result.n_registered, len(result.errors)))
+    out.put(
+        (seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, result.n_registered, len(result.errors))
+    )
 
 
 def in_child(target, *args):
@@ -101,18 +136,28 @@ def main() -> None:
             for form, measured in runs.items():
                 seconds, rss, registered, errors = run = in_child(register, form, root)
                 measured.append(run)
-                print(f"{form:9s}  {seconds:7.2f} s  {seconds / args.answers * 1e6:6.1f} us/answer  peak RSS {rss:7.0f} MB  "
-                      f"{registered:,} registered, {errors} errors")  # fmt: skip
+                print(
+                    f"{form:9s}  {seconds:7.2f} s  {seconds / args.answers * 1e6:6.1f} us/answer  peak RSS {rss:7.0f} MB  "
+                    f"{registered:,} registered, {errors} errors"
+                )
         measured = {form: (statistics.median(r[0] for r in runs[form]), max(r[1] for r in runs[form])) for form in runs}
-        native, anthropic = (pl.read_parquet(root.parent / f"{form}-citations.parquet") for form in ("native", "anthropic"))
+        native, anthropic = (
+            pl.read_parquet(root.parent / f"{form}-citations.parquet") for form in ("native", "anthropic")
+        )
         same = native.join(anthropic, on="answer_id", suffix="_anthropic")
-        anchored = same.filter((pl.col("chunk_id") == pl.col("chunk_id_anthropic")) & (pl.col("anchored_by_anthropic") == "exact")).height
+        anchored = same.filter(
+            (pl.col("chunk_id") == pl.col("chunk_id_anthropic")) & (pl.col("anchored_by_anthropic") == "exact")
+        ).height
     ratio = measured["anthropic"][0] / measured["native"][0]
     print(f"median of {args.repeats}: native {measured['native'][0]:.2f} s, anthropic {measured['anthropic'][0]:.2f} s")
     rss = max(m[1] for m in measured.values())
-    print(f"anthropic / native time per answer: {ratio:.2f}x (target <= {RATIO_TARGET}x): {'OK' if ratio <= RATIO_TARGET else 'MISSED'}")
+    print(
+        f"anthropic / native time per answer: {ratio:.2f}x (target <= {RATIO_TARGET}x): {'OK' if ratio <= RATIO_TARGET else 'MISSED'}"
+    )
     print(f"peak RSS {rss:.0f} MB (target <= {RSS_TARGET_MB} MB): {'OK' if rss <= RSS_TARGET_MB else 'MISSED'}")
-    print(f"anchored exactly to the native record's chunk: {anchored:,} of {args.answers:,}: {'OK' if anchored == args.answers else 'MISSED'}")
+    print(
+        f"anchored exactly to the native record's chunk: {anchored:,} of {args.answers:,}: {'OK' if anchored == args.answers else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ For each size (default 100,000 and 1,000,000 answers) the store and the answers 
 process (bench_diff.generate; the citations of bench_repair.citations, none lost by default: re-anchoring a lost
 citation is a search of its own, measured by bench_reanchor.py), then each command runs
 in a fresh child process of its own, so its peak RSS is its own:
-  add     citekeeper.answer_store.AnswerStore.add           (what `citekeeper answers add FILE` runs)
+  add     citekeeper.answers.store.AnswerStore.add           (what `citekeeper answers add FILE` runs)
   stale   changes.citation_status.check_citations         (`citekeeper stale --against new`)
   verify  verifiers.verify_store.verify_store, scorer=None  (`citekeeper verify --version new --no-model`)
 and, as the baseline of `stale`, a bare polars join of the citations' chunk ids to both versions' chunk ids and
@@ -15,6 +15,7 @@ time, time per answer and peak RSS, then the targets: peak RSS <= 2 GB for each 
 
     .venv/bin/python bench/bench_answers_scale.py [--sizes 100000 1000000] [--chunks 1000000] [--lost 0.0]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,12 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import polars as pl
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_diff import generate  # noqa: E402
-from bench.bench_repair import NEW, OLD, answer_records, citations  # noqa: E402
+from bench.bench_diff import generate
+from bench.bench_repair import NEW, OLD, answer_records, citations
 
 COMMANDS = ("add", "stale", "verify")
 RSS_TARGET_MB = 2048
@@ -52,7 +51,7 @@ def run_command(command: str, root: Path, out: multiprocessing.Queue) -> None:
     """Child process: one command, timed; reports (seconds, peak RSS MB, a count to check it did the work)."""
     import lancedb  # noqa: F401  (~3 s on first import, paid alike by every command and the join: not timed)
 
-    from citekeeper.answer_store import AnswerStore
+    from citekeeper.answers.store import AnswerStore
     from citekeeper.store import CorpusStore
 
     started = time.perf_counter()
@@ -74,7 +73,7 @@ def run_command(command: str, root: Path, out: multiprocessing.Queue) -> None:
 
 def bare_join(root: Path) -> int:
     """The baseline of stale: each citation joined to its chunk's id and hash in both versions."""
-    from citekeeper.answer_store import AnswerStore
+    from citekeeper.answers.store import AnswerStore
     from citekeeper.store import CorpusStore
 
     store = CorpusStore(root)
@@ -101,12 +100,17 @@ def measure(n_answers: int, n_chunks: int, lost: float) -> dict[str, tuple[float
         root = Path(tmp) / "store"
         started = time.perf_counter()
         in_child(build, root, n_chunks, n_answers, lost)
-        print(f"{n_answers:,} answers over {n_chunks:,} chunks: built in {time.perf_counter() - started:.1f}s", flush=True)
+        print(
+            f"{n_answers:,} answers over {n_chunks:,} chunks: built in {time.perf_counter() - started:.1f}s", flush=True
+        )
         figures = {}
         for command in (*COMMANDS, "join"):
             figures[command] = in_child(run_command, command, root)
             seconds, rss, done = figures[command]
-            print(f"  {command:<6} {seconds:8.2f}s  {seconds / n_answers * 1e6:8.1f} us/answer  peak RSS {rss:7.0f} MB  ({done:,} rows)", flush=True)
+            print(
+                f"  {command:<6} {seconds:8.2f}s  {seconds / n_answers * 1e6:8.1f} us/answer  peak RSS {rss:7.0f} MB  ({done:,} rows)",
+                flush=True,
+            )
         return figures
 
 
@@ -114,7 +118,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--chunks", type=int, default=1_000_000)
-    parser.add_argument("--lost", type=float, default=0.0, help="share of stale + removed citations (re-anchored one by one: bench_reanchor.py)")
+    parser.add_argument(
+        "--lost",
+        type=float,
+        default=0.0,
+        help="share of stale + removed citations (re-anchored one by one: bench_reanchor.py)",
+    )
     args = parser.parse_args()
     sizes = sorted(args.sizes)
     results = {n: measure(n, args.chunks, args.lost) for n in sizes}
@@ -123,11 +132,15 @@ def main() -> None:
     for command in COMMANDS:
         seconds, rss, _ = results[large][command]
         growth = (seconds / large) / (results[small][command][0] / small)
-        print(f"  {command:<6} peak RSS {rss:.0f} MB (target <= {RSS_TARGET_MB}) -> {'OK' if rss <= RSS_TARGET_MB else 'MISSED'};"
-              f" time per answer {large:,} / {small:,}: {growth:.2f}x (target <= {PER_ANSWER_GROWTH})"
-              f" -> {'OK' if growth <= PER_ANSWER_GROWTH else 'MISSED'}")
+        print(
+            f"  {command:<6} peak RSS {rss:.0f} MB (target <= {RSS_TARGET_MB}) -> {'OK' if rss <= RSS_TARGET_MB else 'MISSED'};"
+            f" time per answer {large:,} / {small:,}: {growth:.2f}x (target <= {PER_ANSWER_GROWTH})"
+            f" -> {'OK' if growth <= PER_ANSWER_GROWTH else 'MISSED'}"
+        )
     ratio = results[large]["stale"][0] / results[large]["join"][0]
-    print(f"  stale / bare join: {ratio:.1f}x (target <= {STALE_OVER_JOIN:g}) -> {'OK' if ratio <= STALE_OVER_JOIN else 'MISSED'}")
+    print(
+        f"  stale / bare join: {ratio:.1f}x (target <= {STALE_OVER_JOIN:g}) -> {'OK' if ratio <= STALE_OVER_JOIN else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

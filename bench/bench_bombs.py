@@ -9,6 +9,7 @@ and the claim of 100,000 citations go through `citekeeper answers add` the same 
 
     .venv/bin/python bench/bench_bombs.py [--only NAME]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,29 +41,52 @@ def docx_zip_bomb(path: Path) -> None:
 def xlsx_many_rows(path: Path, rows: int = 5_700_000) -> None:
     """A workbook of 5.7 M one-cell rows (the issue's 782 KB file: 16 k chunks, 275 s, 4.7 GB before)."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("[Content_Types].xml", (
-            '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-            '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
-            '<Default Extension="xml" ContentType="application/xml"/>'
-            '<Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
-            '<Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>'
-            "</Types>"))  # fmt: skip
-        archive.writestr("_rels/.rels", (
-            '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-            '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="xl/workbook.xml"/>'
-            "</Relationships>"))  # fmt: skip
-        archive.writestr("xl/_rels/workbook.xml.rels", (
-            '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-            '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/>'
-            "</Relationships>"))  # fmt: skip
-        archive.writestr("xl/workbook.xml", (
-            '<?xml version="1.0"?><workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
-            'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">'
-            '<sheets><sheet name="Data" sheetId="1" r:id="rId1"/></sheets></workbook>'))  # fmt: skip
+        archive.writestr(
+            "[Content_Types].xml",
+            (
+                '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+                '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+                '<Default Extension="xml" ContentType="application/xml"/>'
+                '<Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
+                '<Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>'
+                "</Types>"
+            ),
+        )
+        archive.writestr(
+            "_rels/.rels",
+            (
+                '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+                '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="xl/workbook.xml"/>'
+                "</Relationships>"
+            ),
+        )
+        archive.writestr(
+            "xl/_rels/workbook.xml.rels",
+            (
+                '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+                '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/>'
+                "</Relationships>"
+            ),
+        )
+        archive.writestr(
+            "xl/workbook.xml",
+            (
+                '<?xml version="1.0"?><workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" '
+                'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">'
+                '<sheets><sheet name="Data" sheetId="1" r:id="rId1"/></sheets></workbook>'
+            ),
+        )
         with archive.open("xl/worksheets/sheet1.xml", "w", force_zip64=True) as sheet:
-            sheet.write(b'<?xml version="1.0"?><worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>')
+            sheet.write(
+                b'<?xml version="1.0"?><worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>'
+            )
             for start in range(1, rows + 1, 100_000):
-                sheet.write("".join(f'<row r="{r}"><c r="A{r}"><v>{r}</v></c></row>' for r in range(start, min(start + 100_000, rows + 1))).encode())
+                sheet.write(
+                    "".join(
+                        f'<row r="{r}"><c r="A{r}"><v>{r}</v></c></row>'
+                        for r in range(start, min(start + 100_000, rows + 1))
+                    ).encode()
+                )
             sheet.write(b"</sheetData></worksheet>")
 
 
@@ -101,16 +125,24 @@ BOMBS = {
 def marker_answer(path: Path, size: int = 50 * 2**20) -> None:
     """A 50 MB marker-form answer (1.87 M claims and 10.1 GB in verify before)."""
     sentence = "The backup runs at night [1]. "
-    record = {"answer_id": "huge", "answer": sentence * (size // len(sentence)), "corpus_version": "v1",
-              "references": [{"ref": 1, "chunk_id": "ck_x"}]}  # fmt: skip
+    record = {
+        "answer_id": "huge",
+        "answer": sentence * (size // len(sentence)),
+        "corpus_version": "v1",
+        "references": [{"ref": 1, "chunk_id": "ck_x"}],
+    }
     path.write_text(json.dumps(record) + "\n")
 
 
 def many_citations_answer(path: Path, n: int = 100_000) -> None:
     """One claim citing the same chunk 100,000 times (registered before, and `stale` ran past 300 s on it)."""
     citations = [{"chunk_id": "ck_x", "quote": f"backups run at night {i}"} for i in range(n)]
-    record = {"answer_id": "cited-100k", "answer": "The backup runs at night.", "corpus_version": "v1",
-              "claims": [{"text": "The backup runs at night.", "citations": citations}]}  # fmt: skip
+    record = {
+        "answer_id": "cited-100k",
+        "answer": "The backup runs at night.",
+        "corpus_version": "v1",
+        "claims": [{"text": "The backup runs at night.", "citations": citations}],
+    }
     path.write_text(json.dumps(record) + "\n")
 
 
@@ -141,8 +173,13 @@ def run_measured(args: list[str]) -> dict:
             pass
         time.sleep(0.05)
     output = child.stdout.read()
-    return {"seconds": time.perf_counter() - started, "code": child.returncode, "output": output,
-            "own_mb": own / 2**20, "worker_mb": largest / 2**20}  # fmt: skip
+    return {
+        "seconds": time.perf_counter() - started,
+        "code": child.returncode,
+        "output": output,
+        "own_mb": own / 2**20,
+        "worker_mb": largest / 2**20,
+    }
 
 
 def ingest_alone(base: Path, name: str, make) -> dict:
@@ -161,22 +198,28 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         baseline = ingest_alone(base, "baseline", None)
-        print(f"baseline (one good document): {baseline['seconds']:.1f} s, own {baseline['own_mb']:.0f} MB, "
-              f"largest worker {baseline['worker_mb']:.0f} MB")  # fmt: skip
+        print(
+            f"baseline (one good document): {baseline['seconds']:.1f} s, own {baseline['own_mb']:.0f} MB, "
+            f"largest worker {baseline['worker_mb']:.0f} MB"
+        )
         worst = max(baseline["own_mb"], baseline["worker_mb"])
         failed = []
         for name, (make, expected) in BOMBS.items():
             if args.only and args.only != name:
                 continue
             result = ingest_alone(base, name, make)
-            quarantined = [line.strip() for line in result["output"].splitlines() if line.strip().startswith("quarantined ")]
+            quarantined = [
+                line.strip() for line in result["output"].splitlines() if line.strip().startswith("quarantined ")
+            ]
             peak = max(result["own_mb"], result["worker_mb"])
             outcome = "quarantined" if quarantined else "ingested"
             ok = peak <= LIMIT_MB and result["code"] == 0 and outcome == expected
             failed += [] if ok else [name]
-            print(f"{name:22} {outcome} in {result['seconds']:5.1f} s; "
-                  f"peak own {result['own_mb']:5.0f} MB, largest worker {result['worker_mb']:5.0f} MB; "
-                  f"{peak / worst:.2f}x the baseline's peak; {'OK' if ok else 'MISSED'}")  # fmt: skip
+            print(
+                f"{name:22} {outcome} in {result['seconds']:5.1f} s; "
+                f"peak own {result['own_mb']:5.0f} MB, largest worker {result['worker_mb']:5.0f} MB; "
+                f"{peak / worst:.2f}x the baseline's peak; {'OK' if ok else 'MISSED'}"
+            )
             for line in quarantined:
                 print(f"    {line[:160]}")
         for name, (make, limit) in ANSWER_BOMBS.items():
@@ -188,10 +231,14 @@ def main() -> None:
             peak = max(result["own_mb"], result["worker_mb"])
             ok = limit in result["output"] and peak <= LIMIT_MB
             failed += [] if ok else [name]
-            print(f"{name:22} {result['seconds']:6.1f} s until refused ({limit}); peak {peak:5.0f} MB; "
-                  f"{peak / worst:.2f}x the baseline's peak; {'OK' if ok else 'MISSED'}")  # fmt: skip
-        print(f"target: every process <= {LIMIT_MB} MB, each bomb quarantined (or refused; the long line ingested) -> "
-              f"{'OK' if not failed else 'MISSED: ' + ', '.join(failed)}")  # fmt: skip
+            print(
+                f"{name:22} {result['seconds']:6.1f} s until refused ({limit}); peak {peak:5.0f} MB; "
+                f"{peak / worst:.2f}x the baseline's peak; {'OK' if ok else 'MISSED'}"
+            )
+        print(
+            f"target: every process <= {LIMIT_MB} MB, each bomb quarantined (or refused; the long line ingested) -> "
+            f"{'OK' if not failed else 'MISSED: ' + ', '.join(failed)}"
+        )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ The store is built in a child process, so building it does not count towards the
 
     .venv/bin/python bench/bench_diff.py [--chunks 1000000] [--changed 0.01] [--repeat 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -26,17 +27,17 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from citekeeper.schema import INGEST_ERRORS  # noqa: E402
-from citekeeper.store import STORED_SCHEMAS, CorpusStore, VersionManifest  # noqa: E402
-from citekeeper.tables import to_arrow  # noqa: E402
-from citekeeper.layout import StoreLayout  # noqa: E402
-from changes.diff import diff_versions  # noqa: E402
-from tests.store_helpers import export_into_store  # noqa: E402
+from changes.diff import diff_versions
+from citekeeper.layout import StoreLayout
+from citekeeper.schema import INGEST_ERRORS
+from citekeeper.store import STORED_SCHEMAS, CorpusStore, VersionManifest
+from citekeeper.tables import to_arrow
+from tests.store_helpers import export_into_store
 
 CHUNKS_PER_DOC = 100
 CHANGES_PER_DOC = 20  # of which: modified 12, removed 4, added 4
 ADDED = 2  # variant of added chunks
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 WORDS = np.array("client request response timeout proxy pool stream header cookie redirect auth retry".split())
 
 
@@ -49,16 +50,29 @@ def _chunks(doc_index: np.ndarray, ordinal: np.ndarray, variant: np.ndarray) -> 
     # Filler words derive from (doc, ordinal), so a chunk has the same text in both versions.
     picks = (doc_index[:, None] * 131 + ordinal[:, None] * 17 + np.arange(8)[None, :] * 29) % len(WORDS)
     filler = WORDS[picks]
-    frame = pl.DataFrame({"doc": doc_index, "ordinal": ordinal, "variant": variant, "filler": [" ".join(w) for w in filler]})
+    frame = pl.DataFrame(
+        {"doc": doc_index, "ordinal": ordinal, "variant": variant, "filler": [" ".join(w) for w in filler]}
+    )
     text = (
         pl.when(pl.col("variant") == ADDED)
         .then(pl.format("{}/{} #{}", "ordinal", "doc", "variant"))  # short and unlike anything removed
-        .otherwise(pl.format("Document {} paragraph {} revision {}: the {} and more words follow here.", "doc", "ordinal", "variant", "filler"))
+        .otherwise(
+            pl.format(
+                "Document {} paragraph {} revision {}: the {} and more words follow here.",
+                "doc",
+                "ordinal",
+                "variant",
+                "filler",
+            )
+        )
     )
     return (
         frame.with_columns(text=text, doc_id=pl.format("doc_{}", "doc"))
         .sort("doc_id", "ordinal")
-        .with_columns(text_hash=_hash(pl.col("text")), chunk_id=pl.lit("ck_") + _hash(pl.col("doc_id") + pl.col("text")).str.slice(7))
+        .with_columns(
+            text_hash=_hash(pl.col("text")),
+            chunk_id=pl.lit("ck_") + _hash(pl.col("doc_id") + pl.col("text")).str.slice(7),
+        )
         .with_columns(length=pl.col("text").str.len_chars() + 2, ordinal=pl.int_range(pl.len()).over("doc_id"))
         .with_columns(end_char=pl.col("length").cum_sum().over("doc_id") - 2)
         .with_columns(
@@ -77,16 +91,21 @@ def _chunks(doc_index: np.ndarray, ordinal: np.ndarray, variant: np.ndarray) -> 
 
 def _documents(chunks: pl.DataFrame) -> pl.DataFrame:
     """Document rows whose canonical text the chunks' offsets index into."""
-    return chunks.group_by("doc_id", maintain_order=True).agg(
-        pl.col("doc_content_hash", "source_path", "title", "filetype", "access_scope", "ingested_at").first(),
-        text=pl.col("text").str.join("\n\n"),
-        n_chunks=pl.len(),
-    ).with_columns(size_bytes=pl.col("text").str.len_bytes())
+    return (
+        chunks.group_by("doc_id", maintain_order=True)
+        .agg(
+            pl.col("doc_content_hash", "source_path", "title", "filetype", "access_scope", "ingested_at").first(),
+            text=pl.col("text").str.join("\n\n"),
+            n_chunks=pl.len(),
+        )
+        .with_columns(size_bytes=pl.col("text").str.len_bytes())
+    )
 
 
 def _commit(store: CorpusStore, name: str, parent: str | None, chunks: pl.DataFrame, replaced: list[str]) -> None:
-    manifest = VersionManifest(name=name, parent=parent, created_at="", n_documents=0, n_chunks=0, n_errors=0,
-                               corpus_hash=f"bench-{name}")
+    manifest = VersionManifest(
+        name=name, parent=parent, created_at="", n_documents=0, n_chunks=0, n_errors=0, corpus_hash=f"bench-{name}"
+    )
     with store.lock():
         store.commit_version(
             manifest,
@@ -123,7 +142,10 @@ def generate(root: Path, n_chunks: int, changed: float) -> None:
 def scan_ids(root: Path) -> int:
     """The baseline: read chunk_id and text_hash of both versions' Parquet exports."""
     store = CorpusStore(root)
-    frames = [pl.scan_parquet(store.parquet_path("chunks", v)).select("chunk_id", "text_hash").collect() for v in ("old", "new")]
+    frames = [
+        pl.scan_parquet(store.parquet_path("chunks", v)).select("chunk_id", "text_hash").collect()
+        for v in ("old", "new")
+    ]
     return sum(f.height for f in frames)
 
 
@@ -153,7 +175,9 @@ def main() -> None:
         child.join()
         if child.exitcode:
             raise SystemExit(f"generating the versions failed (exit {child.exitcode})")
-        print(f"committed 2 versions of {args.chunks:,} chunks ({args.changed:.0%} changed) in {time.perf_counter() - started:.1f}s")
+        print(
+            f"committed 2 versions of {args.chunks:,} chunks ({args.changed:.0%} changed) in {time.perf_counter() - started:.1f}s"
+        )
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         scans, diffs = [], []
         for _ in range(args.repeat):  # interleaved, so both see the same machine load
@@ -168,8 +192,10 @@ def main() -> None:
     print(f"baseline scan of chunk_id+text_hash (both versions): {scan_s:.3f}s (median of {args.repeat})")
     print(f"diff: {diff_s:.3f}s (median of {args.repeat})")
     print(f"ratio diff/scan: {diff_s / scan_s:.2f}x (target <= 2x) -> {'OK' if diff_s <= 2 * scan_s else 'MISSED'}")
-    print(f"peak RSS: {peak_mb:.0f} MB (before the runs: {rss_before:.0f} MB; target <= 2048 MB) -> "
-          f"{'OK' if peak_mb <= 2048 else 'MISSED'}")
+    print(
+        f"peak RSS: {peak_mb:.0f} MB (before the runs: {rss_before:.0f} MB; target <= 2048 MB) -> "
+        f"{'OK' if peak_mb <= 2048 else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ own peak RSS.
 
     .venv/bin/python bench/bench_ingest.py [--source DIR] [--rounds N] [--skip-partition]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,13 +39,13 @@ os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psutil  # noqa: E402
+import psutil
 
-from citekeeper.store import CorpusStore  # noqa: E402
-from parsers.ingest import ingest  # noqa: E402
-from parsers.model import ParseConfig  # noqa: E402
-from parsers.parse_pool import usable_cpus  # noqa: E402
-from tests.eval_data import HTTPX_DOCS  # noqa: E402
+from citekeeper.store import CorpusStore
+from parsers.ingest import ingest
+from parsers.parse_pool import usable_cpus
+from parsers.records import ParseConfig
+from tests.eval_data import HTTPX_DOCS
 
 TARGET = 1.15
 POOL_TARGET = 1.7
@@ -85,8 +86,7 @@ def summary(label: str, timers: list[Timer], per: int, unit: str = "doc") -> tup
     """Best round, per unit of work: (cpu, wall) seconds."""
     cpu, wall = min(t.cpu for t in timers) / per, min(t.wall for t in timers) / per
     rounds = ", ".join(f"{t.cpu:.2f}/{t.wall:.2f}s" for t in timers)
-    print(f"{label:<28} {cpu * 1000:8.1f} ms/{unit} CPU, {wall * 1000:8.1f} ms/{unit} wall "
-          f"(rounds cpu/wall: {rounds})")
+    print(f"{label:<28} {cpu * 1000:8.1f} ms/{unit} CPU, {wall * 1000:8.1f} ms/{unit} wall (rounds cpu/wall: {rounds})")
     return cpu, wall
 
 
@@ -95,7 +95,9 @@ def parse_order(files: list[Path]) -> list[Path]:
     groups: dict[str, list[Path]] = {}
     for path in files:
         groups.setdefault(hashlib.sha256(path.read_bytes()).hexdigest(), []).append(path)
-    return [path for group in sorted(groups.values(), key=lambda g: g[0].stat().st_size, reverse=True) for path in group]
+    return [
+        path for group in sorted(groups.values(), key=lambda g: g[0].stat().st_size, reverse=True) for path in group
+    ]
 
 
 def compare_with_partition(source: Path, files: list[Path], rounds: int) -> None:
@@ -104,8 +106,10 @@ def compare_with_partition(source: Path, files: list[Path], rounds: int) -> None
         time_ingest(files[0].parent, Path(scratch))
         partition_runs, ingest_runs = [], []
         for round_index in range(rounds):
-            steps = [lambda: partition_runs.append(time_partition(files)),
-                     lambda: ingest_runs.append(time_ingest(source, Path(scratch)))]
+            steps = [
+                lambda: partition_runs.append(time_partition(files)),
+                lambda: ingest_runs.append(time_ingest(source, Path(scratch))),
+            ]
             for step in steps if round_index % 2 == 0 else reversed(steps):
                 step()
         n_documents = CorpusStore(Path(scratch) / "store").latest().n_documents
@@ -169,8 +173,14 @@ def measure(mode: str, source: Path) -> dict:
         with TreeMemory(interval=0.5) as memory:
             timed = time_ingest(source, Path(scratch), config)
         n_documents = CorpusStore(Path(scratch) / "store").latest().n_documents
-    return {"mode": mode, "startup_s": startup.wall, "wall_s": timed.wall, "n_documents": n_documents,
-            "peak_pss_mb": memory.peak("pss"), "peak_rss_main_mb": memory.peak("rss_own")}
+    return {
+        "mode": mode,
+        "startup_s": startup.wall,
+        "wall_s": timed.wall,
+        "n_documents": n_documents,
+        "peak_pss_mb": memory.peak("pss"),
+        "peak_rss_main_mb": memory.peak("rss_own"),
+    }
 
 
 def measure_in_child(mode: str, source: Path) -> dict:
@@ -185,16 +195,20 @@ def compare_pool_with_serial(source: Path, rounds: int) -> None:
         for mode in ("serial", "pool") if round_index % 2 == 0 else ("pool", "serial"):
             runs[mode].append(measure_in_child(mode, source))
     n_documents = runs["serial"][0]["n_documents"]
-    print(f"[2] {n_documents} documents from {source}, {usable_cpus()} usable CPUs; best of {rounds} rounds, "
-          "each run in a fresh process")
+    print(
+        f"[2] {n_documents} documents from {source}, {usable_cpus()} usable CPUs; best of {rounds} rounds, "
+        "each run in a fresh process"
+    )
     best = {}
     for mode, measured in runs.items():
         best[mode] = min(m["wall_s"] for m in measured)
         rounds_text = ", ".join(f"{m['wall_s']:.2f}s" for m in measured)
-        print(f"ingest {mode:<7} {n_documents / best[mode]:7.2f} docs/s (wall {best[mode]:.2f}s; rounds: {rounds_text}); "
-              f"start-up on one file {min(m['startup_s'] for m in measured):.2f}s; "
-              f"peak PSS of the process tree {max(m['peak_pss_mb'] for m in measured):.0f} MB, "
-              f"peak RSS of the ingesting process {max(m['peak_rss_main_mb'] for m in measured):.0f} MB")
+        print(
+            f"ingest {mode:<7} {n_documents / best[mode]:7.2f} docs/s (wall {best[mode]:.2f}s; rounds: {rounds_text}); "
+            f"start-up on one file {min(m['startup_s'] for m in measured):.2f}s; "
+            f"peak PSS of the process tree {max(m['peak_pss_mb'] for m in measured):.0f} MB, "
+            f"peak RSS of the ingesting process {max(m['peak_rss_main_mb'] for m in measured):.0f} MB"
+        )
     print(f"throughput ratio pool/serial (wall time): {best['serial'] / best['pool']:.2f}x (target >= {POOL_TARGET}x)")
 
 

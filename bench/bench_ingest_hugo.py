@@ -9,6 +9,7 @@ A page that partition_md raises on is counted, its time included.
 
     .venv/bin/python bench/bench_ingest_hugo.py [--source DIR] [--rounds N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_ingest import TARGET, Timer, parse_order, summary, time_ingest  # noqa: E402
-from citekeeper.store import CorpusStore  # noqa: E402
-from tests.eval_data import REAL_CORPORA  # noqa: E402
+from bench.bench_ingest import TARGET, Timer, parse_order, summary, time_ingest
+from citekeeper.store import CorpusStore
+from tests.eval_data import REAL_CORPORA
 
 DEFAULT_SOURCE = REAL_CORPORA / "hugo-docs" / "v0.148.0"
 
@@ -34,7 +35,7 @@ def time_partition_md(files: list[Path]) -> Timer:
         for path in files:
             try:
                 partition_md(filename=str(path))
-            except Exception:  # noqa: BLE001 (a page unstructured cannot read still took its time)
+            except Exception:
                 failed += 1
     timer.failed = failed
     return timer
@@ -51,13 +52,17 @@ def main() -> None:
         time_partition_md(files[:3])  # warm-up: imports, lazy model loads
         time_ingest(files[0].parent, Path(scratch))
         for round_index in range(args.rounds):
-            steps = [lambda: partition_runs.append(time_partition_md(files)),
-                     lambda: ingest_runs.append(time_ingest(args.source, Path(scratch)))]
+            steps = [
+                lambda: partition_runs.append(time_partition_md(files)),
+                lambda: ingest_runs.append(time_ingest(args.source, Path(scratch))),
+            ]
             for step in steps if round_index % 2 == 0 else reversed(steps):
                 step()
         latest = CorpusStore(Path(scratch) / "store").latest()
-    print(f"files: {len(files)} from {args.source} ({latest.n_documents} ingested); best of {args.rounds} rounds; "
-          f"partition_md raised on {partition_runs[0].failed}")
+    print(
+        f"files: {len(files)} from {args.source} ({latest.n_documents} ingested); best of {args.rounds} rounds; "
+        f"partition_md raised on {partition_runs[0].failed}"
+    )
     partition_cpu, partition_wall = summary("bare partition_md", partition_runs, len(files))
     ingest_cpu, ingest_wall = summary("citekeeper ingest (serial)", ingest_runs, len(files))
     print(f"throughput: ingest {1 / ingest_wall:.1f} docs/s, partition_md {1 / partition_wall:.1f} docs/s (wall)")

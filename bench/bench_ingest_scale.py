@@ -18,6 +18,7 @@ size).
     .venv/bin/python bench/bench_ingest_scale.py --docs 2000 --baseline-docs 200   # a quick run
     .venv/bin/python bench/bench_ingest_scale.py --docs 20000 --batch-size 256 --workers 2 --no-baseline
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,19 +37,21 @@ os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psutil  # noqa: E402
+import psutil
 
-from bench.bench_ingest import TreeMemory  # noqa: E402
-from citekeeper.store import CorpusStore  # noqa: E402
-from parsers.ingest import STAGE_BATCH_DOCS, commit, stage  # noqa: E402
-from parsers.model import ParseConfig  # noqa: E402
-from parsers.parse_pool import usable_cpus  # noqa: E402
+from bench.bench_ingest import TreeMemory
+from citekeeper.store import CorpusStore
+from parsers.ingest import STAGE_BATCH_DOCS, commit, stage
+from parsers.parse_pool import usable_cpus
+from parsers.records import ParseConfig
 
 TARGET_MB = 1536  # 1.5 GB
 PER_FOLDER = 1000
-WORDS = ("inventory shelf audit ledger supplier invoice carton pallet crate batch order receipt courier "
-         "warehouse forklift barcode scanner label freight invoice dispatch customer return refund stock "
-         "count review manager region quarter budget forecast estimate").split()
+WORDS = (
+    "inventory shelf audit ledger supplier invoice carton pallet crate batch order receipt courier "
+    "warehouse forklift barcode scanner label freight invoice dispatch customer return refund stock "
+    "count review manager region quarter budget forecast estimate"
+).split()
 
 
 def document(i: int) -> str:
@@ -101,13 +104,23 @@ def measure(source: Path, workers: int | None, batch_size: int) -> dict:
         manifest = result.manifest
         store_bytes = sum(p.stat().st_size for p in (Path(scratch) / "store").rglob("*") if p.is_file())
     return {
-        "wall_s": wall, "cpu_main_s": cpu, "n_documents": manifest.n_documents, "n_chunks": manifest.n_chunks,
-        "n_errors": manifest.n_errors, "durations_s": {"stage": staged_s, **result.durations_s},
-        "peak_pss_mb": memory.peak("pss"), "peak_rss_main_mb": memory.peak("rss_own"),
-        "peak_rss_tree_mb": memory.peak("rss_tree"), "rss_before_mb": before_rss / 2**20,
-        "phases": {phase: {key: memory.peak(key, phase) for key in ("pss", "rss_tree", "rss_own")}
-                   for phase in ("stage", "commit")},
-        "maxrss_main_mb": maxrss_mb(), "maxrss_stage_mb": maxrss_stage, "store_mb": store_bytes / 2**20,
+        "wall_s": wall,
+        "cpu_main_s": cpu,
+        "n_documents": manifest.n_documents,
+        "n_chunks": manifest.n_chunks,
+        "n_errors": manifest.n_errors,
+        "durations_s": {"stage": staged_s, **result.durations_s},
+        "peak_pss_mb": memory.peak("pss"),
+        "peak_rss_main_mb": memory.peak("rss_own"),
+        "peak_rss_tree_mb": memory.peak("rss_tree"),
+        "rss_before_mb": before_rss / 2**20,
+        "phases": {
+            phase: {key: memory.peak(key, phase) for key in ("pss", "rss_tree", "rss_own")}
+            for phase in ("stage", "commit")
+        },
+        "maxrss_main_mb": maxrss_mb(),
+        "maxrss_stage_mb": maxrss_stage,
+        "store_mb": store_bytes / 2**20,
     }
 
 
@@ -129,18 +142,26 @@ def run(n_docs: int, workers: int | None, batch_size: int, scratch: Path) -> dic
     measured = measure_in_child(source, workers, batch_size)
     shutil.rmtree(source)
     durations = ", ".join(f"{k} {v:.1f}s" for k, v in measured["durations_s"].items())
-    print(f"  {n_docs:,} documents ({size / 2**20:.1f} MB of markdown, generated in {generated_s:.1f}s): "
-          f"{measured['n_documents']:,} documents, {measured['n_chunks']:,} chunks, {measured['n_errors']} errors")
-    print(f"    {measured['n_documents'] / measured['wall_s']:.1f} docs/s (wall {measured['wall_s']:.1f}s: {durations}; "
-          f"CPU of the ingesting process {measured['cpu_main_s']:.1f}s)")
-    print(f"    peak PSS of the process tree {measured['peak_pss_mb']:.0f} MB; peak RSS of the ingesting process "
-          f"{measured['peak_rss_main_mb']:.0f} MB sampled, {measured['maxrss_main_mb']:.0f} MB exact (ru_maxrss; "
-          f"{measured['rss_before_mb']:.0f} MB before); peak sum of RSS over the tree {measured['peak_rss_tree_mb']:.0f} MB; "
-          f"store on disk {measured['store_mb']:.0f} MB")
+    print(
+        f"  {n_docs:,} documents ({size / 2**20:.1f} MB of markdown, generated in {generated_s:.1f}s): "
+        f"{measured['n_documents']:,} documents, {measured['n_chunks']:,} chunks, {measured['n_errors']} errors"
+    )
+    print(
+        f"    {measured['n_documents'] / measured['wall_s']:.1f} docs/s (wall {measured['wall_s']:.1f}s: {durations}; "
+        f"CPU of the ingesting process {measured['cpu_main_s']:.1f}s)"
+    )
+    print(
+        f"    peak PSS of the process tree {measured['peak_pss_mb']:.0f} MB; peak RSS of the ingesting process "
+        f"{measured['peak_rss_main_mb']:.0f} MB sampled, {measured['maxrss_main_mb']:.0f} MB exact (ru_maxrss; "
+        f"{measured['rss_before_mb']:.0f} MB before); peak sum of RSS over the tree {measured['peak_rss_tree_mb']:.0f} MB; "
+        f"store on disk {measured['store_mb']:.0f} MB"
+    )
     stage_peaks, commit_peaks = measured["phases"]["stage"], measured["phases"]["commit"]
-    print(f"    stage: peak PSS of the tree {stage_peaks['pss']:.0f} MB, ingesting process {stage_peaks['rss_own']:.0f} MB "
-          f"sampled, {measured['maxrss_stage_mb']:.0f} MB exact; commit: peak PSS of the tree {commit_peaks['pss']:.0f} MB, "
-          f"ingesting process {commit_peaks['rss_own']:.0f} MB sampled")
+    print(
+        f"    stage: peak PSS of the tree {stage_peaks['pss']:.0f} MB, ingesting process {stage_peaks['rss_own']:.0f} MB "
+        f"sampled, {measured['maxrss_stage_mb']:.0f} MB exact; commit: peak PSS of the tree {commit_peaks['pss']:.0f} MB, "
+        f"ingesting process {commit_peaks['rss_own']:.0f} MB sampled"
+    )
     return measured
 
 
@@ -159,8 +180,10 @@ def main() -> None:
         return
 
     load = os.getloadavg()[0]
-    print(f"bench_ingest_scale: {usable_cpus()} usable CPUs, parse workers {args.workers or usable_cpus()}, "
-          f"batch size {args.batch_size} documents, load average {load:.1f} at start")
+    print(
+        f"bench_ingest_scale: {usable_cpus()} usable CPUs, parse workers {args.workers or usable_cpus()}, "
+        f"batch size {args.batch_size} documents, load average {load:.1f} at start"
+    )
     with tempfile.TemporaryDirectory(prefix="ck-scale-", dir=args.scratch) as scratch:
         baseline = None
         if not args.no_baseline:
@@ -171,15 +194,23 @@ def main() -> None:
         measured = run(args.docs, args.workers, args.batch_size, Path(scratch))
     peak = measured["peak_pss_mb"]
     print(f"documents per second: {measured['n_documents'] / measured['wall_s']:.1f}")
-    print(f"peak PSS of the process tree: {peak:.0f} MB (target <= {TARGET_MB} MB) -> "
-          f"{'OK' if peak <= TARGET_MB else 'OVER'}")
+    print(
+        f"peak PSS of the process tree: {peak:.0f} MB (target <= {TARGET_MB} MB) -> "
+        f"{'OK' if peak <= TARGET_MB else 'OVER'}"
+    )
     if baseline is not None:
         base = baseline["phases"]
-        print(f"ratio of peaks {args.docs:,} docs / {baseline['n_documents']:,} docs (1.0: memory does not grow with the tree):")
-        print(f"  stage:  PSS of the tree {measured['phases']['stage']['pss'] / base['stage']['pss']:.2f}x, "
-              f"ingesting process {measured['maxrss_stage_mb'] / baseline['maxrss_stage_mb']:.2f}x (exact peaks)")
-        print(f"  commit: PSS of the tree {measured['phases']['commit']['pss'] / base['commit']['pss']:.2f}x, "
-              f"ingesting process {measured['maxrss_main_mb'] / baseline['maxrss_main_mb']:.2f}x (exact peaks, whole ingest)")
+        print(
+            f"ratio of peaks {args.docs:,} docs / {baseline['n_documents']:,} docs (1.0: memory does not grow with the tree):"
+        )
+        print(
+            f"  stage:  PSS of the tree {measured['phases']['stage']['pss'] / base['stage']['pss']:.2f}x, "
+            f"ingesting process {measured['maxrss_stage_mb'] / baseline['maxrss_stage_mb']:.2f}x (exact peaks)"
+        )
+        print(
+            f"  commit: PSS of the tree {measured['phases']['commit']['pss'] / base['commit']['pss']:.2f}x, "
+            f"ingesting process {measured['maxrss_main_mb'] / baseline['maxrss_main_mb']:.2f}x (exact peaks, whole ingest)"
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 

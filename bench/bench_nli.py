@@ -14,6 +14,7 @@ the model. Prints:
 
     .venv/bin/python bench/bench_nli.py [--pairs 48] [--batch-size 16] [--repeats 2] [--recheck-chunks 200]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,14 +29,16 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from citekeeper.text import split_sentences  # noqa: E402
-from citekeeper.identity import text_hash  # noqa: E402
-from verifiers.nli import load_scorer  # noqa: E402
-from tests.eval_data import HTTPX_DOCS  # noqa: E402
-from tests.random_models import save_random_checker, save_random_nli_model  # noqa: E402
-from verifiers.verdict_cache import VerdictCache  # noqa: E402
-from tests.verify_helpers import verify  # noqa: E402
-from tests.verify_helpers import write_outputs  # noqa: E402
+from citekeeper.identity import text_hash
+from citekeeper.text import split_sentences
+from tests.eval_data import HTTPX_DOCS
+from tests.random_models import save_random_checker, save_random_nli_model
+from tests.verify_helpers import (
+    verify,
+    write_outputs,
+)
+from verifiers.nli import load_scorer
+from verifiers.verdict_cache import VerdictCache
 
 DOCS = HTTPX_DOCS / "0.28.1"
 CHECKER_SHAPES = {"roberta": "binary", "t5": "seq2seq", "qwen2": "causal-lm"}
@@ -58,17 +61,33 @@ def frames(evidence: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     n = len(evidence)
     claim_texts = [split_sentences(evidence[(i + 7) % n])[0] for i in range(n)]
     ids = [f"c{i:05d}" for i in range(n)]
-    claims = pl.DataFrame({
-        "answer_id": [f"a{i // 4:05d}" for i in range(n)], "revision": [1] * n, "claim_id": ids,
-        "claim_index": [i % 4 for i in range(n)], "text": claim_texts, "text_hash": [text_hash(t) for t in claim_texts],
-        "n_citations": [1] * n,
-    }, schema_overrides={"revision": pl.Int32, "claim_index": pl.Int32, "n_citations": pl.Int32})  # fmt: skip
-    citations = pl.DataFrame({
-        "answer_id": claims["answer_id"], "revision": claims["revision"], "claim_id": ids,
-        "citation_id": [f"k{i:05d}" for i in range(n)], "citation_index": [0] * n,
-        "chunk_id": [f"chunk{i:05d}" for i in range(n)], "evidence_chunk_id": [f"chunk{i:05d}" for i in range(n)],
-        "doc_id": [f"doc{i // 10:04d}" for i in range(n)], "chunk_text": evidence, "chunk_start_char": [0] * n,
-    }, schema_overrides={"citation_index": pl.Int32})  # fmt: skip
+    claims = pl.DataFrame(
+        {
+            "answer_id": [f"a{i // 4:05d}" for i in range(n)],
+            "revision": [1] * n,
+            "claim_id": ids,
+            "claim_index": [i % 4 for i in range(n)],
+            "text": claim_texts,
+            "text_hash": [text_hash(t) for t in claim_texts],
+            "n_citations": [1] * n,
+        },
+        schema_overrides={"revision": pl.Int32, "claim_index": pl.Int32, "n_citations": pl.Int32},
+    )
+    citations = pl.DataFrame(
+        {
+            "answer_id": claims["answer_id"],
+            "revision": claims["revision"],
+            "claim_id": ids,
+            "citation_id": [f"k{i:05d}" for i in range(n)],
+            "citation_index": [0] * n,
+            "chunk_id": [f"chunk{i:05d}" for i in range(n)],
+            "evidence_chunk_id": [f"chunk{i:05d}" for i in range(n)],
+            "doc_id": [f"doc{i // 10:04d}" for i in range(n)],
+            "chunk_text": evidence,
+            "chunk_start_char": [0] * n,
+        },
+        schema_overrides={"citation_index": pl.Int32},
+    )
     return claims, citations
 
 
@@ -165,20 +184,26 @@ def main() -> None:
     model_dir = save_random_nli_model(work / "model", evidence, architecture="deberta-v3-xsmall")
     scorer = load_scorer(str(model_dir), batch_size=args.batch_size)
     n_params = sum(p.numel() for p in scorer.model.parameters())
-    print(f"model: DeBERTa-v3-xsmall architecture, random weights, {n_params / 1e6:.1f}M parameters, "
-          f"max {scorer.max_tokens} tokens; built in {time.perf_counter() - started:.1f}s")  # fmt: skip
+    print(
+        f"model: DeBERTa-v3-xsmall architecture, random weights, {n_params / 1e6:.1f}M parameters, "
+        f"max {scorer.max_tokens} tokens; built in {time.perf_counter() - started:.1f}s"
+    )
     claims, citations = frames(evidence)
     recorder = Recorder(scorer)
     scorer.score(evidence[:2], evidence[2:4])  # warm-up
 
     # 1. end-to-end (resolve, lexical tier, windows, cache lookups, batching, scoring, aggregation, Parquet)
     #    against forward passes alone over the same batches.
-    wall, cpu, in_run, n_scored, seconds, n_batches = end_to_end(scorer, recorder, claims, citations, work / "nli", args.repeats)
+    wall, cpu, in_run, n_scored, seconds, n_batches = end_to_end(
+        scorer, recorder, claims, citations, work / "nli", args.repeats
+    )
     premises, hypotheses = recorder.inputs
-    print(f"[1] end-to-end verify vs bare forward loop over the same {n_batches} batches ({n_scored} pairs, "
-          f"{n_scored / seconds:.2f} pairs/s end to end), throughput ratio per repeat: wall {_fmt(wall)}, CPU time "
-          f"{_fmt(cpu)}; forward time inside each verify run / run time {_fmt(in_run)}; median CPU-time ratio "
-          f"{statistics.median(cpu):.2f}, wall {statistics.median(wall):.2f} (target >= 0.95)")  # fmt: skip
+    print(
+        f"[1] end-to-end verify vs bare forward loop over the same {n_batches} batches ({n_scored} pairs, "
+        f"{n_scored / seconds:.2f} pairs/s end to end), throughput ratio per repeat: wall {_fmt(wall)}, CPU time "
+        f"{_fmt(cpu)}; forward time inside each verify run / run time {_fmt(in_run)}; median CPU-time ratio "
+        f"{statistics.median(cpu):.2f}, wall {statistics.median(wall):.2f} (target >= 0.95)"
+    )
 
     # 2. ONNX int8 vs torch fp32 on the same pairs, both including tokenisation
     export_s, _, onnx = timed(load_scorer, str(model_dir), "onnx", work / "onnx", args.batch_size)
@@ -186,9 +211,11 @@ def main() -> None:
     torch_s, _, torch_probs = timed(recorder.score, premises, hypotheses)
     onnx_s, _, onnx_probs = timed(onnx.score, premises, hypotheses)
     agree = float((torch_probs.argmax(1) == onnx_probs.argmax(1)).mean())
-    print(f"[2] torch fp32 {n_scored / torch_s:.2f} pairs/s, ONNX int8 {n_scored / onnx_s:.2f} pairs/s: "
-          f"speed-up {torch_s / onnx_s:.2f}x (target >= 1.5x); export+quantise {export_s:.1f}s (cached on disk); "
-          f"max |dp| {abs(torch_probs - onnx_probs).max():.3f}, argmax agreement {agree:.2f}")  # fmt: skip
+    print(
+        f"[2] torch fp32 {n_scored / torch_s:.2f} pairs/s, ONNX int8 {n_scored / onnx_s:.2f} pairs/s: "
+        f"speed-up {torch_s / onnx_s:.2f}x (target >= 1.5x); export+quantise {export_s:.1f}s (cached on disk); "
+        f"max |dp| {abs(torch_probs - onnx_probs).max():.3f}, argmax agreement {agree:.2f}"
+    )
 
     # 3. re-verify after 1% of the chunks change (ONNX backend, to keep the first full run short)
     evidence = paragraphs(args.recheck_chunks)
@@ -201,18 +228,24 @@ def main() -> None:
     for i in changed:
         edited[i] = edited[i].replace(" the ", " this ", 1) + " This paragraph was revised."
     affected = len({(claims["text"][i], edited[i]) for i in changed})  # each claim is one sentence citing chunk i
-    recheck = verify(claims, citations.with_columns(pl.Series("chunk_text", edited)), "v2", onnx, cache=cache, run_id="recheck")
+    recheck = verify(
+        claims, citations.with_columns(pl.Series("chunk_text", edited)), "v2", onnx, cache=cache, run_id="recheck"
+    )
     calls = recheck.stats["model_calls"]
-    print(f"[3] 1% corpus change ({len(changed)} of {len(evidence)} chunks; first run {first.stats['model_calls']} "
-          f"model calls): re-verification made {calls} model calls for {affected} affected pairs, "
-          f"{recheck.stats['cache_hits']} cache hits; ratio {calls / affected:.2f} (target <= 1.1)")  # fmt: skip
+    print(
+        f"[3] 1% corpus change ({len(changed)} of {len(evidence)} chunks; first run {first.stats['model_calls']} "
+        f"model calls): re-verification made {calls} model calls for {affected} affected pairs, "
+        f"{recheck.stats['cache_hits']} cache hits; ratio {calls / affected:.2f} (target <= 1.1)"
+    )
 
     # 4. the same pairs: one process with 2 intra-op threads against 2 shards of 1 thread each
     one = in_processes(str(model_dir), premises, hypotheses, args.batch_size, n_shards=1, threads=2)
     two = in_processes(str(model_dir), premises, hypotheses, args.batch_size, n_shards=2, threads=1)
-    print(f"[4] {len(premises)} pairs on 2 cores: 1 process x 2 threads {len(premises) / one:.2f} pairs/s, "
-          f"2 shards x 1 thread {len(premises) / two:.2f} pairs/s -> {'shards' if two < one else 'threads'} "
-          f"faster ({max(one, two) / min(one, two):.2f}x)")  # fmt: skip
+    print(
+        f"[4] {len(premises)} pairs on 2 cores: 1 process x 2 threads {len(premises) / one:.2f} pairs/s, "
+        f"2 shards x 1 thread {len(premises) / two:.2f} pairs/s -> {'shards' if two < one else 'threads'} "
+        f"faster ({max(one, two) / min(one, two):.2f}x)"
+    )
 
     # 5. each fact-checker protocol (verifiers.checkers), the same end-to-end comparison as [1]
     evidence = paragraphs(args.pairs)
@@ -223,10 +256,14 @@ def main() -> None:
         n_params = sum(p.numel() for p in checker.model.parameters())
         recorder = Recorder(checker)
         checker.score(evidence[:2], evidence[2:4])  # warm-up
-        wall, cpu, in_run, n_scored, seconds, _ = end_to_end(checker, recorder, claims, citations, work / shape, args.repeats)
-        print(f"[5] {protocol} ({shape}, {n_params / 1e6:.1f}M parameters, random weights): {n_scored} pairs, "
-              f"{n_scored / seconds:.2f} pairs/s end to end; end-to-end / bare forward per repeat: wall {_fmt(wall)}, "
-              f"CPU time {_fmt(cpu)}; median wall {statistics.median(wall):.2f} (target >= 0.95)")  # fmt: skip
+        wall, cpu, in_run, n_scored, seconds, _ = end_to_end(
+            checker, recorder, claims, citations, work / shape, args.repeats
+        )
+        print(
+            f"[5] {protocol} ({shape}, {n_params / 1e6:.1f}M parameters, random weights): {n_scored} pairs, "
+            f"{n_scored / seconds:.2f} pairs/s end to end; end-to-end / bare forward per repeat: wall {_fmt(wall)}, "
+            f"CPU time {_fmt(cpu)}; median wall {statistics.median(wall):.2f} (target >= 0.95)"
+        )
 
 
 def _shard_worker(model_dir, premises, hypotheses, batch_size, threads, barrier, seconds) -> None:
@@ -246,10 +283,12 @@ def in_processes(model_dir: str, premises, hypotheses, batch_size: int, n_shards
     context = multiprocessing.get_context("spawn")
     barrier, seconds = context.Barrier(n_shards), context.Queue()
     workers = [
-        context.Process(target=_shard_worker, args=(model_dir, premises[i::n_shards], hypotheses[i::n_shards],
-                                                    batch_size, threads, barrier, seconds))
+        context.Process(
+            target=_shard_worker,
+            args=(model_dir, premises[i::n_shards], hypotheses[i::n_shards], batch_size, threads, barrier, seconds),
+        )
         for i in range(n_shards)
-    ]  # fmt: skip
+    ]
     for worker in workers:
         worker.start()
     times = [seconds.get() for _ in workers]

@@ -45,6 +45,7 @@ where unstructured's per-paragraph caches serve the repeats, as they serve citek
 `--documents 40 --rounds 1` runs in about 2 minutes on the 2-core machine. The peers come from the bench
 extra: `.venv/bin/pip install -c constraints.txt -e ".[bench]"`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -96,7 +97,7 @@ def sources_of(corpus: Path):
     citekeeper's ingest parses them, copies and same-sized files together, so that unstructured's per-paragraph
     caches serve the repeats (bench_ingest.parse_order)."""
     from parsers.discover import discover_sources
-    from parsers.model import ParseConfig
+    from parsers.records import ParseConfig
 
     sources, errors = discover_sources(corpus, ParseConfig(workers=1))
     assert not errors, errors
@@ -109,7 +110,7 @@ def sources_of(corpus: Path):
 def parse(source):
     """citekeeper's parse of one file: unstructured partition, canonical text, chunks."""
     from parsers.document import parse_document
-    from parsers.model import ParseConfig
+    from parsers.records import ParseConfig
 
     return parse_document(source, ParseConfig(workers=1))
 
@@ -125,7 +126,7 @@ class Citekeeper:
     def __init__(self, work: Path, workers: int | None):
         from citekeeper.store import CorpusStore
         from parsers.ingest import ingest
-        from parsers.model import ParseConfig
+        from parsers.records import ParseConfig
 
         self.ingest, self.config = ingest, ParseConfig(workers=workers)
         self.store = CorpusStore(work / "store")
@@ -143,8 +144,11 @@ class Citekeeper:
         result = self.result
         assert result.created, "the tree equals the latest version"
         new = result.manifest.name
-        counts = {"stored": result.manifest.n_chunks, "parsed_documents": result.n_parsed,
-                  "phases": {phase: round(seconds, 3) for phase, seconds in result.durations_s.items()}}
+        counts = {
+            "stored": result.manifest.n_chunks,
+            "parsed_documents": result.n_parsed,
+            "phases": {phase: round(seconds, 3) for phase, seconds in result.durations_s.items()},
+        }
         if self.parent is not None:
             assert result.n_parsed == len(changed_ids), (result.n_parsed, len(changed_ids))
             deleted = self.store.read_chunks(self.parent, ["chunk_id"], doc_ids=changed_ids).height
@@ -199,18 +203,29 @@ class LangChain:
 
     def index(self, corpus: Path) -> None:
         self.deleted_sources.clear()
-        self.result = self.index_fn(self.load(corpus), self.record_manager, self.vector_store,
-                                    cleanup="incremental", source_id_key="source", batch_size=self.batch_size)
+        self.result = self.index_fn(
+            self.load(corpus),
+            self.record_manager,
+            self.vector_store,
+            cleanup="incremental",
+            source_id_key="source",
+            batch_size=self.batch_size,
+        )
 
     def counts(self, corpus: Path, changed_ids: list[str]) -> dict:
         result, changed = self.result, set(changed_ids)
         assert len(self.deleted_sources) == result["num_deleted"], (len(self.deleted_sources), result)
-        return {"stored": len(self.vector_store.store), "deleted": result["num_deleted"],
-                "deleted_unchanged": sum(1 for source in self.deleted_sources if source not in changed),
-                "added": result["num_added"] + result["num_updated"], "skipped": result["num_skipped"],
-                "changed_documents_chunks": sum(1 for d in self.vector_store.store.values()
-                                                if d["metadata"]["source"] in changed),
-                "parsed_documents": len(sources_of(corpus))}
+        return {
+            "stored": len(self.vector_store.store),
+            "deleted": result["num_deleted"],
+            "deleted_unchanged": sum(1 for source in self.deleted_sources if source not in changed),
+            "added": result["num_added"] + result["num_updated"],
+            "skipped": result["num_skipped"],
+            "changed_documents_chunks": sum(
+                1 for d in self.vector_store.store.values() if d["metadata"]["source"] in changed
+            ),
+            "parsed_documents": len(sources_of(corpus)),
+        }
 
 
 class LlamaIndex:
@@ -228,9 +243,16 @@ class LlamaIndex:
             """The chunks citekeeper's chunker made of each Document when the reader parsed it."""
 
             def __call__(self, nodes, **kwargs):
-                return [TextNode(id_=chunk.chunk_id, text=chunk.text, metadata=dict(node.metadata),
-                                 relationships={NodeRelationship.SOURCE: node.as_related_node_info()})
-                        for node in nodes for chunk in parsed[node.id_]]
+                return [
+                    TextNode(
+                        id_=chunk.chunk_id,
+                        text=chunk.text,
+                        metadata=dict(node.metadata),
+                        relationships={NodeRelationship.SOURCE: node.as_related_node_info()},
+                    )
+                    for node in nodes
+                    for chunk in parsed[node.id_]
+                ]
 
         from pydantic import PrivateAttr
 
@@ -245,7 +267,8 @@ class LlamaIndex:
         self.vector_store = CountingVectorStore()
         self.pipeline = IngestionPipeline(
             transformations=[CitekeeperChunks(), MockEmbedding(embed_dim=EMBEDDING_DIM)],
-            docstore=SimpleDocumentStore(), vector_store=self.vector_store,
+            docstore=SimpleDocumentStore(),
+            vector_store=self.vector_store,
             docstore_strategy=DocstoreStrategy.UPSERTS_AND_DELETE,
         )
 
@@ -277,10 +300,15 @@ class LlamaIndex:
         refs = self.vector_store.data.text_id_to_ref_doc_id
         deleted = self.vector_store._deleted_refs
         assert len(deleted) == before + len(nodes) - after, (len(deleted), before, len(nodes), after)
-        return {"stored": after, "deleted": len(deleted), "added": len(nodes),
-                "deleted_unchanged": sum(1 for ref in deleted if ref not in changed),
-                "parsed_documents": len(sources_of(corpus)), "rechunked_documents": len({n.ref_doc_id for n in nodes}),
-                "changed_documents_chunks": sum(1 for ref in refs.values() if ref in changed)}
+        return {
+            "stored": after,
+            "deleted": len(deleted),
+            "added": len(nodes),
+            "deleted_unchanged": sum(1 for ref in deleted if ref not in changed),
+            "parsed_documents": len(sources_of(corpus)),
+            "rechunked_documents": len({n.ref_doc_id for n in nodes}),
+            "changed_documents_chunks": sum(1 for ref in refs.values() if ref in changed),
+        }
 
 
 def run_child(system: str, corpus: Path, work: Path, rounds: int, workers: int | None, batch_size: int) -> dict:
@@ -289,13 +317,20 @@ def run_child(system: str, corpus: Path, work: Path, rounds: int, workers: int |
         warm_up(corpus)
         with Timer() as timer:
             n_chunks = sum(len(parse(source).chunks) for source in sources_of(corpus))
-        return {"system": system, "parse": {"wall": timer.wall, "cpu": timer.cpu}, "chunks": n_chunks,
-                "peak_rss_mb": memory_mb("VmHWM")}
+        return {
+            "system": system,
+            "parse": {"wall": timer.wall, "cpu": timer.cpu},
+            "chunks": n_chunks,
+            "peak_rss_mb": memory_mb("VmHWM"),
+        }
     tree = work / "corpus"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(corpus, tree)
-    engine = {"citekeeper": lambda: Citekeeper(work, workers), "langchain": lambda: LangChain(work, batch_size),
-              "llamaindex": lambda: LlamaIndex(work)}[system]()
+    engine = {
+        "citekeeper": lambda: Citekeeper(work, workers),
+        "langchain": lambda: LangChain(work, batch_size),
+        "llamaindex": lambda: LlamaIndex(work),
+    }[system]()
     engine.warm_up(tree, work)
     rss_after_warm_up = memory_mb("VmRSS")
     with Timer() as full:
@@ -308,8 +343,15 @@ def run_child(system: str, corpus: Path, work: Path, rounds: int, workers: int |
             engine.index(tree)
         counts = engine.counts(tree, changed_ids)
         share = sum(path.stat().st_size for path in changed) / sum(p.stat().st_size for p in documents_of(tree))
-        out["rounds"].append({"wall": incremental.wall, "cpu": incremental.cpu, **counts, "changed": changed_ids,
-                              "changed_bytes_share": share})
+        out["rounds"].append(
+            {
+                "wall": incremental.wall,
+                "cpu": incremental.cpu,
+                **counts,
+                "changed": changed_ids,
+                "changed_bytes_share": share,
+            }
+        )
     return out | {"peak_rss_mb": memory_mb("VmHWM"), "rss_after_warm_up_mb": rss_after_warm_up}
 
 
@@ -317,76 +359,128 @@ def run_child(system: str, corpus: Path, work: Path, rounds: int, workers: int |
 
 
 def spawn(system: str, corpus: Path, work: Path, args: argparse.Namespace) -> dict:
-    command = [sys.executable, __file__, "--child", system, "--corpus", str(corpus), "--work", str(work),
-               "--rounds", str(args.rounds), "--workers", str(args.workers),
-               "--langchain-batch-size", str(args.langchain_batch_size), "--peer-order", args.peer_order]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        system,
+        "--corpus",
+        str(corpus),
+        "--work",
+        str(work),
+        "--rounds",
+        str(args.rounds),
+        "--workers",
+        str(args.workers),
+        "--langchain-batch-size",
+        str(args.langchain_batch_size),
+        "--peer-order",
+        args.peer_order,
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT)]
     if done.returncode != 0 or not lines:
         sys.exit(f"{system} failed (exit {done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
-    return json.loads(lines[-1][len(RESULT):])
+    return json.loads(lines[-1][len(RESULT) :])
 
 
 def report(results: dict[str, dict], args: argparse.Namespace, n_documents: int) -> None:
     load = os.getloadavg()
     mode = "serial (workers=1)" if args.workers == 1 else f"workers={args.workers or 'one per usable CPU'}"
-    print(f"documents: {n_documents}; one full index, then {args.rounds} incremental round(s); citekeeper parses "
-          f"{mode}; LangChain batch_size={args.langchain_batch_size}; the peers and the bare parse load files in "
-          f"{args.peer_order} order; load average now {load[0]:.1f}")
+    print(
+        f"documents: {n_documents}; one full index, then {args.rounds} incremental round(s); citekeeper parses "
+        f"{mode}; LangChain batch_size={args.langchain_batch_size}; the peers and the bare parse load files in "
+        f"{args.peer_order} order; load average now {load[0]:.1f}"
+    )
     if "parse" in results:
         parse = results["parse"]["parse"]
-        print(f"bare parse of every file: {parse['wall']:.2f} s wall ({parse['cpu']:.2f} s CPU), "
-              f"{results['parse']['chunks']} chunks; peak RSS {results['parse']['peak_rss_mb']:.0f} MB")
+        print(
+            f"bare parse of every file: {parse['wall']:.2f} s wall ({parse['cpu']:.2f} s CPU), "
+            f"{results['parse']['chunks']} chunks; peak RSS {results['parse']['peak_rss_mb']:.0f} MB"
+        )
     for system in ("citekeeper", *PEERS):
         if system not in results:
             continue
         result, full = results[system], results[system]["full"]
-        print(f"{system}: full index {full['wall']:.2f} s wall ({full['cpu']:.2f} s CPU), {full['stored']} chunks "
-              f"stored; peak RSS {result['peak_rss_mb']:.0f} MB "
-              f"(after warm-up {result['rss_after_warm_up_mb']:.0f} MB)")
+        print(
+            f"{system}: full index {full['wall']:.2f} s wall ({full['cpu']:.2f} s CPU), {full['stored']} chunks "
+            f"stored; peak RSS {result['peak_rss_mb']:.0f} MB "
+            f"(after warm-up {result['rss_after_warm_up_mb']:.0f} MB)"
+        )
         for round_index, run in enumerate(result["rounds"]):
-            print(f"  round {round_index} incremental: {run['wall']:.2f} s wall ({run['cpu']:.2f} s CPU; "
-                  f"incremental/full {run['wall'] / full['wall']:.4f}); deleted {run['deleted']} chunks "
-                  f"({run['deleted_unchanged']} of unchanged documents), re-added {run['added']} (the changed "
-                  f"documents hold {run['changed_documents_chunks']})"
-                  + (f", skipped {run['skipped']}" if "skipped" in run else "")
-                  + f"; parsed {run['parsed_documents']} documents"
-                  + (f", re-chunked {run['rechunked_documents']}" if "rechunked_documents" in run else "")
-                  + (" (" + ", ".join(f"{k} {v:.2f} s" for k, v in run["phases"].items()) + ")" if "phases" in run
-                     else "")
-                  + (f"; finding what changed (discovery and the parent's documents, timed apart) "
-                     f"{run['find_changes_s']:.2f} s" if "find_changes_s" in run else ""))
+            print(
+                f"  round {round_index} incremental: {run['wall']:.2f} s wall ({run['cpu']:.2f} s CPU; "
+                f"incremental/full {run['wall'] / full['wall']:.4f}); deleted {run['deleted']} chunks "
+                f"({run['deleted_unchanged']} of unchanged documents), re-added {run['added']} (the changed "
+                f"documents hold {run['changed_documents_chunks']})"
+                + (f", skipped {run['skipped']}" if "skipped" in run else "")
+                + f"; parsed {run['parsed_documents']} documents"
+                + (f", re-chunked {run['rechunked_documents']}" if "rechunked_documents" in run else "")
+                + (
+                    " (" + ", ".join(f"{k} {v:.2f} s" for k, v in run["phases"].items()) + ")"
+                    if "phases" in run
+                    else ""
+                )
+                + (
+                    f"; finding what changed (discovery and the parent's documents, timed apart) "
+                    f"{run['find_changes_s']:.2f} s"
+                    if "find_changes_s" in run
+                    else ""
+                )
+            )
     if "citekeeper" not in results:
         return
     for round_index, ours in enumerate(results["citekeeper"]["rounds"]):
-        only_changed = (ours["parsed_documents"] == len(ours["changed"]) and ours["deleted_unchanged"] == 0
-                        and ours["added"] == ours["changed_documents_chunks"])
-        print(f"round {round_index}: {len(ours['changed'])} changed documents ({ours['changed_bytes_share']:.2%} of "
-              f"the corpus bytes: {', '.join(ours['changed'])}); citekeeper re-added only their chunks: "
-              f"{'yes' if only_changed else 'NO'}")
+        only_changed = (
+            ours["parsed_documents"] == len(ours["changed"])
+            and ours["deleted_unchanged"] == 0
+            and ours["added"] == ours["changed_documents_chunks"]
+        )
+        print(
+            f"round {round_index}: {len(ours['changed'])} changed documents ({ours['changed_bytes_share']:.2%} of "
+            f"the corpus bytes: {', '.join(ours['changed'])}); citekeeper re-added only their chunks: "
+            f"{'yes' if only_changed else 'NO'}"
+        )
         for peer in PEERS:
             if peer in results:
                 theirs = results[peer]["rounds"][round_index]
                 ratio = theirs["wall"] / ours["wall"]
                 verdict = "OK" if ratio >= TARGET and only_changed else "MISSED"
-                print(f"  ratio {peer} incremental / citekeeper incremental (wall time): {ratio:.1f}x "
-                      f"(target >= {TARGET:g}x) -> {verdict}; CPU-time ratio {theirs['cpu'] / ours['cpu']:.1f}x")
+                print(
+                    f"  ratio {peer} incremental / citekeeper incremental (wall time): {ratio:.1f}x "
+                    f"(target >= {TARGET:g}x) -> {verdict}; CPU-time ratio {theirs['cpu'] / ours['cpu']:.1f}x"
+                )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    parser.add_argument("--documents", type=int, default=None,
-                        help="keep this many documents of the corpus, spread over it (default: all)")
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="incremental re-indexes after the full index, round r after change(r) (default 2, "
-                             "as bench_reindex.py)")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="citekeeper's parse workers (default 1, as the peers; 0: one per usable CPU)")
+    parser.add_argument(
+        "--documents",
+        type=int,
+        default=None,
+        help="keep this many documents of the corpus, spread over it (default: all)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="incremental re-indexes after the full index, round r after change(r) (default 2, as bench_reindex.py)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="citekeeper's parse workers (default 1, as the peers; 0: one per usable CPU)",
+    )
     parser.add_argument("--langchain-batch-size", type=int, default=100, help="index()'s batch_size (default 100)")
-    parser.add_argument("--peer-order", choices=("path", "parse"), default="path",
-                        help="the order the peers and the bare parse load files in: by path (default, as a "
-                             "directory loader does) or citekeeper's parse order")
+    parser.add_argument(
+        "--peer-order",
+        choices=("path", "parse"),
+        default="path",
+        help="the order the peers and the bare parse load files in: by path (default, as a "
+        "directory loader does) or citekeeper's parse order",
+    )
     parser.add_argument("--only", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     parser.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)

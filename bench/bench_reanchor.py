@@ -13,7 +13,7 @@ chunk is gone), each with a successor/cited document that no longer holds the ev
 - `gone`: a sentence that is nowhere in the target version             -> no suggestion, or `fts`.
 
 Per size, in child processes (so each peak RSS is its own): the corpus is written to Parquet; the version's
-full-text index (citekeeper.embeddings.EmbeddingStore.text_index, what `citekeeper stale` builds on first
+full-text index (citekeeper.search_index.EmbeddingStore.text_index, what `citekeeper stale` builds on first
 need and then reuses) is built and timed on its own; then, in a fresh process, the documents and chunks are
 read as `stale` reads them and the citations re-anchored (changes.reanchor.reanchor with the Reanchorer
 that changes.citation_status builds: candidates from the persisted full-text index; the last tier from
@@ -26,6 +26,7 @@ then the ratio of the time per citation at the largest size to the smallest.
     .venv/bin/python bench/bench_reanchor.py [--sizes 100000 1000000] [--citations 10000] [--chunks-per-doc 20]
     .venv/bin/python bench/bench_reanchor.py --sizes 2000 20000 --citations 500      # quick
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,7 +91,9 @@ def generate(out: Path, n_chunks: int, chunks_per_doc: int, n_citations: int, se
         )
     )
     documents = chunks.group_by("doc_id", maintain_order=True).agg(text=pl.col("text").str.join("\n\n"))
-    chunks.select("chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char", "source_path", "access_scope").write_parquet(out / "chunks.parquet")
+    chunks.select(
+        "chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char", "source_path", "access_scope"
+    ).write_parquet(out / "chunks.parquet")
     documents.write_parquet(out / "documents.parquet")
 
     n_docs = documents.height
@@ -110,9 +113,15 @@ def generate(out: Path, n_chunks: int, chunks_per_doc: int, n_citations: int, se
         elif kind == "edited":  # one word replaced: partial_ratio stays >= 0.85
             words = sentence.str.split(" ")
             slot = pl.Series(rng.integers(1, WORDS_PER_SENTENCE - 1, count))
-            evidence = pl.DataFrame({"w": words, "i": slot}).select(
-                pl.concat_list(pl.col("w").list.head(pl.col("i")), pl.lit(["zzqx"]), pl.col("w").list.slice(pl.col("i") + 1)).list.join(" ")
-            ).to_series()
+            evidence = (
+                pl.DataFrame({"w": words, "i": slot})
+                .select(
+                    pl.concat_list(
+                        pl.col("w").list.head(pl.col("i")), pl.lit(["zzqx"]), pl.col("w").list.slice(pl.col("i") + 1)
+                    ).list.join(" ")
+                )
+                .to_series()
+            )
         elif kind == "gone":
             evidence = sentences(rng, vocab, count)
         else:
@@ -120,21 +129,28 @@ def generate(out: Path, n_chunks: int, chunks_per_doc: int, n_citations: int, se
         expected = picked["chunk_id"]
         if kind == "across":  # the chunk holding the longer part of the span carries it
             following = chunks[at + 1]
-            expected = pl.select(pl.when(following["s1"].str.len_chars() > picked["s3"].str.len_chars())
-                                 .then(following["chunk_id"]).otherwise(expected)).to_series()
-        rows.append(pl.DataFrame({
-            "kind": kind,
-            "evidence": evidence,
-            "doc_id": picked["doc_id"] if kind == "own" else elsewhere,
-            "new_doc_id": picked["doc_id"] if kind == "own" else elsewhere,
-            "expected_chunk_id": expected,
-        }))  # fmt: skip
+            expected = pl.select(
+                pl.when(following["s1"].str.len_chars() > picked["s3"].str.len_chars())
+                .then(following["chunk_id"])
+                .otherwise(expected)
+            ).to_series()
+        rows.append(
+            pl.DataFrame(
+                {
+                    "kind": kind,
+                    "evidence": evidence,
+                    "doc_id": picked["doc_id"] if kind == "own" else elsewhere,
+                    "new_doc_id": picked["doc_id"] if kind == "own" else elsewhere,
+                    "expected_chunk_id": expected,
+                }
+            )
+        )
     citations = pl.concat(rows).with_columns(citation_id=pl.format("c{}", pl.int_range(pl.len())))
     citations.sample(fraction=1.0, shuffle=True, seed=seed).write_parquet(out / "citations.parquet")
 
 
 def _embeddings(out: Path):
-    from citekeeper.embeddings import EmbeddingStore
+    from citekeeper.search_index import EmbeddingStore
 
     warnings.simplefilter("ignore")  # the model is missing on purpose
     return EmbeddingStore(out / "store", model=str(out / "no-model"), language="en")
@@ -178,10 +194,18 @@ def run_reanchor(out: Path, result: Path) -> None:
         .agg(n=pl.len(), exact_span=pl.col("exact_span").sum(), right_chunk=pl.col("right_chunk").sum())
         .sort("kind", "suggested_method", nulls_last=True)
     )
-    result.write_text(json.dumps({
-        "seconds": seconds, "setup": setup, "n": citations.height, "peak_mb": _peak_mb(), "loaded_mb": loaded_mb,
-        "summary": summary.to_dicts(),
-    }))  # fmt: skip
+    result.write_text(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "setup": setup,
+                "n": citations.height,
+                "peak_mb": _peak_mb(),
+                "loaded_mb": loaded_mb,
+                "summary": summary.to_dicts(),
+            }
+        )
+    )
 
 
 def _peak_mb() -> float:
@@ -201,29 +225,42 @@ def measure(n_chunks: int, args, tmp: Path) -> dict:
     out.mkdir()
     started = time.perf_counter()
     _child(generate, out, n_chunks, args.chunks_per_doc, args.citations, args.seed)
-    print(f"[{n_chunks:,} chunks] corpus of {n_chunks // args.chunks_per_doc:,} documents and {args.citations:,} citations "
-          f"generated in {time.perf_counter() - started:.1f}s", flush=True)
+    print(
+        f"[{n_chunks:,} chunks] corpus of {n_chunks // args.chunks_per_doc:,} documents and {args.citations:,} citations "
+        f"generated in {time.perf_counter() - started:.1f}s",
+        flush=True,
+    )
     _child(build_index, out, out / "index.json")
     index = json.loads((out / "index.json").read_text())
-    print(f"[{n_chunks:,} chunks] full-text index built in {index['seconds']:.1f}s (peak RSS {index['peak_mb']:.0f} MB)", flush=True)
+    print(
+        f"[{n_chunks:,} chunks] full-text index built in {index['seconds']:.1f}s (peak RSS {index['peak_mb']:.0f} MB)",
+        flush=True,
+    )
     runs = []
     for _ in range(args.repeat):
         _child(run_reanchor, out, out / "run.json")
         runs.append(json.loads((out / "run.json").read_text()))
     run = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
     per = run["seconds"] / run["n"] * 1000
-    print(f"[{n_chunks:,} chunks] re-anchored {run['n']:,} citations in {run['seconds']:.1f}s: {per:.2f} ms per citation "
-          f"(one-time setup inside it: {run['setup']:.2f}s; median of {len(runs)}); peak RSS {run['peak_mb']:.0f} MB "
-          f"({run['loaded_mb']:.0f} MB after reading the documents, chunks and citations)", flush=True)
+    print(
+        f"[{n_chunks:,} chunks] re-anchored {run['n']:,} citations in {run['seconds']:.1f}s: {per:.2f} ms per citation "
+        f"(one-time setup inside it: {run['setup']:.2f}s; median of {len(runs)}); peak RSS {run['peak_mb']:.0f} MB "
+        f"({run['loaded_mb']:.0f} MB after reading the documents, chunks and citations)",
+        flush=True,
+    )
     for row in run["summary"]:
-        print(f"    {row['kind']:>7} -> {str(row['suggested_method']):>10}: {row['n']:6,}  "
-              f"(span == evidence: {row['exact_span']:,}; expected chunk: {row['right_chunk']:,})")
+        print(
+            f"    {row['kind']:>7} -> {row['suggested_method']!s:>10}: {row['n']:6,}  "
+            f"(span == evidence: {row['exact_span']:,}; expected chunk: {row['right_chunk']:,})"
+        )
     return {"n_chunks": n_chunks, "ms_per_citation": per, "index_s": index["seconds"], "peak_mb": run["peak_mb"]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000], help="target version sizes, in chunks")
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[100_000, 1_000_000], help="target version sizes, in chunks"
+    )
     parser.add_argument("--citations", type=int, default=10_000)
     parser.add_argument("--chunks-per-doc", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=1, help="re-anchoring runs per size (the median is kept)")
@@ -234,10 +271,15 @@ def main() -> None:
     small, large = results[0], results[-1]
     if len(results) > 1:
         ratio = large["ms_per_citation"] / small["ms_per_citation"]
-        print(f"time per citation {large['n_chunks']:,} / {small['n_chunks']:,} chunks: {large['ms_per_citation']:.2f} / "
-              f"{small['ms_per_citation']:.2f} ms = {ratio:.2f}x (target <= 2x) -> {'OK' if ratio <= 2 else 'MISSED'}")
+        print(
+            f"time per citation {large['n_chunks']:,} / {small['n_chunks']:,} chunks: {large['ms_per_citation']:.2f} / "
+            f"{small['ms_per_citation']:.2f} ms = {ratio:.2f}x (target <= 2x) -> {'OK' if ratio <= 2 else 'MISSED'}"
+        )
     print("index build: " + ", ".join(f"{r['n_chunks']:,} chunks {r['index_s']:.1f}s" for r in results))
-    print("peak RSS of the re-anchoring process: " + ", ".join(f"{r['n_chunks']:,} chunks {r['peak_mb']:.0f} MB" for r in results))
+    print(
+        "peak RSS of the re-anchoring process: "
+        + ", ".join(f"{r['n_chunks']:,} chunks {r['peak_mb']:.0f} MB" for r in results)
+    )
 
 
 if __name__ == "__main__":

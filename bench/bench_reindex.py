@@ -7,6 +7,7 @@ version (only those documents are re-parsed; everything else carries over).
 
     .venv/bin/python bench/bench_reindex.py [--source DIR] [--rounds N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,9 +22,9 @@ os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_ingest import DEFAULT_SOURCE, Timer, summary  # noqa: E402
-from parsers.ingest import ingest  # noqa: E402
-from citekeeper.store import CorpusStore  # noqa: E402
+from bench.bench_ingest import DEFAULT_SOURCE, Timer, summary
+from citekeeper.store import CorpusStore
+from parsers.ingest import ingest
 
 TARGET = 0.05
 CHANGED_FRACTION = 0.01
@@ -73,8 +74,10 @@ def main() -> None:
             assert result.created and result.n_parsed == len(changed), (result.n_parsed, len(changed))
             full_runs.append(full)
             incremental_runs.append(incremental)
-    print(f"documents: {len(documents)}; changed per round: {len(changed)} "
-          f"({len(changed) / len(documents):.1%}); best of {args.rounds} rounds")
+    print(
+        f"documents: {len(documents)}; changed per round: {len(changed)} "
+        f"({len(changed) / len(documents):.1%}); best of {args.rounds} rounds"
+    )
     full_cpu, full_wall = summary("full ingest", full_runs, 1, "run")
     incremental_cpu, incremental_wall = summary("incremental reindex", incremental_runs, 1, "run")
     print(f"CPU-time ratio incremental/full: {incremental_cpu / full_cpu:.4f}")

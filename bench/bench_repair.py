@@ -20,6 +20,7 @@ Stale and removed citations are re-anchored one by one, each search over the tar
     .venv/bin/python bench/bench_repair.py [--chunks 1000000] [--citations 100000] [--lost 0.05] [--repeat 1]
                                            [--min-score 0.9] [--no-apply]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,14 +39,14 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_diff import generate  # noqa: E402
-from citekeeper.answer_store import AnswerStore  # noqa: E402
-from citekeeper.layout import StoreLayout  # noqa: E402
-from citekeeper.schema import CITATION_STATUSES, REPAIR_KINDS  # noqa: E402
-from citekeeper.store import CorpusStore  # noqa: E402
-from changes.citation_status import check_citations  # noqa: E402
-from changes.diff import diff_versions  # noqa: E402
-from changes.repair import DEFAULT_MIN_SCORE, repair_citations  # noqa: E402
+from bench.bench_diff import generate
+from changes.citation_status import check_citations
+from changes.diff import diff_versions
+from changes.repair import DEFAULT_MIN_SCORE, repair_citations
+from citekeeper.answers.store import AnswerStore
+from citekeeper.layout import StoreLayout
+from citekeeper.schema import CITATION_STATUSES, REPAIR_KINDS
+from citekeeper.store import CorpusStore
 
 OLD, NEW = "old", "new"
 # Shares of the citations per intended status (valid takes the rest); stale and removed come from --lost, 3:2.
@@ -75,46 +76,72 @@ def citations(root: Path, n_citations: int, lost: float) -> tuple[pl.DataFrame, 
     store = CorpusStore(root)
     old = store.read_chunks(OLD, columns=["chunk_id", "doc_id", "ordinal", "text", "text_hash"])
     new = store.read_chunks(NEW, columns=["chunk_id", "text"]).rename({"chunk_id": "new_chunk_id", "text": "new_text"})
-    changes = diff_versions(store, OLD, NEW).chunks.select(pl.col("old_chunk_id").alias("chunk_id"), "change", "new_chunk_id")
+    changes = diff_versions(store, OLD, NEW).chunks.select(
+        pl.col("old_chunk_id").alias("chunk_id"), "change", "new_chunk_id"
+    )
     shutil.rmtree(store.layout.diff_dir(OLD, NEW))  # the timed stale runs compute it themselves
     old = old.join(changes, on="chunk_id", how="left").join(new, on="new_chunk_id", how="left")
     old = old.with_columns(**_quotes(pl.col("text")))
     n_stale = round(n_citations * lost * 3 / 5)
     n_removed = round(n_citations * lost) - n_stale
-    n = {"relocated": round(n_citations * RELOCATED), "drifted": round(n_citations * DRIFTED), "stale": n_stale,
-         "removed": n_removed, "invalid": round(n_citations * INVALID)}
+    n = {
+        "relocated": round(n_citations * RELOCATED),
+        "drifted": round(n_citations * DRIFTED),
+        "stale": n_stale,
+        "removed": n_removed,
+        "invalid": round(n_citations * INVALID),
+    }
     n["valid"] = n_citations - sum(n.values())
     rng = np.random.default_rng(12)
     unchanged = old.filter(pl.col("change").is_null())
     modified = old.filter(pl.col("change") == "modified")
-    assert modified.select(pl.col("new_text").str.contains(pl.col("body"), literal=True).all()).item(), "body must survive"
+    assert modified.select(pl.col("new_text").str.contains(pl.col("body"), literal=True).all()).item(), (
+        "body must survive"
+    )
     assert not modified.select(pl.col("new_text").str.contains(pl.col("revision"), literal=True).any()).item()
     assert not modified.select(pl.col("new_text").str.contains(pl.col("head"), literal=True).any()).item()
-    any_quote = (pl.int_range(pl.len()) % 4).replace_strict([0, 1, 2, 3], ["head", "body", "revision", None], return_dtype=pl.String)
+    any_quote = (pl.int_range(pl.len()) % 4).replace_strict(
+        [0, 1, 2, 3], ["head", "body", "revision", None], return_dtype=pl.String
+    )
 
     def quoted(frame: pl.DataFrame, how: pl.Expr, status: str) -> pl.DataFrame:
         return frame.with_columns(quote_kind=how).select(
-            "chunk_id", "doc_id", "ordinal", "text_hash", "quote_kind",
-            quote=pl.when(pl.col("quote_kind") == "head").then("head").when(pl.col("quote_kind") == "body").then("body")
-            .when(pl.col("quote_kind") == "revision").then("revision"),
+            "chunk_id",
+            "doc_id",
+            "ordinal",
+            "text_hash",
+            "quote_kind",
+            quote=pl.when(pl.col("quote_kind") == "head")
+            .then("head")
+            .when(pl.col("quote_kind") == "body")
+            .then("body")
+            .when(pl.col("quote_kind") == "revision")
+            .then("revision"),
             intended=pl.lit(status),
-        )  # fmt: skip
+        )
 
     every_other = pl.when(pl.int_range(pl.len()) % 2 == 0)
     parts = [
         quoted(_pick(unchanged, n["valid"], rng), any_quote, "valid"),
         quoted(_pick(old.filter(pl.col("change") == "moved"), n["relocated"], rng), any_quote, "relocated"),
         quoted(_pick(modified, n["drifted"], rng), pl.lit("body"), "drifted"),
-        quoted(_pick(modified, n["stale"], rng), every_other.then(pl.lit("revision")).otherwise(pl.lit("head")), "stale"),
-        quoted(_pick(old.filter(pl.col("change") == "removed"), n["removed"], rng),
-               every_other.then(pl.lit("revision")).otherwise(pl.lit(None)), "removed"),
+        quoted(
+            _pick(modified, n["stale"], rng), every_other.then(pl.lit("revision")).otherwise(pl.lit("head")), "stale"
+        ),
+        quoted(
+            _pick(old.filter(pl.col("change") == "removed"), n["removed"], rng),
+            every_other.then(pl.lit("revision")).otherwise(pl.lit(None)),
+            "removed",
+        ),
         quoted(_pick(unchanged, n["invalid"], rng), pl.lit("body"), "invalid").with_columns(
             text_hash=pl.lit("sha256:") + pl.col("text_hash").str.slice(7).str.reverse()
         ),
     ]
     cited = pl.concat(parts).sample(fraction=1.0, shuffle=True, seed=12).with_row_index("i")
     # A third carry their text_hash; every invalid one does (that is what makes it invalid).
-    cited = cited.with_columns(text_hash=pl.when((pl.col("i") % 3 == 0) | (pl.col("intended") == "invalid")).then("text_hash"))
+    cited = cited.with_columns(
+        text_hash=pl.when((pl.col("i") % 3 == 0) | (pl.col("intended") == "invalid")).then("text_hash")
+    )
     return cited, old.select("chunk_id", "text")
 
 
@@ -128,7 +155,11 @@ def answer_records(cited: pl.DataFrame) -> list[dict]:
         if row["text_hash"] is not None:
             citation["text_hash"] = row["text_hash"]
         claim = f"Paragraph {row['ordinal']} of {row['doc_id']} is what answer {row['i']} rests on"
-        record = {"answer_id": f"ans_{row['i']:07d}", "question": f"What does {row['doc_id']} say?", "corpus_version": OLD}
+        record = {
+            "answer_id": f"ans_{row['i']:07d}",
+            "question": f"What does {row['doc_id']} say?",
+            "corpus_version": OLD,
+        }
         if row["i"] % 2 == 0:
             record |= {"answer": f"{claim}.", "claims": [{"text": f"{claim}.", "citations": [citation]}]}
         else:
@@ -141,11 +172,15 @@ def build(root: Path, n_chunks: int, n_citations: int, lost: float) -> None:
     """Child process: the two versions, then the answers citing `old`, registered in the store's answer store."""
     started = time.perf_counter()
     generate(root, n_chunks, 0.01)
-    print(f"committed 2 versions of {n_chunks:,} chunks (1% changed) in {time.perf_counter() - started:.1f}s", flush=True)
+    print(
+        f"committed 2 versions of {n_chunks:,} chunks (1% changed) in {time.perf_counter() - started:.1f}s", flush=True
+    )
     started = time.perf_counter()
     cited, old_text = citations(root, n_citations, lost)
     checks = cited.join(old_text, on="chunk_id").filter(pl.col("quote").is_not_null())
-    assert checks.select(pl.col("text").str.contains(pl.col("quote"), literal=True).all()).item(), "quotes must be verbatim"
+    assert checks.select(pl.col("text").str.contains(pl.col("quote"), literal=True).all()).item(), (
+        "quotes must be verbatim"
+    )
     path = root.parent / "answers.jsonl"
     with path.open("w", encoding="utf-8") as handle:
         for record in answer_records(cited):
@@ -170,14 +205,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=1_000_000)
     parser.add_argument("--citations", type=int, default=100_000)
-    parser.add_argument("--lost", type=float, default=0.05, help="share of stale + removed citations (re-anchored one by one)")
+    parser.add_argument(
+        "--lost", type=float, default=0.05, help="share of stale + removed citations (re-anchored one by one)"
+    )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--min-score", type=float, default=DEFAULT_MIN_SCORE, help="repair's --min-score")
-    parser.add_argument("--no-apply", dest="apply", action="store_false", help="skip the repair with apply=True on a copy")
+    parser.add_argument(
+        "--no-apply", dest="apply", action="store_false", help="skip the repair with apply=True on a copy"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_repair_") as tmp:
         root = Path(tmp) / "store"
-        child = multiprocessing.get_context("spawn").Process(target=build, args=(root, args.chunks, args.citations, args.lost))
+        child = multiprocessing.get_context("spawn").Process(
+            target=build, args=(root, args.chunks, args.citations, args.lost)
+        )
         child.start()
         child.join()
         if child.exitcode:
@@ -204,18 +245,28 @@ def main() -> None:
             revisions = AnswerStore(copy).answers()["revision"].value_counts().sort("revision")
     stale_s, repair_s = statistics.median(stales), statistics.median(repairs)
     statuses = check.counts()
-    print(f"citations: {args.citations:,} in {args.citations:,} answers (half structured, half marker form), "
-          f"intended mix: { {s: intended.get(s, 0) for s in CITATION_STATUSES} }")
+    print(
+        f"citations: {args.citations:,} in {args.citations:,} answers (half structured, half marker form), "
+        f"intended mix: { {s: intended.get(s, 0) for s in CITATION_STATUSES} }"
+    )
     print(f"status mix (stale run): {statuses}")
     print(f"repair kinds: {result.counts()}")
     print(f"answers repaired: {len(result.records):,} (needs_review: {int(result.repairs['needs_review'].sum()):,})")
     print(f"stale run (check_citations): {stale_s:.2f}s (median of {args.repeat}; runs: {_list(stales)})")
-    print(f"repair (repair_citations, apply=False, after it): {repair_s:.2f}s (median of {args.repeat}; runs: {_list(repairs)})")
-    print(f"ratio repair/stale: {repair_s / stale_s:.3f}x (target <= 1x) -> {'OK' if repair_s <= stale_s else 'MISSED'}")
+    print(
+        f"repair (repair_citations, apply=False, after it): {repair_s:.2f}s (median of {args.repeat}; runs: {_list(repairs)})"
+    )
+    print(
+        f"ratio repair/stale: {repair_s / stale_s:.3f}x (target <= 1x) -> {'OK' if repair_s <= stale_s else 'MISSED'}"
+    )
     if args.apply:
-        print(f"repair with apply=True (on a copy): {apply_s:.2f}s, {len(applied.applied.revised):,} revisions registered; "
-              f"answers by current revision: {dict(revisions.iter_rows())}")
-    print(f"peak RSS: {rss_repair:.0f} MB (before the runs: {rss_before:.0f} MB; after the first stale run: {rss_stale:.0f} MB)")
+        print(
+            f"repair with apply=True (on a copy): {apply_s:.2f}s, {len(applied.applied.revised):,} revisions registered; "
+            f"answers by current revision: {dict(revisions.iter_rows())}"
+        )
+    print(
+        f"peak RSS: {rss_repair:.0f} MB (before the runs: {rss_before:.0f} MB; after the first stale run: {rss_stale:.0f} MB)"
+    )
     assert statuses == {s: intended.get(s, 0) for s in CITATION_STATUSES}, "the status mix is not the intended one"
     assert sum(result.counts().values()) == args.citations and set(result.counts()) == set(REPAIR_KINDS)
 

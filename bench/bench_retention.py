@@ -24,6 +24,7 @@ Peak RSS of each process: the builder, the gc, and the reader (this process).
                                               [--repeat 11]
     .venv/bin/python bench/bench_retention.py --versions 10 --chunks 20000   # a quick check
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,9 +44,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_diff import CHUNKS_PER_DOC, _chunks, _commit  # noqa: E402
-from citekeeper.retention import _path_bytes, gc, store_bytes  # noqa: E402
-from citekeeper.store import CorpusStore  # noqa: E402
+from bench.bench_diff import CHUNKS_PER_DOC, _chunks, _commit
+from citekeeper.retention import _path_bytes, gc, store_bytes
+from citekeeper.store import CorpusStore
 
 FIRST_VARIANT = 10  # bench_diff's variant 2 means "an added chunk"; edits here use 10, 11, ...
 
@@ -93,8 +94,11 @@ def copy_version(source: Path, version: str, root: Path, out: Path) -> None:
     chunks = CorpusStore(source).read_chunks(version)
     started = time.perf_counter()
     _commit(CorpusStore(root), version, None, chunks, [])
-    out.write_text(json.dumps({"bytes": store_bytes(CorpusStore(root)), "commit_s": time.perf_counter() - started,
-                               "peak_mb": _peak_mb()}))
+    out.write_text(
+        json.dumps(
+            {"bytes": store_bytes(CorpusStore(root)), "commit_s": time.perf_counter() - started, "peak_mb": _peak_mb()}
+        )
+    )
 
 
 def in_child(target, *args) -> dict:
@@ -146,7 +150,11 @@ def read_ratios(store_root: Path, fresh_root: Path, version: str, repeat: int) -
                 pairs.append((read_seconds(read, store_root, version), fresh))
             else:
                 pairs.append((read_seconds(read, store_root, version), read_seconds(read, fresh_root, version)))
-        result[label] = (min(p[0] for p in pairs), min(p[1] for p in pairs), statistics.median(p[0] / p[1] for p in pairs))
+        result[label] = (
+            min(p[0] for p in pairs),
+            min(p[1] for p in pairs),
+            statistics.median(p[0] / p[1] for p in pairs),
+        )
     return result
 
 
@@ -170,14 +178,18 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_retention_") as tmp:
         root, oldest_root, latest_root = (Path(tmp) / n for n in ("store", "fresh-oldest", "fresh-latest"))
-        print(f"lancedb {lancedb.__version__}, pylance {distribution_version('pylance')}, {os.cpu_count()} CPUs; versions "
-              f"{args.versions}, chunks {args.chunks:,}, keep-last {args.keep_last}")
+        print(
+            f"lancedb {lancedb.__version__}, pylance {distribution_version('pylance')}, {os.cpu_count()} CPUs; versions "
+            f"{args.versions}, chunks {args.chunks:,}, keep-last {args.keep_last}"
+        )
         started = time.perf_counter()
         built = in_child(build, root, args.chunks, args.versions, args.changed)
         n_docs = args.chunks // CHUNKS_PER_DOC
-        print(f"committed {args.versions} versions of {args.chunks:,} chunks ({n_docs:,} documents, "
-              f"{max(1, round(n_docs * args.changed))} changed per version) in {time.perf_counter() - started:.0f}s; "
-              f"commit median {statistics.median(built['commit_s'][1:] or built['commit_s']):.2f}s")
+        print(
+            f"committed {args.versions} versions of {args.chunks:,} chunks ({n_docs:,} documents, "
+            f"{max(1, round(n_docs * args.changed))} changed per version) in {time.perf_counter() - started:.0f}s; "
+            f"commit median {statistics.median(built['commit_s'][1:] or built['commit_s']):.2f}s"
+        )
         latest = name(args.versions - 1)
         bytes_before = store_bytes(CorpusStore(root))
         in_child(copy_version, root, latest, latest_root)
@@ -197,24 +209,33 @@ def main() -> None:
 
     ratio_a = bytes_after / denominator
     print()
-    print(f"store bytes before gc: {mb(bytes_before)}; after gc --keep-last {args.keep_last}: {mb(bytes_after)} "
-          f"(gc {summary['seconds']:.1f}s)")
-    print(f"one version (fresh store of {kept[0]}, one commit): {mb(oldest['bytes'])}; changes of the kept window "
-          f"({len(kept) - 1} commits' LanceDB growth): {mb(window)}")
+    print(
+        f"store bytes before gc: {mb(bytes_before)}; after gc --keep-last {args.keep_last}: {mb(bytes_after)} "
+        f"(gc {summary['seconds']:.1f}s)"
+    )
+    print(
+        f"one version (fresh store of {kept[0]}, one commit): {mb(oldest['bytes'])}; changes of the kept window "
+        f"({len(kept) - 1} commits' LanceDB growth): {mb(window)}"
+    )
     for label, (lance, parquet, rest) in parts.items():
         print(f"  {label}: LanceDB {mb(lance)}, Parquet exports {mb(parquet)}, the rest {mb(rest)}")
-    print(f"(a) store bytes / (one version + kept changes): {ratio_a:.2f} (target <= 1.5) -> "
-          f"{'OK' if ratio_a <= 1.5 else 'MISSED'}")
+    print(
+        f"(a) store bytes / (one version + kept changes): {ratio_a:.2f} (target <= 1.5) -> "
+        f"{'OK' if ratio_a <= 1.5 else 'MISSED'}"
+    )
     for label in READS:
         (after_s, fresh_s, after_median), (before_s, fresh_before_s, before_median) = after[label], before[label]
         ratio_b = after_s / fresh_s
-        print(f"{label} of {latest}'s chunks, best of {args.repeat}: {after_s:.3f}s after gc, {before_s:.3f}s before "
-              f"gc; fresh one-commit store {fresh_s:.3f}s (in the before-gc pass {fresh_before_s:.3f}s)")
-        print(f"(b) {label}: after {args.versions} commits + gc / one commit: {ratio_b:.2f} (target <= 1.2) -> "
-              f"{'OK' if ratio_b <= 1.2 else 'MISSED'}; median of the pair ratios {after_median:.2f}; "
-              f"without gc: {before_s / fresh_before_s:.2f} (median {before_median:.2f})")
-    print(f"peak RSS: builder {built['peak_mb']:.0f} MB, gc {collected['peak_mb']:.0f} MB, "
-          f"reader {peak_mb:.0f} MB")
+        print(
+            f"{label} of {latest}'s chunks, best of {args.repeat}: {after_s:.3f}s after gc, {before_s:.3f}s before "
+            f"gc; fresh one-commit store {fresh_s:.3f}s (in the before-gc pass {fresh_before_s:.3f}s)"
+        )
+        print(
+            f"(b) {label}: after {args.versions} commits + gc / one commit: {ratio_b:.2f} (target <= 1.2) -> "
+            f"{'OK' if ratio_b <= 1.2 else 'MISSED'}; median of the pair ratios {after_median:.2f}; "
+            f"without gc: {before_s / fresh_before_s:.2f} (median {before_median:.2f})"
+        )
+    print(f"peak RSS: builder {built['peak_mb']:.0f} MB, gc {collected['peak_mb']:.0f} MB, reader {peak_mb:.0f} MB")
 
 
 if __name__ == "__main__":

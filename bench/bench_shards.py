@@ -17,6 +17,7 @@ equal (corpus_hash, counts).
 
     .venv/bin/python bench/bench_shards.py [--docs 3000] [--rounds 2] [--start-method forkserver|spawn]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,19 +33,21 @@ os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import dagster as dg  # noqa: E402
+import dagster as dg
 
-from assets.resources import CitekeeperSettings, IngestResource, StoreResource  # noqa: E402
-from bench.bench_ingest_scale import generate  # noqa: E402
+from assets.resources import CitekeeperSettings, IngestResource, StoreResource
+from bench.bench_ingest_scale import generate
 
 TARGET = 1.6
 STORE_ENV, SOURCE_ENV, SHARDS_ENV = "CITEKEEPER_STORE", "CITEKEEPER_SOURCE", "CITEKEEPER_INGEST_SHARDS"
 
 
 def child_settings() -> CitekeeperSettings:
-    return CitekeeperSettings(store=StoreResource(store_dir=os.environ[STORE_ENV]),
-                              ingest=IngestResource(source_dir=os.environ[SOURCE_ENV], parse_workers=1),
-                              ingest_shards=int(os.environ[SHARDS_ENV]))
+    return CitekeeperSettings(
+        store=StoreResource(store_dir=os.environ[STORE_ENV]),
+        ingest=IngestResource(source_dir=os.environ[SOURCE_ENV], parse_workers=1),
+        ingest_shards=int(os.environ[SHARDS_ENV]),
+    )
 
 
 def backfill_job() -> dg.JobDefinition:
@@ -60,31 +63,45 @@ def measure(start_method: str) -> dict:
     from citekeeper.store import CorpusStore
 
     n_shards = child_settings().ingest_shards
-    method = {"spawn": {}} if start_method == "spawn" else {
-        "forkserver": {"preload_modules": ["assets.sharding", "parsers.warm_worker"]}}
+    method = (
+        {"spawn": {}}
+        if start_method == "spawn"
+        else {"forkserver": {"preload_modules": ["assets.sharding", "parsers.warm_worker"]}}
+    )
     run_config = {"execution": {"config": {"max_concurrent": n_shards, "start_method": method}}}
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions("corpus_version", ["v1"])
         started = time.time()
-        result = dg.execute_job(dg.reconstructable(backfill_job), instance, run_config=run_config,
-                                tags={"dagster/partition": "v1"})
+        result = dg.execute_job(
+            dg.reconstructable(backfill_job), instance, run_config=run_config, tags={"dagster/partition": "v1"}
+        )
         run_wall = time.time() - started
         if not result.success:
             raise SystemExit(f"the backfill run failed: {result.run_id}")
         events = [e for e in instance.all_logs(result.run_id) if e.dagster_event]
 
     def times(event_type: str, prefix: str) -> list[float]:
-        return [e.timestamp for e in events
-                if e.dagster_event.event_type_value == event_type and (e.step_key or "").startswith(prefix)]
+        return [
+            e.timestamp
+            for e in events
+            if e.dagster_event.event_type_value == event_type and (e.step_key or "").startswith(prefix)
+        ]
 
-    stage_start, stage_end = min(times("STEP_START", "stage_doc_shard_")), max(times("STEP_SUCCESS", "stage_doc_shard_"))
+    stage_start, stage_end = (
+        min(times("STEP_START", "stage_doc_shard_")),
+        max(times("STEP_SUCCESS", "stage_doc_shard_")),
+    )
     manifest = CorpusStore(os.environ[STORE_ENV]).manifest("v1")
     return {
-        "n_shards": n_shards, "staging_s": stage_end - stage_start, "run_s": run_wall,
+        "n_shards": n_shards,
+        "staging_s": stage_end - stage_start,
+        "run_s": run_wall,
         "before_staging_s": stage_start - started,
         "commit_s": max(times("STEP_SUCCESS", "commit_doc_shards")) - min(times("STEP_START", "commit_doc_shards")),
         "stage_steps": len(times("STEP_SUCCESS", "stage_doc_shard_")),
-        "corpus_hash": manifest.corpus_hash, "n_documents": manifest.n_documents, "n_chunks": manifest.n_chunks,
+        "corpus_hash": manifest.corpus_hash,
+        "n_documents": manifest.n_documents,
+        "n_chunks": manifest.n_chunks,
     }
 
 
@@ -92,8 +109,13 @@ def measure_in_child(n_shards: int, source: Path, scratch: Path, start_method: s
     home = scratch / f"dagster-home-{tag}"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    env = {**os.environ, SHARDS_ENV: str(n_shards), STORE_ENV: str(scratch / f"store-{tag}"),
-           SOURCE_ENV: str(source), "DAGSTER_HOME": str(home)}
+    env = {
+        **os.environ,
+        SHARDS_ENV: str(n_shards),
+        STORE_ENV: str(scratch / f"store-{tag}"),
+        SOURCE_ENV: str(source),
+        "DAGSTER_HOME": str(home),
+    }
     command = [sys.executable, __file__, "--measure", "--start-method", start_method]
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode:
@@ -112,9 +134,11 @@ def main() -> None:
         print(json.dumps(measure(args.start_method)))
         return
 
-    print(f"bench_shards: {len(os.sched_getaffinity(0))} usable CPUs, load average {os.getloadavg()[0]:.1f} at start; "
-          f"{args.docs:,} documents; multiprocess executor ({args.start_method}), max_concurrent = shards, "
-          "parse_workers=1 per stage step")
+    print(
+        f"bench_shards: {len(os.sched_getaffinity(0))} usable CPUs, load average {os.getloadavg()[0]:.1f} at start; "
+        f"{args.docs:,} documents; multiprocess executor ({args.start_method}), max_concurrent = shards, "
+        "parse_workers=1 per stage step"
+    )
     runs: dict[int, list[dict]] = {1: [], 2: []}
     with tempfile.TemporaryDirectory(prefix="ck-shards-") as scratch:
         source = Path(scratch) / "tree"
@@ -123,9 +147,11 @@ def main() -> None:
             for n in (1, 2) if round_index % 2 == 0 else (2, 1):
                 measured = measure_in_child(n, source, Path(scratch), args.start_method, f"{round_index}-{n}")
                 runs[n].append(measured)
-                print(f"  round {round_index + 1}, {n} shard(s): staging {measured['staging_s']:.1f}s, "
-                      f"commit {measured['commit_s']:.1f}s, run {measured['run_s']:.1f}s (start-up before the first "
-                      f"stage step {measured['before_staging_s']:.1f}s); load average {os.getloadavg()[0]:.1f}")
+                print(
+                    f"  round {round_index + 1}, {n} shard(s): staging {measured['staging_s']:.1f}s, "
+                    f"commit {measured['commit_s']:.1f}s, run {measured['run_s']:.1f}s (start-up before the first "
+                    f"stage step {measured['before_staging_s']:.1f}s); load average {os.getloadavg()[0]:.1f}"
+                )
     hashes = {(m["corpus_hash"], m["n_documents"], m["n_chunks"]) for ms in runs.values() for m in ms}
     assert len(hashes) == 1, f"the runs committed different versions: {hashes}"
     ((_, n_documents, n_chunks),) = hashes
@@ -133,11 +159,15 @@ def main() -> None:
     print(f"committed: {n_documents:,} documents, {n_chunks:,} chunks, the same version every run")
     for n in (1, 2):
         rounds = ", ".join(f"{m['staging_s']:.1f}s" for m in runs[n])
-        print(f"{n} shard(s): staging of all shards {best[n]:.1f}s (best of {args.rounds}: {rounds}), "
-              f"{n_documents / best[n]:.1f} docs/s")
+        print(
+            f"{n} shard(s): staging of all shards {best[n]:.1f}s (best of {args.rounds}: {rounds}), "
+            f"{n_documents / best[n]:.1f} docs/s"
+        )
     ratio = best[1] / best[2]
-    print(f"speed-up 2 shards / 1 shard (staging wall time): {ratio:.2f}x (target >= {TARGET}x) -> "
-          f"{'OK' if ratio >= TARGET else 'UNDER'}")
+    print(
+        f"speed-up 2 shards / 1 shard (staging wall time): {ratio:.2f}x (target >= {TARGET}x) -> "
+        f"{'OK' if ratio >= TARGET else 'UNDER'}"
+    )
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 

@@ -19,6 +19,7 @@ Also printed, apart from the ratio: one flush of --keys new verdicts into each f
     .venv/bin/python bench/bench_verdict_cache.py [--verdicts 1000000] [--runs 100] [--keys 1000]
                                                   [--crossover 100,10000] [--repeat 3] [--work DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -38,10 +39,10 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from citekeeper.tables import write_parquet  # noqa: E402
-from verifiers import verdict_cache  # noqa: E402
-from citekeeper.schema import NLI_CACHE  # noqa: E402
-from verifiers.verdict_cache import KEY, MERGE_KEY, VALUES, VerdictCache  # noqa: E402
+from citekeeper.schema import NLI_CACHE
+from citekeeper.tables import write_parquet
+from verifiers import verdict_cache
+from verifiers.verdict_cache import KEY, MERGE_KEY, VALUES, VerdictCache
 
 ROW_SCHEMA = NLI_CACHE.remove(NLI_CACHE.get_field_index(MERGE_KEY))  # a verdict of the old design (no digest)
 
@@ -86,7 +87,7 @@ def build(work: Path, verdicts: int, runs: int, key_counts: list[int]) -> tuple[
     """The old cache (Parquet parts), the new one (a table), and per key count the keys a lookup asks for."""
     old, new = work / "old-cache", work / "new-cache"
     per_run = verdicts // runs
-    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     asked: dict[int, list[pl.DataFrame]] = {n: [] for n in key_counts}
     cache = VerdictCache(new)
     t_old = t_new = 0.0
@@ -210,13 +211,18 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     if any(work.iterdir()):
         parser.error(f"--work {work} is not empty")
-    print(f"{args.verdicts:,} verdicts in {args.runs} runs; lookups of {', '.join(f'{n:,}' for n in key_counts)} keys; "
-          f"cpus {os.cpu_count()}, load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    print(
+        f"{args.verdicts:,} verdicts in {args.runs} runs; lookups of {', '.join(f'{n:,}' for n in key_counts)} keys; "
+        f"cpus {os.cpu_count()}, load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     t0 = time.perf_counter()
     old, new, key_files, times = build(work, args.verdicts, args.runs, key_counts)
-    print(f"built both caches in {time.perf_counter() - t0:.0f} s (all {args.runs} flushes: "
-          f"old {times['old_flushes_s']:.1f} s, new {times['new_flushes_s']:.1f} s); "
-          f"on disk: old {dir_mb(old):.0f} MB, new {dir_mb(new):.0f} MB")  # fmt: skip
+    print(
+        f"built both caches in {time.perf_counter() - t0:.0f} s (all {args.runs} flushes: "
+        f"old {times['old_flushes_s']:.1f} s, new {times['new_flushes_s']:.1f} s); "
+        f"on disk: old {dir_mb(old):.0f} MB, new {dir_mb(new):.0f} MB"
+    )
 
     results: dict[tuple[int, str], list] = {}
     for n in key_counts:
@@ -225,8 +231,11 @@ def main() -> None:
                 out = work / f"hits-{n}-{kind}.parquet"
                 directory = old if kind == "old" else new
                 results.setdefault((n, kind), []).append(measure(kind, directory, key_files[n], out))
-            print(f"  {n:,} keys, repeat {r + 1}: "
-                  + ", ".join(f"{k} {results[(n, k)][-1][0] * 1000:.0f} ms" for k in VARIANTS), flush=True)  # fmt: skip
+            print(
+                f"  {n:,} keys, repeat {r + 1}: "
+                + ", ".join(f"{k} {results[(n, k)][-1][0] * 1000:.0f} ms" for k in VARIANTS),
+                flush=True,
+            )
         hits = [pl.read_parquet(work / f"hits-{n}-{k}.parquet") for k in VARIANTS]
         expected = n * 9 // 10
         same = all(h.equals(hits[0]) for h in hits)
@@ -236,22 +245,28 @@ def main() -> None:
     def med(n: int, kind: str, i: int) -> float:
         return statistics.median(x[i] for x in results[(n, kind)])
 
-    print(f"\nlookup (median of {args.repeat}, each in a fresh process): wall time, CPU time (all threads), "
-          "peak RSS of the process (added by the lookup)")
+    print(
+        f"\nlookup (median of {args.repeat}, each in a fresh process): wall time, CPU time (all threads), "
+        "peak RSS of the process (added by the lookup)"
+    )
     labels = {"old": f"old: scan {args.runs} parts", "point": "new, point plan forced", "scan": "new, scan plan forced"}
     for n in key_counts:
         print(f"  {n:,} keys of {args.verdicts:,}:")
         for kind in VARIANTS:
             label = labels.get(kind) or f"new ({results[(n, kind)][0][3]} plan chosen)"
-            print(f"    {label:<28} {med(n, kind, 0) * 1000:7.0f} ms {med(n, kind, 4) * 1000:7.0f} ms CPU "
-                  f"{med(n, kind, 1):6.0f} MB ({med(n, kind, 2):+.0f} MB)")  # fmt: skip
+            print(
+                f"    {label:<28} {med(n, kind, 0) * 1000:7.0f} ms {med(n, kind, 4) * 1000:7.0f} ms CPU "
+                f"{med(n, kind, 1):6.0f} MB ({med(n, kind, 2):+.0f} MB)"
+            )
     n = args.keys
-    print(f"ratio new/old at {n:,} keys: time {med(n, 'new', 0) / med(n, 'old', 0):.2f}, "
-          f"CPU time {med(n, 'new', 4) / med(n, 'old', 4):.2f}, peak RSS {med(n, 'new', 1) / med(n, 'old', 1):.2f}, "
-          f"RSS added {med(n, 'new', 2) / max(med(n, 'old', 2), 1):.2f}")  # fmt: skip
+    print(
+        f"ratio new/old at {n:,} keys: time {med(n, 'new', 0) / med(n, 'old', 0):.2f}, "
+        f"CPU time {med(n, 'new', 4) / med(n, 'old', 4):.2f}, peak RSS {med(n, 'new', 1) / med(n, 'old', 1):.2f}, "
+        f"RSS added {med(n, 'new', 2) / max(med(n, 'old', 2), 1):.2f}"
+    )
 
     # one more run's flush into each full cache
-    extra = run_verdicts(10**6, args.keys, datetime(2027, 1, 1, tzinfo=timezone.utc))
+    extra = run_verdicts(10**6, args.keys, datetime(2027, 1, 1, tzinfo=UTC))
     t0 = time.perf_counter()
     write_parquet(extra, ROW_SCHEMA, old / "part-extra.parquet")
     t_old = time.perf_counter() - t0
@@ -261,8 +276,10 @@ def main() -> None:
     t0 = time.perf_counter()
     cache.flush("extra")
     t_new = time.perf_counter() - t0
-    print(f"flush of {args.keys:,} new verdicts into the full cache (with its maintenance): old {t_old * 1000:.0f} ms, "
-          f"new {t_new * 1000:.0f} ms")  # fmt: skip
+    print(
+        f"flush of {args.keys:,} new verdicts into the full cache (with its maintenance): old {t_old * 1000:.0f} ms, "
+        f"new {t_new * 1000:.0f} ms"
+    )
 
     if args.work is None:
         shutil.rmtree(work, ignore_errors=True)

@@ -15,6 +15,7 @@ On the CPU (CI):     python bench/gpu_check.py --device cpu --pairs 8 --architec
 The fact-checker protocols (--checkers) run in MiniCheck-RoBERTa-Large's, MiniCheck-Flan-T5-Large's and Qwen2-0.5B's
 shapes (Bespoke-MiniCheck-7B is a Qwen2-7B) with the same measures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,11 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_nli import encode_batches, frames, paragraphs  # noqa: E402
-from tests.random_models import DEBERTA_V3, save_random_checker, save_random_nli_model  # noqa: E402
-from verifiers.devices import is_out_of_memory  # noqa: E402
-from tests.verify_helpers import verify  # noqa: E402
-from verifiers.nli import load_scorer  # noqa: E402
+from bench.bench_nli import encode_batches, frames, paragraphs
+from tests.random_models import DEBERTA_V3, save_random_checker, save_random_nli_model
+from tests.verify_helpers import verify
+from verifiers.devices import is_out_of_memory
+from verifiers.nli import load_scorer
 
 # The fact-checker protocols in their published shapes (random weights): binary, seq2seq, causal-lm.
 CHECKERS = {"roberta:roberta-large": "binary", "t5:flan-t5-large": "seq2seq", "qwen2:qwen2-0.5b": "causal-lm"}
@@ -68,7 +69,7 @@ def largest_batch(scorer, premises: list[str], hypotheses: list[str], limit: int
         try:
             scorer.forward(scorer.encode(long_premises[:size], long_hypotheses[:size]))
             _synchronise(scorer)
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             if not is_out_of_memory(error):
                 raise
             scorer.release_memory()
@@ -93,8 +94,13 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=None, help="default: the device's starting size")
     parser.add_argument("--max-batch", type=int, default=8192)
-    parser.add_argument("--checkers", nargs="*", default=list(CHECKERS), metavar="SHAPE:SIZE",
-                        help="fact-checker shapes (tests.random_models.save_random_checker), e.g. roberta:roberta-large")
+    parser.add_argument(
+        "--checkers",
+        nargs="*",
+        default=list(CHECKERS),
+        metavar="SHAPE:SIZE",
+        help="fact-checker shapes (tests.random_models.save_random_checker), e.g. roberta:roberta-large",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     evidence = paragraphs(args.pairs)
@@ -115,10 +121,14 @@ def report(model_dir: Path, label, args, evidence: list[str], claims, citations)
         scorer.score(evidence[:2], evidence[2:4])  # warm-up: kernels, allocator
         end_to_end, bare = pairs_per_second(scorer, claims, citations)
         fits = largest_batch(scorer, evidence, claims["text"].to_list(), args.max_batch)
-        print(f"{label(scorer)} {scorer.placement.device:<7} {scorer.precision:<5} batch {scorer.batch_size:>4}: "
-              f"end to end {end_to_end:9.1f} pairs/s, bare forward {bare:9.1f} pairs/s, ratio "
-              f"{end_to_end / bare:.2f}; largest batch {fits}", flush=True)  # fmt: skip
+        print(
+            f"{label(scorer)} {scorer.placement.device:<7} {scorer.precision:<5} batch {scorer.batch_size:>4}: "
+            f"end to end {end_to_end:9.1f} pairs/s, bare forward {bare:9.1f} pairs/s, ratio "
+            f"{end_to_end / bare:.2f}; largest batch {fits}",
+            flush=True,
+        )
         del scorer
+
 
 if __name__ == "__main__":
     main()

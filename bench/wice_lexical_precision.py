@@ -7,6 +7,7 @@ so a claim is decided only when every sentence is near-verbatim in the evidence 
 
     .venv/bin/python bench/wice_lexical_precision.py [path/to/claim-dev.jsonl]
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,8 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.lexical_fastpath import lexically_supported  # noqa: E402
-from tests.eval_data import WICE_DEV  # noqa: E402
+from bench.lexical_fastpath import lexically_supported
+from tests.eval_data import WICE_DEV
 
 TARGET = 0.95
 
@@ -30,7 +31,14 @@ def read_wice(path: Path) -> pl.DataFrame:
             continue
         try:
             record = json.loads(line)
-            rows.append({"line": line_no, "label": record["label"], "claim": record["claim"], "evidence": "\n".join(record["evidence"])})
+            rows.append(
+                {
+                    "line": line_no,
+                    "label": record["label"],
+                    "claim": record["claim"],
+                    "evidence": "\n".join(record["evidence"]),
+                }
+            )
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             print(f"{path}:{line_no}: skipped ({type(exc).__name__}: {exc})", file=sys.stderr)
     return pl.DataFrame(rows)
@@ -39,7 +47,9 @@ def read_wice(path: Path) -> pl.DataFrame:
 def main(path: Path = WICE_DEV) -> dict:
     wice = read_wice(path).with_columns(pl.format("wice-{}", "line").alias("claim_id"))
     decided = lexically_supported(wice.select("claim_id", "claim", "evidence"), "wice-dev")
-    gold = wice.filter(pl.col("claim_id").is_in(decided.implode())).select("claim_id", "label", pl.col("claim").alias("text"))
+    gold = wice.filter(pl.col("claim_id").is_in(decided.implode())).select(
+        "claim_id", "label", pl.col("claim").alias("text")
+    )
     n, n_decided = wice.height, gold.height
     correct = gold.filter(pl.col("label") == "supported").height
     precision = correct / n_decided if n_decided else None

@@ -12,6 +12,7 @@ precision = decided positives / decided claims; coverage = decided positives / p
 
     .venv/bin/python bench/zh_lexical_precision.py [path/to/vue-docs-zh]
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,10 +27,10 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from citekeeper.text import sentence_spans  # noqa: E402
-from verifiers.lexical import STOPWORDS  # noqa: E402
-from bench.lexical_fastpath import lexically_supported  # noqa: E402
-from tests.eval_data import VUE_DOCS_ZH  # noqa: E402
+from bench.lexical_fastpath import lexically_supported
+from citekeeper.text import sentence_spans
+from tests.eval_data import VUE_DOCS_ZH
+from verifiers.lexical import STOPWORDS
 
 jieba.setLogLevel(logging.WARNING)  # its dictionary load logs at INFO
 
@@ -55,9 +56,13 @@ _DIGIT = dict(zip("一两二三四五六七八九", "1223456789", strict=True))
 _MEASURE = "个种次件条项步层套组份"
 _NUMERAL_WORD = re.compile(f"[一两二三四五六七八九十]+[{_MEASURE}]")
 _DIGIT_WORD = re.compile(f"[一两二三四五六七八九][{_MEASURE}]")
-_CONNECTIVE = re.compile(r"^((?:[-*]|\d+\.)\s+)?(?:例如|比如|因此|所以|此外|另外|同时|实际上|事实上|当然|首先|其次|然后|总之|换句话说|也就是说)[，,]\s*")
+_CONNECTIVE = re.compile(
+    r"^((?:[-*]|\d+\.)\s+)?(?:例如|比如|因此|所以|此外|另外|同时|实际上|事实上|当然|首先|其次|然后|总之|换句话说|也就是说)[，,]\s*"
+)
 # Frequent nouns of the Vue docs; a swap replaces one with another.
-NOUNS = tuple("组件 函数 类型 元素 属性 对象 模板 选项 状态 事件 实例 参数 文件 插槽 指令 钩子 数组 字符串 浏览器 侦听器 路由 插件 变量 服务器".split())
+NOUNS = tuple(
+    "组件 函数 类型 元素 属性 对象 模板 选项 状态 事件 实例 参数 文件 插槽 指令 钩子 数组 字符串 浏览器 侦听器 路由 插件 变量 服务器".split()
+)
 
 
 Rewrite = Callable[[str, random.Random], str | None]
@@ -125,7 +130,9 @@ def insert_hedge(sentence: str, rng: random.Random) -> str | None:
 def _before_verb(sentence: str, prefix: str) -> str | None:
     """`prefix` put before the first verb a negation could take (not one already negated)."""
     words = _words(sentence)
-    at = next((i for i, word in enumerate(words) if word in _NEGATABLE and not (i and words[i - 1][-1] in "不没未无非")), None)
+    at = next(
+        (i for i, word in enumerate(words) if word in _NEGATABLE and not (i and words[i - 1][-1] in "不没未无非")), None
+    )
     if at is None:
         return None
     words[at] = prefix + words[at]
@@ -134,7 +141,9 @@ def _before_verb(sentence: str, prefix: str) -> str | None:
 
 def remove_negation(sentence: str, rng: random.Random) -> str | None:
     words = _words(sentence)
-    negation = (i for i, word in enumerate(words) if word in _NEGATIONS or word.startswith("不") and word[1:] in _NEGATABLE)
+    negation = (
+        i for i, word in enumerate(words) if word in _NEGATIONS or (word.startswith("不") and word[1:] in _NEGATABLE)
+    )
     at = next(negation, None)
     if at is None:
         return None
@@ -199,17 +208,21 @@ def claims_and_evidence(root: Path) -> pl.DataFrame:
     kept = kept_sentences(root).sample(seed=SEED, fraction=1.0, shuffle=True)
     frames = [
         kept.head(N_KEPT).select(
-            pl.lit("kept").alias("kind"), pl.lit(True).alias("gold"),
-            pl.col("sentence").alias("claim"), pl.col("paragraph").alias("evidence"),
-        )  # fmt: skip
+            pl.lit("kept").alias("kind"),
+            pl.lit(True).alias("gold"),
+            pl.col("sentence").alias("claim"),
+            pl.col("paragraph").alias("evidence"),
+        )
     ]
     for kind, (gold, rewrite) in rewrites(identifier_pool(kept)).items():
         rng = random.Random(f"{SEED}-{kind}")
         rewritten = kept.select(
-            pl.lit(kind).alias("kind"), pl.lit(gold).alias("gold"),
+            pl.lit(kind).alias("kind"),
+            pl.lit(gold).alias("gold"),
             pl.Series("claim", [rewrite(sentence, rng) for sentence in kept["sentence"]], pl.String),
-            pl.col("paragraph").alias("evidence"), "sentence",
-        ).filter(pl.col("claim").is_not_null() & (pl.col("claim") != pl.col("sentence")))  # fmt: skip
+            pl.col("paragraph").alias("evidence"),
+            "sentence",
+        ).filter(pl.col("claim").is_not_null() & (pl.col("claim") != pl.col("sentence")))
         frames.append(rewritten.head(N_PER_REWRITE).drop("sentence"))
     return pl.concat(frames).with_row_index("row")
 
@@ -227,10 +240,15 @@ def main(root: Path = VUE_DOCS_ZH) -> dict:
     negatives, wrong = totals.filter(~pl.col("gold")).select("n", "decided").row(0)
     precision = correct / (correct + wrong) if correct + wrong else None
     figures = {
-        "n": positives + negatives, "positives": positives, "negatives": negatives, "decided": correct + wrong,
-        "correct": correct, "precision": precision, "coverage": correct / positives,
+        "n": positives + negatives,
+        "positives": positives,
+        "negatives": negatives,
+        "decided": correct + wrong,
+        "correct": correct,
+        "precision": precision,
+        "coverage": correct / positives,
         "by_kind": {kind: (decided, n) for kind, _, n, decided in by_kind.iter_rows()},
-    }  # fmt: skip
+    }
     print(
         f"Vue docs zh lexical fast path: n={figures['n']} positives={positives} negatives={negatives} "
         f"decided={figures['decided']} correct={correct}"

@@ -2,6 +2,7 @@
 stale, removed, invalid, out_of_scope; their meaning: docs/answers.md, "Judging citations"), re-anchoring
 suggestions for the stale and removed ones (never into a document outside the answer's audience), the cited
 document's source fields on every row, and the blast radius per changed document."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,23 +10,44 @@ from pathlib import Path
 
 import polars as pl
 
-from citekeeper.answer_store import AnswerSnapshot, AnswerStore
+from changes.diff import VersionDiff, diff_versions
+from changes.reanchor import Reanchorer, reanchor
+from citekeeper.answers.store import AnswerSnapshot, AnswerStore
 from citekeeper.locate import MATCH_EXACT, MATCH_NORMALIZED, locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import (
-    BLAST_RADIUS, CITATION_STATUS, CITATION_STATUSES, DOC_DIFF, DOCUMENTS, LOST_STATUSES, SOURCE_ROW_FIELDS,
-)  # fmt: skip
+    BLAST_RADIUS,
+    CITATION_STATUS,
+    CITATION_STATUSES,
+    DOC_DIFF,
+    DOCUMENTS,
+    LOST_STATUSES,
+    SOURCE_ROW_FIELDS,
+)
 from citekeeper.scope import (
-    ACCESS_SCOPES, INTERNAL, USER_VISIBLE, aggregate_documents, outside_audience, visible_from, withhold_documents,
-)  # fmt: skip
+    ACCESS_SCOPES,
+    USER_VISIBLE,
+    aggregate_documents,
+    outside_audience,
+    visible_from,
+    withhold_documents,
+)
 from citekeeper.store import reading_store
 from citekeeper.tables import ParquetStream, conform, counts_of, empty, read_parquet, write_parquet
-from changes.diff import VersionDiff, diff_versions
-from changes.reanchor import Reanchorer, reanchor
 
 CITATION_BATCH = 50_000  # citations judged at a time by check_citations
 EVIDENCE = pl.coalesce("quote", "old_text")  # what a citation says: its quote, else its whole chunk
-CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char", "source_path", "access_scope", *LOCATOR_COLUMNS]
+CHUNK_COLUMNS = [
+    "chunk_id",
+    "doc_id",
+    "text",
+    "text_hash",
+    "start_char",
+    "end_char",
+    "source_path",
+    "access_scope",
+    *LOCATOR_COLUMNS,
+]
 # What a status row shows of its document, and the groups it is open to (the audience check).
 SHOWN_SOURCE = ["title", "summary", *(f.name for f in SOURCE_ROW_FIELDS)]
 SOURCE_COLUMNS = ["doc_id", "source_path", *SHOWN_SOURCE, "access_groups"]
@@ -41,8 +63,15 @@ class DocumentSources:
     target: pl.DataFrame
 
     @classmethod
-    def read(cls, store, citations: pl.DataFrame, cited: pl.DataFrame | None, target_chunks: pl.DataFrame,
-             cited_version: str, target_version: str) -> DocumentSources:  # fmt: skip
+    def read(
+        cls,
+        store,
+        citations: pl.DataFrame,
+        cited: pl.DataFrame | None,
+        target_chunks: pl.DataFrame,
+        cited_version: str,
+        target_version: str,
+    ) -> DocumentSources:
         named = citations.filter(pl.col("chunk_id").is_null())
         by_path = named["cited_source_path"].drop_nulls().unique()
         wanted = pl.concat([named["cited_doc_id"].drop_nulls(), *([] if cited is None else [cited["doc_id"]])])
@@ -58,7 +87,9 @@ class DocumentSources:
                 return pl.DataFrame(schema=empty_sources().schema)
             return store.read_documents(version, columns=SOURCE_COLUMNS, doc_ids=doc_ids.to_list())
 
-        return cls(read(cited_version, wanted), read(target_version, pl.concat([wanted, target_chunks["doc_id"]]).unique()))
+        return cls(
+            read(cited_version, wanted), read(target_version, pl.concat([wanted, target_chunks["doc_id"]]).unique())
+        )
 
 
 def empty_sources() -> pl.DataFrame:
@@ -72,7 +103,11 @@ def with_audience(store, rows: pl.DataFrame, answers: AnswerSnapshot | None = No
         return rows
     keys = rows.select("answer_id", "revision").unique()
     answers = answers or AnswerStore(store.root).snapshot()
-    audiences = answers.scan("answers").select("answer_id", "revision", "audience").join(keys.lazy(), on=["answer_id", "revision"], how="semi")
+    audiences = (
+        answers.scan("answers")
+        .select("answer_id", "revision", "audience")
+        .join(keys.lazy(), on=["answer_id", "revision"], how="semi")
+    )
     return rows.join(audiences.collect(), on=["answer_id", "revision"], how="left")
 
 
@@ -101,7 +136,9 @@ def judge(
     changes = (
         diff.chunks.select(pl.col("old_chunk_id").alias("chunk_id"), "change", "new_chunk_id", "similarity")
         if diff is not None
-        else pl.DataFrame(schema={"chunk_id": pl.String, "change": pl.String, "new_chunk_id": pl.String, "similarity": pl.Float64})
+        else pl.DataFrame(
+            schema={"chunk_id": pl.String, "change": pl.String, "new_chunk_id": pl.String, "similarity": pl.Float64}
+        )
     )
     new = target_chunks.select(CHUNK_COLUMNS).rename({c: f"new_{c}" for c in CHUNK_COLUMNS})
     frame = (
@@ -119,7 +156,10 @@ def judge(
         .with_columns(_changed_text=pl.when(~pl.col("_untouched")).then("new_text"))
         .pipe(locate_quotes, "_changed_text", "evidence", prefix="_changed_evidence")
         .with_columns(
-            pl.when("_untouched").then(f"old_evidence_{part}").otherwise(f"_changed_evidence_{part}").alias(f"new_evidence_{part}")
+            pl.when("_untouched")
+            .then(f"old_evidence_{part}")
+            .otherwise(f"_changed_evidence_{part}")
+            .alias(f"new_evidence_{part}")
             for part in ("start", "end", "match")
         )
         .with_columns(
@@ -135,7 +175,9 @@ def judge(
     )
 
 
-def _with_sources(frame: pl.DataFrame, sources: DocumentSources | None, cited_version: str, target_version: str) -> pl.DataFrame:
+def _with_sources(
+    frame: pl.DataFrame, sources: DocumentSources | None, cited_version: str, target_version: str
+) -> pl.DataFrame:
     """The rows with their document's SHOWN_SOURCE fields (as of the target version where it is there, else the
     cited one), updated_after_retrieval, and `_outside_reason`: why the citation is out_of_scope, null when it is
     not. Fail closed: its document closed to the answer's audience at the cited version or at the target, or the
@@ -143,13 +185,21 @@ def _with_sources(frame: pl.DataFrame, sources: DocumentSources | None, cited_ve
     if sources is None or "audience" not in frame.columns:
         return frame.with_columns(_outside_reason=pl.lit(None, pl.String))
     by_path = sources.target.select("source_path", _path_doc="doc_id").unique("source_path")
-    by_path = pl.concat([sources.cited.select("source_path", _path_doc="doc_id"), by_path]).unique("source_path", keep="first")
+    by_path = pl.concat([sources.cited.select("source_path", _path_doc="doc_id"), by_path]).unique(
+        "source_path", keep="first"
+    )
     frame = frame.join(by_path, left_on="cited_source_path", right_on="source_path", how="left").with_columns(
         _doc=pl.coalesce("old_doc_id", "cited_doc_id", "_path_doc")
     )
     shown = {"cited": sources.cited, "target": sources.target}
     for side, rows in shown.items():
-        frame = frame.join(rows.rename(lambda c: f"_{side}_{c}"), left_on="_doc", right_on=f"_{side}_doc_id", how="left", coalesce=False)
+        frame = frame.join(
+            rows.rename(lambda c: f"_{side}_{c}"),
+            left_on="_doc",
+            right_on=f"_{side}_doc_id",
+            how="left",
+            coalesce=False,
+        )
     successor = sources.target.select(_new_groups="access_groups", _new_doc="doc_id", _new_path="source_path")
     frame = frame.join(successor, left_on="new_doc_id", right_on="_new_doc", how="left")
     in_target = pl.col("_target_doc_id").is_not_null()
@@ -163,11 +213,17 @@ def _with_sources(frame: pl.DataFrame, sources: DocumentSources | None, cited_ve
     ]
     audience = pl.format("[{}]", pl.col("audience").list.join(", "))
     reason = pl.coalesce(
-        pl.when(outside_audience(groups, "audience")).then(pl.format(
-            "{} (in {}) is open only to access_groups [{}], none of them in the answer's audience {}",
-            path, pl.lit(version), pl.col(groups).list.join(", "), audience))
+        pl.when(outside_audience(groups, "audience")).then(
+            pl.format(
+                "{} (in {}) is open only to access_groups [{}], none of them in the answer's audience {}",
+                path,
+                pl.lit(version),
+                pl.col(groups).list.join(", "),
+                audience,
+            )
+        )
         for groups, path, version in places
-    )  # fmt: skip
+    )
     return frame.with_columns(_outside_reason=reason)
 
 
@@ -180,7 +236,14 @@ def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]
         .when(pl.col("old_text").is_null())
         .then(pl.format("chunk {} does not exist in cited version {}", "chunk_id", pl.lit(cited_version)))
         .when(pl.col("cited_text_hash").is_not_null() & (pl.col("cited_text_hash") != pl.col("old_text_hash")))
-        .then(pl.format("cited text_hash {} does not match the chunk's {} in {}", "cited_text_hash", "old_text_hash", pl.lit(cited_version)))
+        .then(
+            pl.format(
+                "cited text_hash {} does not match the chunk's {} in {}",
+                "cited_text_hash",
+                "old_text_hash",
+                pl.lit(cited_version),
+            )
+        )
         .when(pl.col("quote").is_not_null() & pl.col("quote_match").is_null())
         .then(pl.format("quote is not in chunk {} at cited version {}", "chunk_id", pl.lit(cited_version)))
     )
@@ -211,7 +274,9 @@ def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]
         .when(pl.col("change") == "relocated")
         .then(pl.format("same text now in {}", "new_source_path"))
         .when((pl.col("change") == "modified") & pl.col("evidence_in_new"))
-        .then(pl.format("chunk modified (similarity {}); evidence still in successor ({} match)", similarity, "new_match"))
+        .then(
+            pl.format("chunk modified (similarity {}); evidence still in successor ({} match)", similarity, "new_match")
+        )
         .when(pl.col("change") == "modified")
         .then(pl.format("chunk modified (similarity {}); evidence no longer in successor", similarity))
         .otherwise(pl.lit("chunk removed; no successor above the similarity threshold")),
@@ -243,7 +308,16 @@ def _locators(frame: pl.DataFrame, target_version: str, cited_version: str) -> p
         new_end_char=successor(pl.when(pl.col("evidence_in_new")).then(new_end).otherwise("new_end_char")),
         **{
             name: successor(pl.col(name))
-            for name in ("new_chunk_id", "new_match", "new_doc_id", "new_source_path", "new_access_scope", "new_text", "new_text_hash", "similarity")
+            for name in (
+                "new_chunk_id",
+                "new_match",
+                "new_doc_id",
+                "new_source_path",
+                "new_access_scope",
+                "new_text",
+                "new_text_hash",
+                "similarity",
+            )
         },
     )
 
@@ -283,7 +357,17 @@ def blast_radius(status: pl.DataFrame, doc_diffs: list[pl.DataFrame], target_ver
 
 
 # The CITATION_STATUS columns a check keeps in memory (no texts): counts, summaries, blast radius.
-OUTLINE_COLUMNS = ["answer_id", "claim_id", "citation_id", "doc_id", "status", "suggested_chunk_id", "suggested_method", "reanchored", "updated_after_retrieval"]
+OUTLINE_COLUMNS = [
+    "answer_id",
+    "claim_id",
+    "citation_id",
+    "doc_id",
+    "status",
+    "suggested_chunk_id",
+    "suggested_method",
+    "reanchored",
+    "updated_after_retrieval",
+]
 
 
 @dataclass(frozen=True)
@@ -324,15 +408,19 @@ class Suggester:
             return status
         groups = lost.with_columns(
             pl.col("access_scope").fill_null(USER_VISIBLE),
-            _audience=pl.when(pl.col("audience").is_not_null()).then(pl.format("[{}]", pl.col("audience").list.join("\x1f"))),
+            _audience=pl.when(pl.col("audience").is_not_null()).then(
+                pl.format("[{}]", pl.col("audience").list.join("\x1f"))
+            ),
         ).partition_by("access_scope", "_audience", as_dict=True, maintain_order=True)
         suggestions = pl.concat(
             self._suggest(group, scope, None if group["audience"][0] is None else tuple(group["audience"][0]))
             for (scope, _), group in groups.items()
         )
         missing = [pl.lit(None, dtype).alias(c) for c, dtype in suggestions.schema.items() if c not in status.columns]
-        suggested = status.with_columns(missing).update(suggestions, on="citation_id").with_columns(
-            reanchored=pl.when(pending).then(True).otherwise("reanchored")
+        suggested = (
+            status.with_columns(missing)
+            .update(suggestions, on="citation_id")
+            .with_columns(reanchored=pl.when(pending).then(True).otherwise("reanchored"))
         )
         return self._relocated_when_verbatim(suggested)
 
@@ -340,7 +428,9 @@ class Suggester:
         """Stale citations whose evidence re-anchoring found verbatim (exact, or after normalisation) elsewhere in
         the target: the chunk was re-cut or the evidence moved, it is not gone. Relocated, to where it stands now
         (its chunk, span and locator), with why; a removed chunk keeps `removed` and that exact suggestion."""
-        verbatim = (pl.col("status") == "stale") & pl.col("suggested_method").is_in([MATCH_EXACT, MATCH_NORMALIZED]).fill_null(False)
+        verbatim = (pl.col("status") == "stale") & pl.col("suggested_method").is_in(
+            [MATCH_EXACT, MATCH_NORMALIZED]
+        ).fill_null(False)
         found = status.filter(verbatim)
         if found.is_empty():
             return status
@@ -351,9 +441,14 @@ class Suggester:
             .join(target, left_on="suggested_chunk_id", right_on="new_chunk_id", how="left", coalesce=False)
             .with_columns(
                 status=pl.lit("relocated"),
-                reason=pl.format("chunk modified (similarity {}); evidence found verbatim ({}) at {} chars {}–{}",
-                                 pl.col("similarity").round(3).cast(pl.String), "suggested_method",
-                                 "new_source_path", "suggested_start_char", "suggested_end_char"),  # fmt: skip
+                reason=pl.format(
+                    "chunk modified (similarity {}); evidence found verbatim ({}) at {} chars {}–{}",
+                    pl.col("similarity").round(3).cast(pl.String),
+                    "suggested_method",
+                    "new_source_path",
+                    "suggested_start_char",
+                    "suggested_end_char",
+                ),
                 new_match=pl.col("suggested_method"),
                 new_start_char=pl.col("suggested_start_char"),
                 new_end_char=pl.col("suggested_end_char"),
@@ -373,7 +468,9 @@ class Suggester:
         unfound = lost.join(found.filter(pl.col("suggested_chunk_id").is_not_null()), on="citation_id", how="anti")
         if unfound.is_empty():
             return found
-        hidden = reanchor(unfound, self._reanchorer(ACCESS_SCOPES, audience)).filter(pl.col("suggested_chunk_id").is_not_null())
+        hidden = reanchor(unfound, self._reanchorer(ACCESS_SCOPES, audience)).filter(
+            pl.col("suggested_chunk_id").is_not_null()
+        )
         return found.with_columns(evidence_internal=pl.col("citation_id").is_in(hidden["citation_id"].implode()))
 
     def _has_text_beyond(self, visible: tuple[str, ...]) -> bool:
@@ -392,7 +489,7 @@ class Suggester:
 
     def _embeddings(self):
         if self._embedding_store is None:
-            from citekeeper.embeddings import EmbeddingStore
+            from citekeeper.search_index import EmbeddingStore
 
             self._embedding_store = EmbeddingStore(self.store.root)
         return self._embedding_store
@@ -448,7 +545,9 @@ def judge_citations(
             target_chunks = pl.concat([in_target, changed.new_chunks]).unique("chunk_id", keep="first")
             cited_chunks = changed.cited_chunks(cited_ids, in_target)
         sources = DocumentSources.read(store, group, cited_chunks, target_chunks, cited_version, target_version)
-        parts.append(judge(group, cited_chunks, changed.diff if changed else None, target_chunks, target_version, sources))
+        parts.append(
+            judge(group, cited_chunks, changed.diff if changed else None, target_chunks, target_version, sources)
+        )
     status = pl.concat(parts, how="diagonal_relaxed") if parts else empty(CITATION_STATUS)
     status = status.with_columns(reanchored=pl.when(pl.col("status").is_in(LOST_STATUSES)).then(False))
     if suggester is not None and status.height:
@@ -481,7 +580,9 @@ class ChangedChunks:
         """The cited chunks as of the cited version. A chunk the diff does not list belongs to a document the change
         left untouched: its row is the same in the target (already read)."""
         listed = self.listed_ids.implode()
-        untouched = target_chunks.filter(pl.col("chunk_id").is_in(cited_ids.implode()) & ~pl.col("chunk_id").is_in(listed))
+        untouched = target_chunks.filter(
+            pl.col("chunk_id").is_in(cited_ids.implode()) & ~pl.col("chunk_id").is_in(listed)
+        )
         return pl.concat([untouched, self.old_chunks.filter(pl.col("chunk_id").is_in(cited_ids.implode()))])
 
 
@@ -500,7 +601,9 @@ def check_citations(
     suggester = Suggester(store, target_version, embedding_store) if suggest else None
     answers = AnswerStore(store.root).snapshot()
     citations = with_audience(store, answers.citations(), answers)
-    in_chunk_order = citations.join(store.chunk_offsets(target_version), on="chunk_id", how="left").sort("offset", nulls_last=True)
+    in_chunk_order = citations.join(store.chunk_offsets(target_version), on="chunk_id", how="left").sort(
+        "offset", nulls_last=True
+    )
     outlines, doc_diffs, diffs = [], {}, {}
     with ParquetStream(store.layout.citation_status_file(target_version), CITATION_STATUS) as out:
         for batch in in_chunk_order.drop("offset").iter_slices(citations_per_batch):
@@ -513,5 +616,9 @@ def check_citations(
     withheld = aggregate_documents(store, [target_version, *doc_diffs])
     radius = withhold_documents(blast_radius(outline, list(doc_diffs.values()), target_version), withheld)
     return CitationCheck(
-        target_version, outline, radius, out.path, write_parquet(radius, BLAST_RADIUS, store.layout.blast_radius_file(target_version))
+        target_version,
+        outline,
+        radius,
+        out.path,
+        write_parquet(radius, BLAST_RADIUS, store.layout.blast_radius_file(target_version)),
     )

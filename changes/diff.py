@@ -1,5 +1,6 @@
 """Diff two corpus versions at document and chunk level, in polars. Only the chunks of changed documents are read,
 so the cost follows the size of the change, not of the corpus (matching and change kinds: docs/answers.md)."""
+
 from __future__ import annotations
 
 import bisect
@@ -43,7 +44,9 @@ class VersionDiff:
     def shared(self, store) -> VersionDiff:
         """This diff as shared outputs show it: the doc_ids and paths of aggregate_only documents withheld."""
         withheld = aggregate_documents(store, [self.old_version, self.new_version])
-        return replace(self, chunks=withhold_documents(self.chunks, withheld), docs=withhold_documents(self.docs, withheld))
+        return replace(
+            self, chunks=withhold_documents(self.chunks, withheld), docs=withhold_documents(self.docs, withheld)
+        )
 
 
 def _counts(frame: pl.DataFrame) -> dict[str, int]:
@@ -80,10 +83,12 @@ def diff_documents(old_docs: Frame, new_docs: Frame) -> pl.DataFrame:
     both = _doc_rows(
         same_id,
         # An explicit doc_id keeps its id at a new path: a rename, whose chunks are compared for their new locator.
-        pl.when(same_content & (pl.col("source_path") == pl.col("source_path_new"))).then(pl.lit("unchanged"))
-        .when(same_content).then(pl.lit("renamed"))
+        pl.when(same_content & (pl.col("source_path") == pl.col("source_path_new")))
+        .then(pl.lit("unchanged"))
+        .when(same_content)
+        .then(pl.lit("renamed"))
         .otherwise(pl.lit("modified")),
-    )  # fmt: skip
+    )
     # Documents on one side only: equal content under another doc_id is a rename.
     gone = _with_occurrence(old.join(new, on="doc_id", how="anti"), "doc_content_hash", "doc_id")
     came = _with_occurrence(new.join(old, on="doc_id", how="anti"), "doc_content_hash", "doc_id")
@@ -131,9 +136,19 @@ def _similar_links(old: pl.DataFrame, new: pl.DataFrame, threshold: float) -> pl
     similarity = pl.col("similarity")
     taken = []
     while not candidates.is_empty():
-        best_new = candidates.filter(similarity == similarity.max().over("old_row")).group_by("old_row").agg(pl.col("new_row").min())
-        best_old = candidates.filter(similarity == similarity.max().over("new_row")).group_by("new_row").agg(pl.col("old_row").min())
-        mutual = candidates.join(best_new.join(best_old, on=["old_row", "new_row"]), on=["old_row", "new_row"], how="semi")
+        best_new = (
+            candidates.filter(similarity == similarity.max().over("old_row"))
+            .group_by("old_row")
+            .agg(pl.col("new_row").min())
+        )
+        best_old = (
+            candidates.filter(similarity == similarity.max().over("new_row"))
+            .group_by("new_row")
+            .agg(pl.col("old_row").min())
+        )
+        mutual = candidates.join(
+            best_new.join(best_old, on=["old_row", "new_row"]), on=["old_row", "new_row"], how="semi"
+        )
         taken.append(mutual)
         candidates = candidates.join(mutual, on="old_row", how="anti").join(mutual, on="new_row", how="anti")
     return pl.concat([candidates, *taken])  # candidates is empty by now; it gives the schema if none were taken
@@ -143,9 +158,13 @@ def _similar_candidates(old: pl.DataFrame, new: pl.DataFrame, threshold: float) 
     """(old_row, new_row, similarity) of each pair in one document with a similarity at or above the threshold."""
     old, new = old.sort("doc_id", "_row"), new.sort("doc_id", "_row")
     # Each document's old x new score matrix, flattened row-major, lines up with this join's pairs.
-    pairs = old.select("doc_id", old_row="_row").join(new.select("doc_id", new_row="_row"), on="doc_id", maintain_order="left_right")
-    texts = old.group_by("doc_id", maintain_order=True).agg("text").join(
-        new.group_by("doc_id", maintain_order=True).agg("text"), on="doc_id", maintain_order="left"
+    pairs = old.select("doc_id", old_row="_row").join(
+        new.select("doc_id", new_row="_row"), on="doc_id", maintain_order="left_right"
+    )
+    texts = (
+        old.group_by("doc_id", maintain_order=True)
+        .agg("text")
+        .join(new.group_by("doc_id", maintain_order=True).agg("text"), on="doc_id", maintain_order="left")
     )
     docs = list(zip(texts["text"].to_list(), texts["text_right"].to_list()))
     # rapidfuzz releases the GIL, so batches of documents are scored on all cores.
@@ -158,7 +177,9 @@ def _similar_candidates(old: pl.DataFrame, new: pl.DataFrame, threshold: float) 
 
 
 def _score_docs(docs: list[tuple[list[str], list[str]]]) -> np.ndarray:
-    return np.concatenate([process.cdist(a, b, scorer=fuzz.ratio, workers=1, dtype=np.float64).ravel() for a, b in docs])
+    return np.concatenate(
+        [process.cdist(a, b, scorer=fuzz.ratio, workers=1, dtype=np.float64).ravel() for a, b in docs]
+    )
 
 
 def _same_locator(suffix: str = "_new") -> pl.Expr:
@@ -175,7 +196,11 @@ def _same_id_links(old: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
     return same.select(
         old_row="_row",
         new_row="_row_new",
-        change=pl.when(~same_text).then(pl.lit("modified")).when(_same_locator()).then(pl.lit("unchanged")).otherwise(pl.lit("moved")),
+        change=pl.when(~same_text)
+        .then(pl.lit("modified"))
+        .when(_same_locator())
+        .then(pl.lit("unchanged"))
+        .otherwise(pl.lit("moved")),
         similarity=similarity,
     )
 
@@ -193,7 +218,10 @@ def _positional_links(old: pl.DataFrame, new: pl.DataFrame, repeated: pl.DataFra
     ids cannot pair them."""
     docs = repeated["doc_id"].unique().implode()
     old_seq, new_seq = (
-        side.filter(pl.col("doc_id").is_in(docs)).sort("doc_id", "start_char").group_by("doc_id", maintain_order=True).agg("text_hash", "_row")
+        side.filter(pl.col("doc_id").is_in(docs))
+        .sort("doc_id", "start_char")
+        .group_by("doc_id", maintain_order=True)
+        .agg("text_hash", "_row")
         for side in (old, new)
     )
     pairs = []
@@ -207,7 +235,10 @@ def _positional_links(old: pl.DataFrame, new: pl.DataFrame, repeated: pl.DataFra
     )
     unchanged = (pl.col("chunk_id") == pl.col("chunk_id_new")) & _same_locator()
     return paired.select(
-        "old_row", "new_row", change=pl.when(unchanged).then(pl.lit("unchanged")).otherwise(pl.lit("moved")), similarity=pl.lit(1.0)
+        "old_row",
+        "new_row",
+        change=pl.when(unchanged).then(pl.lit("unchanged")).otherwise(pl.lit("moved")),
+        similarity=pl.lit(1.0),
     )
 
 
@@ -240,7 +271,9 @@ def _unmatched(frame: pl.DataFrame, links: pl.DataFrame, side: str) -> pl.DataFr
     return frame.filter(~pl.col("_row").is_in(links[side].implode()))
 
 
-def diff_chunks(old_chunks: pl.DataFrame, new_chunks: pl.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> pl.DataFrame:
+def diff_chunks(
+    old_chunks: pl.DataFrame, new_chunks: pl.DataFrame, threshold: float = DEFAULT_THRESHOLD
+) -> pl.DataFrame:
     """Chunk-level changes between two sets of chunks (CHUNK_COLUMNS; in practice the changed documents')."""
     old, new = old_chunks.with_row_index("_row"), new_chunks.with_row_index("_row")
     repeated = _repeated(old, new)
@@ -259,14 +292,18 @@ def diff_chunks(old_chunks: pl.DataFrame, new_chunks: pl.DataFrame, threshold: f
     links.append(similar.with_columns(change=pl.lit("modified")))
     links.append(_unmatched(old_left, similar, "old_row").select(old_row="_row", change=pl.lit("removed")))
     links.append(_unmatched(new_left, similar, "new_row").select(new_row="_row", change=pl.lit("added")))
-    every = pl.concat([link.cast({k: v for k, v in LINK_SCHEMA.items() if k in link.columns}) for link in links], how="diagonal")
+    every = pl.concat(
+        [link.cast({k: v for k, v in LINK_SCHEMA.items() if k in link.columns}) for link in links], how="diagonal"
+    )
     every = every.join(_side(old, "old"), on="old_row", how="left").join(_side(new, "new"), on="new_row", how="left")
     return every.select(name for name in CHUNK_DIFF.names if name in every.columns)
 
 
 def _side(frame: pl.DataFrame, prefix: str) -> pl.DataFrame:
     """One side's locator columns, named as in CHUNK_DIFF (old_row/old_chunk_id, ...)."""
-    return frame.select(pl.col("_row").alias(f"{prefix}_row"), *(pl.col(c).alias(f"{prefix}_{c}") for c in MATCH_COLUMNS))
+    return frame.select(
+        pl.col("_row").alias(f"{prefix}_row"), *(pl.col(c).alias(f"{prefix}_{c}") for c in MATCH_COLUMNS)
+    )
 
 
 # ---------------------------------------------------------------- versions
@@ -308,7 +345,9 @@ def diff_versions(store, old_version: str, new_version: str) -> VersionDiff:
     chunk_path = store.layout.chunk_diff_file(old_version, new_version)
     doc_path = store.layout.doc_diff_file(old_version, new_version)
     if chunk_path.exists() and doc_path.exists():
-        return VersionDiff(old_version, new_version, read_parquet(chunk_path, CHUNK_DIFF), read_parquet(doc_path, DOC_DIFF))
+        return VersionDiff(
+            old_version, new_version, read_parquet(chunk_path, CHUNK_DIFF), read_parquet(doc_path, DOC_DIFF)
+        )
     result = diff_changed(  # reading an unknown version raises UnknownVersion naming the known ones
         old_version,
         new_version,

@@ -1,19 +1,20 @@
 """Resolve each citation to the evidence it has in a target corpus version, through that version's citation
 status when there is one (the rules: docs/verification.md, "Evidence")."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
 
+from citekeeper.answers.anchoring import DocumentTexts, anchor_answers
+from citekeeper.answers.files import read_answer_records
+from citekeeper.answers.records import answer_rows
 from citekeeper.layout import StoreLayout
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS, HOLDING_STATUSES, SOURCE_ROW_FIELDS
 from citekeeper.tables import from_rows
-from citekeeper.anchor import DocumentTexts, anchor_answers
-from citekeeper.answer_files import read_answer_records
-from citekeeper.answers import answer_rows
 
 CITATION_KEY = ["answer_id", "revision", "claim_id", "citation_id"]
 
@@ -28,10 +29,20 @@ EVIDENCE_CHUNK_COLUMNS = ["chunk_id", "doc_id", "text", "start_char"]
 # What verification reads of an evidence's document (the conflict ranking, the audience check, the reasons' names)
 # and of the answer that cites it; the answer's scope labels and created_at are renamed apart from the document's.
 EVIDENCE_DOCUMENT_COLUMNS = [
-    "doc_id", *(f.name for f in SOURCE_ROW_FIELDS), "title", "source_path", "access_scope", "access_groups", "scope_labels",
-]  # fmt: skip
-ANSWER_SOURCE_COLUMNS = {"audience": "audience", "about_version": "about_version", "scope_labels": "answer_scope_labels",
-                         "created_at": "answer_created_at"}  # fmt: skip
+    "doc_id",
+    *(f.name for f in SOURCE_ROW_FIELDS),
+    "title",
+    "source_path",
+    "access_scope",
+    "access_groups",
+    "scope_labels",
+]
+ANSWER_SOURCE_COLUMNS = {
+    "audience": "audience",
+    "about_version": "about_version",
+    "scope_labels": "answer_scope_labels",
+    "created_at": "answer_created_at",
+}
 
 
 def read_citation_status(store_root: Path | str, target_version: str) -> pl.DataFrame | None:
@@ -48,7 +59,7 @@ def answers_from_file(path: Path | str, corpus) -> tuple[pl.DataFrame, pl.DataFr
     if errors:
         raise AnswersFileError(f"{path}: " + "; ".join(str(e) for e in errors))
     parsed, _ = anchor_answers(parsed, DocumentTexts(corpus))  # what cannot be anchored is judged so, not refused
-    registered_at = datetime.now(timezone.utc)
+    registered_at = datetime.now(UTC)
     rows = [answer_rows(answer, 1, str(path), registered_at) for answer in parsed]
     return (
         from_rows([row for answer in rows for row in answer["answers"]], ANSWERS),
@@ -103,11 +114,13 @@ def _from_status(citations: pl.DataFrame, citation_status: pl.DataFrame) -> pl.D
     return (
         citations.join(status, on=CITATION_KEY, how="left")
         .with_columns(
-            pl.when(successor).then(pl.coalesce("new_chunk_id", "chunk_id"))
-            .when(unjudged).then(pl.col("chunk_id"))
+            pl.when(successor)
+            .then(pl.coalesce("new_chunk_id", "chunk_id"))
+            .when(unjudged)
+            .then(pl.col("chunk_id"))
             .alias("evidence_chunk_id"),
             pl.when(successor).then(pl.col("new_start_char")).alias("stored_start_char"),
             pl.when(successor).then(pl.col("new_end_char")).alias("stored_end_char"),
-        )  # fmt: skip
+        )
         .drop("new_chunk_id", "new_start_char", "new_end_char")
     )

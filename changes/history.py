@@ -1,5 +1,6 @@
 """Each claim's history across corpus versions: its citations' statuses, its verification, and the change that
 caused every transition (what `citekeeper history` shows: docs/answers.md)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -7,22 +8,24 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from citekeeper.answer_store import AnswerStore
+from changes.citation_status import judge_citations
+from changes.diff import diff_versions
+from citekeeper.answers.store import AnswerStore, UnknownAnswer
 from citekeeper.layout import latest_run_dir, run_table_files
 from citekeeper.schema import CHUNK_DIFF, CITATION_STATUS, CITATION_STATUSES, CITATIONS, DOC_DIFF, NLI_CLAIMS
 from citekeeper.tables import empty, read_parquet
-from changes.citation_status import judge_citations
-from changes.diff import diff_versions
 
 IN_USE = ["answer_id", "revision"]
-CITATION_KEY = ["answer_id", "claim_id", "citation_index"]
+LINEAGE_KEY = ["answer_id", "claim_id", "citation_index"]  # one citation across its answer's revisions
 STATUS_RANK = {status: rank for rank, status in enumerate(CITATION_STATUSES)}  # higher is worse
 STATUS_COLUMNS = ["status", "reason", "doc_id", "source_path", "new_chunk_id", "new_doc_id", "new_source_path"]
-VERIFICATION_SCHEMA = {"answer_id": pl.String, "revision": pl.Int32, "claim_id": pl.String, "verification": pl.String, "version": pl.String}
-
-
-class UnknownAnswer(LookupError):
-    pass
+VERIFICATION_SCHEMA = {
+    "answer_id": pl.String,
+    "revision": pl.Int32,
+    "claim_id": pl.String,
+    "verification": pl.String,
+    "version": pl.String,
+}
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,9 @@ def _revisions(answers: pl.DataFrame, answer_ids: Iterable[str] | None) -> pl.Da
 
 def _positions(store) -> pl.DataFrame:
     names = [manifest.name for manifest in store.versions()]
-    return pl.DataFrame({"version": names, "position": range(len(names))}, schema={"version": pl.String, "position": pl.Int64})
+    return pl.DataFrame(
+        {"version": names, "position": range(len(names))}, schema={"version": pl.String, "position": pl.Int64}
+    )
 
 
 def _until_position(store, until: str | None) -> int | None:
@@ -117,7 +122,9 @@ def _with_statuses(store, versions: pl.DataFrame, citations: pl.DataFrame) -> pl
             in_use.select(IN_USE), on=IN_USE, how="semi"
         )
         parts.append(stored.with_columns(statuses_from=pl.lit("stored")))
-        missing = citations.filter(pl.col("version") == version).join(stored.select(IN_USE).unique(), on=IN_USE, how="anti")
+        missing = citations.filter(pl.col("version") == version).join(
+            stored.select(IN_USE).unique(), on=IN_USE, how="anti"
+        )
         if missing.height:
             judged, _ = judge_citations(store, missing.select(CITATIONS.names), version)
             parts.append(judged.with_columns(statuses_from=pl.lit("computed")))
@@ -130,23 +137,32 @@ def _with_statuses(store, versions: pl.DataFrame, citations: pl.DataFrame) -> pl
 def _with_causes(store, timeline: pl.DataFrame) -> pl.DataFrame:
     """The timeline with, per citation and version, the change since the previous version of the document (and
     chunk) it rested on there, and the cause of a status transition: `revision` or `document`."""
-    followed = timeline.sort([*CITATION_KEY, "position"]).with_columns(
-        pl.col("version", "status", "revision", "citation_id", "corpus_version").shift().over(CITATION_KEY).name.prefix("prev_"),
-        rested_doc=pl.coalesce("new_doc_id", "doc_id").shift().over(CITATION_KEY),
-        rested_chunk=pl.coalesce("new_chunk_id", "chunk_id").shift().over(CITATION_KEY),
+    followed = timeline.sort([*LINEAGE_KEY, "position"]).with_columns(
+        pl.col("version", "status", "revision", "citation_id", "corpus_version")
+        .shift()
+        .over(LINEAGE_KEY)
+        .name.prefix("prev_"),
+        rested_doc=pl.coalesce("new_doc_id", "doc_id").shift().over(LINEAGE_KEY),
+        rested_chunk=pl.coalesce("new_chunk_id", "chunk_id").shift().over(LINEAGE_KEY),
     )
     docs, chunks = _changes(store, followed.select("prev_version", "version").drop_nulls().unique())
     transition = pl.col("prev_status").is_not_null() & (pl.col("status") != pl.col("prev_status"))
     citation_changed = (pl.col("revision") != pl.col("prev_revision")) & (
-        (pl.col("citation_id") != pl.col("prev_citation_id")) | (pl.col("corpus_version") != pl.col("prev_corpus_version"))
+        (pl.col("citation_id") != pl.col("prev_citation_id"))
+        | (pl.col("corpus_version") != pl.col("prev_corpus_version"))
     )
     return (
         followed.join(docs, on=["prev_version", "version", "rested_doc"], how="left")
         .join(chunks, on=["prev_version", "version", "rested_chunk"], how="left")
         .with_columns(
             # Chunks of untouched documents are not in the chunk diff.
-            chunk_change=pl.coalesce("chunk_change", pl.when(pl.col("doc_change").is_not_null()).then(pl.lit("unchanged"))),
-            cause=pl.when(transition & citation_changed).then(pl.lit("revision")).when(transition).then(pl.lit("document")),
+            chunk_change=pl.coalesce(
+                "chunk_change", pl.when(pl.col("doc_change").is_not_null()).then(pl.lit("unchanged"))
+            ),
+            cause=pl.when(transition & citation_changed)
+            .then(pl.lit("revision"))
+            .when(transition)
+            .then(pl.lit("document")),
         )
         .sort("answer_id", "position", "claim_id", "citation_index")
     )
@@ -159,14 +175,21 @@ def _changes(store, pairs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     chunks = pl.concat([diff.chunks for diff in diffs]) if diffs else empty(CHUNK_DIFF)
     return (
         docs.filter(pl.col("old_doc_id").is_not_null()).select(
-            prev_version="old_version", version="new_version", rested_doc="old_doc_id", doc_change="change",
-            doc_old_path="old_source_path", doc_new_path="new_source_path",
+            prev_version="old_version",
+            version="new_version",
+            rested_doc="old_doc_id",
+            doc_change="change",
+            doc_old_path="old_source_path",
+            doc_new_path="new_source_path",
         ),
         chunks.filter(pl.col("old_chunk_id").is_not_null()).select(
-            prev_version="old_version", version="new_version", rested_chunk="old_chunk_id", chunk_change="change",
+            prev_version="old_version",
+            version="new_version",
+            rested_chunk="old_chunk_id",
+            chunk_change="change",
             chunk_similarity="similarity",
         ),
-    )  # fmt: skip
+    )
 
 
 def _verification(store, versions: pl.DataFrame) -> pl.DataFrame:
@@ -185,7 +208,10 @@ def _claim_states(claims: pl.DataFrame, timeline: pl.DataFrame, verification: pl
     states = (
         timeline.sort("citation_index")
         .group_by("answer_id", "version", "claim_id")
-        .agg(statuses=pl.col("status"), status=pl.col("status").sort_by(pl.col("status").replace_strict(STATUS_RANK)).last())
+        .agg(
+            statuses=pl.col("status"),
+            status=pl.col("status").sort_by(pl.col("status").replace_strict(STATUS_RANK)).last(),
+        )
     )
     return (
         claims.select("answer_id", "version", "position", "revision", "claim_id", "claim_index", "text")
@@ -213,7 +239,8 @@ def _document(answer_id: str, revisions, versions, claims, citations) -> dict:
             for row in versions.iter_rows(named=True)
         ],
         "claims": [
-            _claim(states, by_claim.get(claim_id, citations.clear())) for claim_id, states in _by(claims, "claim_id").items()
+            _claim(states, by_claim.get(claim_id, citations.clear()))
+            for claim_id, states in _by(claims, "claim_id").items()
         ],
     }
 

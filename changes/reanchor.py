@@ -1,6 +1,7 @@
 """Re-anchor stale and removed citations: find where their evidence went in the target version, by three tiers
 (verbatim, fuzzy, then hybrid or full-text search; docs/answers.md) whose candidates come from the preferred
 documents and the version's full-text index, so the work per citation does not grow with the corpus."""
+
 from __future__ import annotations
 
 import re
@@ -31,7 +32,7 @@ FUNCTION_WORDS = frozenset(
     "then there these they this those through to too under until up very was we were what when where which while who "
     "whom why will with would you your yours yourself yourselves".split()
 )
-_UNSPACED = re.compile(f"[\u3040-\u30ff{HAN}]")  # kana and Han: scripts written without spaces between words
+_KANA_OR_HAN = re.compile(f"[\u3040-\u30ff{HAN}]")  # kana and Han: scripts written without spaces between words
 BATCH = 2_000  # citations per batch in reanchor()
 _NORMALIZED_CACHE = 4_096  # normalised texts of preferred documents kept
 
@@ -77,7 +78,7 @@ def evidence_pieces(evidence: str) -> list[str]:
     between words, each piece holding about PIECE_TERMS words that are not function words (the full-text
     tokenizer drops stop words, so a piece of them alone would match anything); text written without spaces
     (Chinese, Japanese) is cut between characters, about PIECE_CHARS each. Empty for evidence too short to cut."""
-    if _UNSPACED.search(evidence) is None:
+    if _KANA_OR_HAN.search(evidence) is None:
         words = evidence.split()
         content = [i for i, word in enumerate(words) if word.strip(string.punctuation).lower() not in FUNCTION_WORDS]
         n = min(MAX_PIECES, max(2, len(content) // PIECE_TERMS))
@@ -126,7 +127,7 @@ class _Candidates:
 class Reanchorer:
     """Searches one target version.
 
-    `text_index_factory` returns the version's full-text index (a citekeeper.embeddings.ChunkIndex, e.g.
+    `text_index_factory` returns the version's full-text index (a citekeeper.search_index.ChunkIndex, e.g.
     EmbeddingStore.text_index); without one, an index of `target_chunks` is built in memory on first need.
     `index_factory` (a ChunkIndex with vectors, or full text only) is optional and called only when the
     verbatim and fuzzy tiers both miss. Both are called at most once. `visible`: the access scopes it may
@@ -143,8 +144,12 @@ class Reanchorer:
         visible: tuple[str, ...] = ACCESS_SCOPES,
         excluded_docs: frozenset[str] = frozenset(),
     ):
-        chunks = target_chunks.select("chunk_id", "doc_id", "text", "start_char", "end_char", "access_scope", "source_path")
-        allowed = pl.col("access_scope").is_in(visible) & ~pl.col("doc_id").is_in(pl.Series(list(excluded_docs), dtype=pl.String).implode())
+        chunks = target_chunks.select(
+            "chunk_id", "doc_id", "text", "start_char", "end_char", "access_scope", "source_path"
+        )
+        allowed = pl.col("access_scope").is_in(visible) & ~pl.col("doc_id").is_in(
+            pl.Series(list(excluded_docs), dtype=pl.String).implode()
+        )
         self.chunks = chunks.filter(allowed).rechunk()
         self._visible_docs = set(self.chunks["doc_id"].to_list())
         self.docs = target_docs.select("doc_id", "text").filter(pl.col("doc_id").is_in(self._visible_docs)).rechunk()
@@ -207,7 +212,7 @@ class Reanchorer:
             if self._text_index_factory is not None:
                 self._text_index = self._text_index_factory()
             else:
-                from citekeeper.embeddings import memory_text_index
+                from citekeeper.search_index import memory_text_index
 
                 self._text_index = memory_text_index(self.chunks)
         found = self._text_index.match_any(queries, CANDIDATE_LIMIT)
@@ -329,7 +334,9 @@ class Reanchorer:
         for found in self._index.search_many(evidence, limit=5):
             hits = [h for h in found if h.score >= HYBRID_MIN_SCORE and h.chunk_id in self._visible_chunks]
             best = max(hits, key=lambda h: h.score) if hits else None
-            out.append(best and Suggestion(best.chunk_id, best.start_char, best.end_char, best.score, best.method, best.text))
+            out.append(
+                best and Suggestion(best.chunk_id, best.start_char, best.end_char, best.score, best.method, best.text)
+            )
         return out
 
 

@@ -1,5 +1,6 @@
 """Repair citations: write each affected answer as a new revision, in the form it was registered in, that cites
 the target version; one repair kind per citation (schema.REPAIR_KINDS; the rules: docs/answers.md)."""
+
 from __future__ import annotations
 
 import json
@@ -8,19 +9,28 @@ from pathlib import Path
 
 import polars as pl
 
-from citekeeper.answer_store import AddResult, AnswerSnapshot, AnswerStore
-from citekeeper.answers import ANCHORED_BY_CHUNK, UNANCHORED, citation_entries
+from changes.citation_status import Suggester, check_citations
+from citekeeper.answers.records import ANCHORED_BY_CHUNK, UNANCHORED, citation_entries
+from citekeeper.answers.store import AddResult, AnswerSnapshot, AnswerStore
 from citekeeper.files import atomic_open, atomic_write_text
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import CITATION_STATUS, LOST_STATUSES, REPAIR_KINDS, REPAIRS
 from citekeeper.scope import REDACTED, aggregate_documents, crosses_into_internal, internal, withhold_documents
 from citekeeper.store import reading_store
 from citekeeper.tables import conform, counts_of, read_parquet, write_parquet
-from changes.citation_status import Suggester, check_citations
 
 DEFAULT_MIN_SCORE = 0.9
 REPOINTED = [kind for kind in REPAIR_KINDS if kind.startswith("repointed_")]
-TARGET_CHUNK_COLUMNS = ["chunk_id", "text", "start_char", "end_char", "text_hash", "source_path", "access_scope", *LOCATOR_COLUMNS]
+TARGET_CHUNK_COLUMNS = [
+    "chunk_id",
+    "text",
+    "start_char",
+    "end_char",
+    "text_hash",
+    "source_path",
+    "access_scope",
+    *LOCATOR_COLUMNS,
+]
 
 
 @dataclass(frozen=True)
@@ -48,7 +58,9 @@ class RepairResult:
 # ---------------------------------------------------------------- deciding, one row per citation
 
 
-def decide(status: pl.DataFrame, citations: pl.DataFrame, target_chunks: pl.DataFrame, min_score: float) -> pl.DataFrame:
+def decide(
+    status: pl.DataFrame, citations: pl.DataFrame, target_chunks: pl.DataFrame, min_score: float
+) -> pl.DataFrame:
     """REPAIRS rows (to_revision and applied unset) for status rows of the current citations.
 
     `citations` gives claim_index, citation_index and the citation's own text_hash; `target_chunks` (TARGET_CHUNK_COLUMNS) has at
@@ -57,24 +69,32 @@ def decide(status: pl.DataFrame, citations: pl.DataFrame, target_chunks: pl.Data
     suggested = pl.col("suggested_method").is_not_null()
     lost = pl.col("status").is_in(LOST_STATUSES)
     chosen_chunk = (
-        pl.when(pl.col("status") == "valid").then("chunk_id")
-        .when(pl.col("status").is_in(["relocated", "drifted"])).then("new_chunk_id")
-        .when(lost & suggested).then("suggested_chunk_id")
-    )  # fmt: skip
+        pl.when(pl.col("status") == "valid")
+        .then("chunk_id")
+        .when(pl.col("status").is_in(["relocated", "drifted"]))
+        .then("new_chunk_id")
+        .when(lost & suggested)
+        .then("suggested_chunk_id")
+    )
     span_start = pl.when(lost).then("suggested_start_char").otherwise("new_start_char")
     span_end = pl.when(lost).then("suggested_end_char").otherwise("new_end_char")
     target = target_chunks.select(TARGET_CHUNK_COLUMNS).rename(lambda c: f"target_{c}")
     frame = (
         status.join(
-            citations.select("citation_id", "claim_index", "citation_index", "cited_text_hash"), on="citation_id", how="left"
+            citations.select("citation_id", "claim_index", "citation_index", "cited_text_hash"),
+            on="citation_id",
+            how="left",
         )
         .with_columns(target_chunk_id=chosen_chunk, span_start=span_start, span_end=span_end)
         .join(target, on="target_chunk_id", how="left")
         .with_columns(
-            in_one_chunk=(pl.col("span_start") >= pl.col("target_start_char")) & (pl.col("span_end") <= pl.col("target_end_char")),
-            whole_chunk=(pl.col("span_start") == pl.col("target_start_char")) & (pl.col("span_end") == pl.col("target_end_char")),
+            in_one_chunk=(pl.col("span_start") >= pl.col("target_start_char"))
+            & (pl.col("span_end") <= pl.col("target_end_char")),
+            whole_chunk=(pl.col("span_start") == pl.col("target_start_char"))
+            & (pl.col("span_end") == pl.col("target_end_char")),
             # A public citation is never re-pointed into internal_only text (its quote would carry it out).
-            crosses_scope=crosses_into_internal("access_scope", "target_access_scope") | pl.col("evidence_internal").fill_null(False),
+            crosses_scope=crosses_into_internal("access_scope", "target_access_scope")
+            | pl.col("evidence_internal").fill_null(False),
             internal_text=internal("access_scope", "target_access_scope"),
         )
     )
@@ -87,37 +107,72 @@ def _repair_kind(min_score: float) -> pl.Expr:
     fits = pl.col("in_one_chunk").fill_null(False)
     method = pl.col("suggested_method")
     return (
-        pl.when(pl.col("status") == "valid").then(pl.lit("kept"))
-        .when(pl.col("status").is_in(["invalid", "out_of_scope"])).then("status")  # never repaired
-        .when(pl.col("crosses_scope")).then(pl.lit("unresolved"))
-        .when(pl.col("status").is_in(["relocated", "drifted"]) & fits).then(pl.lit("repointed_successor"))
-        .when(lost & fits & (method == "exact")).then(pl.lit("repointed_exact"))
-        .when(lost & fits & (method == "normalized")).then(pl.lit("repointed_normalised"))
-        .when(lost & fits & (pl.col("suggested_score") >= min_score)).then(pl.lit("repointed_suggestion"))
+        pl.when(pl.col("status") == "valid")
+        .then(pl.lit("kept"))
+        .when(pl.col("status").is_in(["invalid", "out_of_scope"]))
+        .then("status")  # never repaired
+        .when(pl.col("crosses_scope"))
+        .then(pl.lit("unresolved"))
+        .when(pl.col("status").is_in(["relocated", "drifted"]) & fits)
+        .then(pl.lit("repointed_successor"))
+        .when(lost & fits & (method == "exact"))
+        .then(pl.lit("repointed_exact"))
+        .when(lost & fits & (method == "normalized"))
+        .then(pl.lit("repointed_normalised"))
+        .when(lost & fits & (pl.col("suggested_score") >= min_score))
+        .then(pl.lit("repointed_suggestion"))
         .otherwise(pl.lit("unresolved"))
         .alias("repair")
-    )  # fmt: skip
+    )
 
 
 def _repair_reason(min_score: float) -> pl.Expr:
-    kind, method, score = pl.col("repair"), pl.col("suggested_method"), pl.col("suggested_score").round(3).cast(pl.String)
+    kind, method, score = (
+        pl.col("repair"),
+        pl.col("suggested_method"),
+        pl.col("suggested_score").round(3).cast(pl.String),
+    )
     span = pl.format("{} chars {}–{}", "target_source_path", "span_start", "span_end")
     return (
-        pl.when(kind == "kept").then(pl.lit("valid: nothing to repair"))
-        .when(kind == "repointed_successor").then(pl.format("{}: {}", "status", "reason"))
-        .when(kind == "repointed_exact").then(pl.format("evidence found verbatim at {}", span))
-        .when(kind == "repointed_normalised").then(pl.format("evidence found after normalisation at {}", span))
+        pl.when(kind == "kept")
+        .then(pl.lit("valid: nothing to repair"))
+        .when(kind == "repointed_successor")
+        .then(pl.format("{}: {}", "status", "reason"))
+        .when(kind == "repointed_exact")
+        .then(pl.format("evidence found verbatim at {}", span))
+        .when(kind == "repointed_normalised")
+        .then(pl.format("evidence found after normalisation at {}", span))
         .when(kind == "repointed_suggestion")
-        .then(pl.format("best suggestion ({}, score {}) at {} meets --min-score {}; needs review", method, score, span, pl.lit(min_score)))
-        .when(kind.is_in(["invalid", "out_of_scope"])).then(pl.format("{} citations are never repaired: {}", "status", "reason"))
+        .then(
+            pl.format(
+                "best suggestion ({}, score {}) at {} meets --min-score {}; needs review",
+                method,
+                score,
+                span,
+                pl.lit(min_score),
+            )
+        )
+        .when(kind.is_in(["invalid", "out_of_scope"]))
+        .then(pl.format("{} citations are never repaired: {}", "status", "reason"))
         .when(pl.col("crosses_scope"))
-        .then(pl.format("{}: evidence is now {}", "status", pl.coalesce("target_access_scope", pl.lit("only in text of a stricter level"))))
-        .when(method.is_null()).then(pl.format("{}: no re-anchoring suggestion", "status"))
+        .then(
+            pl.format(
+                "{}: evidence is now {}",
+                "status",
+                pl.coalesce("target_access_scope", pl.lit("only in text of a stricter level")),
+            )
+        )
+        .when(method.is_null())
+        .then(pl.format("{}: no re-anchoring suggestion", "status"))
         .when(~pl.col("in_one_chunk").fill_null(False))
         .then(pl.format("{}: the evidence found at {} spans more than one chunk", "status", span))
-        .otherwise(pl.format("{}: best suggestion ({}, score {}) is below --min-score {}", "status", method, score, pl.lit(min_score)))
+        .otherwise(
+            pl.format(
+                "{}: best suggestion ({}, score {}) is below --min-score {}", "status", method, score, pl.lit(min_score)
+            )
+        )
         .alias("reason")
-    )  # fmt: skip
+    )
 
 
 def _new_citation() -> list[pl.Expr]:
@@ -126,7 +181,10 @@ def _new_citation() -> list[pl.Expr]:
     kind = pl.col("repair")
     repointed = kind.is_in(["kept", *REPOINTED])
     suggestion_used = kind.is_in(["repointed_exact", "repointed_normalised", "repointed_suggestion"])
-    keeps_quote = kind.is_in(["kept", "repointed_successor", "repointed_exact", "repointed_normalised"]) & pl.col("quote").is_not_null()
+    keeps_quote = (
+        kind.is_in(["kept", "repointed_successor", "repointed_exact", "repointed_normalised"])
+        & pl.col("quote").is_not_null()
+    )
     span_text = pl.col("target_text").str.slice(
         pl.col("span_start") - pl.col("target_start_char"), pl.col("span_end") - pl.col("span_start")
     )
@@ -158,7 +216,9 @@ def _new_citation() -> list[pl.Expr]:
 # ---------------------------------------------------------------- rewriting the input records
 
 
-def repaired_record(record: dict, input_form: str, rows: list[dict], target_version: str, withhold: bool = False) -> dict:
+def repaired_record(
+    record: dict, input_form: str, rows: list[dict], target_version: str, withhold: bool = False
+) -> dict:
     """`record`, edited in place, citing `target_version` with the REPAIRS `rows` of its citations applied; with
     `withhold`, the quotes of internal_only evidence replaced by citekeeper.scope.REDACTED (a shared copy)."""
     entries = citation_entries(record, input_form)
@@ -225,15 +285,21 @@ def _locator(row: dict, side: str, version: str) -> dict:
     }
 
 
-def repaired_records(repairs: pl.DataFrame, answers: AnswerSnapshot, target_version: str, withhold: bool = False) -> list[dict]:
+def repaired_records(
+    repairs: pl.DataFrame, answers: AnswerSnapshot, target_version: str, withhold: bool = False
+) -> list[dict]:
     """The new revision of every answer with at least one re-pointed citation, ordered by answer_id (`withhold`:
     see repaired_record)."""
-    affected = repairs.filter(pl.col("answer_id").is_in(repairs.filter(pl.col("repair").is_in(REPOINTED))["answer_id"].implode()))
+    affected = repairs.filter(
+        pl.col("answer_id").is_in(repairs.filter(pl.col("repair").is_in(REPOINTED))["answer_id"].implode())
+    )
     if affected.is_empty():
         return []
     current = answers.answers().filter(pl.col("answer_id").is_in(affected["answer_id"].unique().implode()))
     # Records whose citations are not the rows one for one (anchored by document): rebuilt from the rows.
-    by_document = answers.citations().filter(pl.col("anchored_by").fill_null(ANCHORED_BY_CHUNK) != ANCHORED_BY_CHUNK)["answer_id"]
+    by_document = answers.citations().filter(pl.col("anchored_by").fill_null(ANCHORED_BY_CHUNK) != ANCHORED_BY_CHUNK)[
+        "answer_id"
+    ]
     needs_rows = current.filter(pl.col("answer_id").is_in(by_document.implode()))["answer_id"]
     rebuilt = _rebuilt_records(answers, needs_rows) if needs_rows.len() else {}
     rows_by_answer: dict[str, list[dict]] = {}
@@ -244,7 +310,9 @@ def repaired_records(repairs: pl.DataFrame, answers: AnswerSnapshot, target_vers
         record = rebuilt.get(answer["answer_id"]) or json.loads(answer["source_record"])
         record.update(source_model_keys(answer))  # what `answers add --audience` imposed is not in the record
         input_form = "structured" if "claims" in record else "marker"
-        records.append(repaired_record(record, input_form, rows_by_answer[answer["answer_id"]], target_version, withhold))
+        records.append(
+            repaired_record(record, input_form, rows_by_answer[answer["answer_id"]], target_version, withhold)
+        )
     return records
 
 
@@ -282,7 +350,10 @@ def current_status(store, target_version: str, citations: pl.DataFrame) -> pl.Da
     run just before; its lost citations re-anchored here if that run did not), else a fresh check."""
     stored = read_parquet(store.layout.citation_status_file(target_version), CITATION_STATUS)
     keys = ["answer_id", "revision", "citation_id"]
-    same = stored.height == citations.height and stored.select(keys).join(citations.select(keys), on=keys, how="anti").is_empty()
+    same = (
+        stored.height == citations.height
+        and stored.select(keys).join(citations.select(keys), on=keys, how="anti").is_empty()
+    )
     return Suggester(store, target_version)(stored) if same else check_citations(store, target_version).read_status()
 
 
@@ -291,22 +362,36 @@ def card_repairs(store, target_version: str, status: pl.DataFrame) -> pl.DataFra
     shows: the one `repair --apply` made to produce the citation's revision, else the one repair would make now
     (default --min-score). Columns: citation_id, repair, repair_reason, needs_review, repair_locator, repaired_in."""
     citations = _positioned_citations(AnswerStore(store.root).snapshot())
-    current = status.join(citations.select("citation_id"), on="citation_id", how="semi")  # a repair since may have revised some
+    current = status.join(
+        citations.select("citation_id"), on="citation_id", how="semi"
+    )  # a repair since may have revised some
     planned = decide(current, citations, _target_chunks(store, target_version, current), DEFAULT_MIN_SCORE).join(
-        citations.select("citation_id", "answer_id", "claim_id", "citation_index"), on=["answer_id", "claim_id", "citation_index"]
+        citations.select("citation_id", "answer_id", "claim_id", "citation_index"),
+        on=["answer_id", "claim_id", "citation_index"],
     )
-    made = read_parquet(store.layout.repairs_file(target_version), REPAIRS).filter(pl.col("applied")).join(
-        citations.select("citation_id", "answer_id", "claim_id", "citation_index", to_revision="revision"),
-        on=["answer_id", "claim_id", "citation_index", "to_revision"],
+    made = (
+        read_parquet(store.layout.repairs_file(target_version), REPAIRS)
+        .filter(pl.col("applied"))
+        .join(
+            citations.select("citation_id", "answer_id", "claim_id", "citation_index", to_revision="revision"),
+            on=["answer_id", "claim_id", "citation_index", "to_revision"],
+        )
     )
     columns = [
-        "citation_id", "repair", pl.col("reason").alias("repair_reason"), "needs_review",
-        pl.concat_str(["new_source_path", "new_locator", "new_chunk_id"], separator=" · ", ignore_nulls=True).alias("repair_locator"),
-    ]  # fmt: skip
-    return pl.concat([
-        made.select(*columns, repaired_in=pl.col("to_revision")),
-        planned.join(made, on="citation_id", how="anti").select(*columns, repaired_in=pl.lit(None, pl.Int32)),
-    ])  # fmt: skip
+        "citation_id",
+        "repair",
+        pl.col("reason").alias("repair_reason"),
+        "needs_review",
+        pl.concat_str(["new_source_path", "new_locator", "new_chunk_id"], separator=" · ", ignore_nulls=True).alias(
+            "repair_locator"
+        ),
+    ]
+    return pl.concat(
+        [
+            made.select(*columns, repaired_in=pl.col("to_revision")),
+            planned.join(made, on="citation_id", how="anti").select(*columns, repaired_in=pl.lit(None, pl.Int32)),
+        ]
+    )
 
 
 @reading_store  # gc waits until it has read the versions and written its outputs
@@ -334,7 +419,9 @@ def repair_citations(
     paths = {"jsonl": stored_jsonl}
     if out is not None:
         withheld = withhold_documents(repairs, aggregate_documents(store))  # aggregate_only: counted, never named
-        shared = records if include_internal_text else repaired_records(withheld, answers, target_version, withhold=True)
+        shared = (
+            records if include_internal_text else repaired_records(withheld, answers, target_version, withhold=True)
+        )
         paths["out"] = _write_jsonl(shared, out)
     applied = None
     if apply and records:
@@ -343,9 +430,13 @@ def repair_citations(
         write_parquet(pl.concat([carried, repairs]), REPAIRS, layout.repairs_file(target_version))
         revisions = dict(repairs.select("answer_id", "from_revision").unique().iter_rows())
         applied = AnswerStore(store.root).add(stored_jsonl, expected_revisions=revisions)
-        to_revision = pl.DataFrame(applied.revised, schema={"answer_id": pl.String, "to_revision": pl.Int32}, orient="row")
-        repairs = repairs.drop("to_revision").join(to_revision, on="answer_id", how="left").with_columns(
-            applied=pl.col("to_revision").is_not_null()
+        to_revision = pl.DataFrame(
+            applied.revised, schema={"answer_id": pl.String, "to_revision": pl.Int32}, orient="row"
+        )
+        repairs = (
+            repairs.drop("to_revision")
+            .join(to_revision, on="answer_id", how="left")
+            .with_columns(applied=pl.col("to_revision").is_not_null())
         )
     repairs = pl.concat([carried, conform(repairs, REPAIRS)]).sort("answer_id", "claim_index", "citation_index")
     paths["repairs"] = write_parquet(repairs, REPAIRS, layout.repairs_file(target_version))
@@ -389,10 +480,13 @@ def record_from_rows(answer: dict, claims: list[dict], citations: list[dict]) ->
     for row in sorted(citations, key=lambda row: row["citation_index"]):
         by_claim.setdefault(row["claim_id"], []).append(_citation_record(row, answer))
     record["claims"] = [
-        {**({"claim_id": claim["source_claim_id"]} if claim["source_claim_id"] is not None else {}),
-         "text": claim["text"], "citations": by_claim.get(claim["claim_id"], [])}
+        {
+            **({"claim_id": claim["source_claim_id"]} if claim["source_claim_id"] is not None else {}),
+            "text": claim["text"],
+            "citations": by_claim.get(claim["claim_id"], []),
+        }
         for claim in sorted(claims, key=lambda row: row["claim_index"])
-    ]  # fmt: skip
+    ]
     record["given"] = json.loads(answer["source_record"])
     return record
 

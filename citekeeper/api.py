@@ -1,5 +1,6 @@
 """The Python API for RAG code: register answers as they are produced, and read them back, without files
 (docs/answers.md, "From Python")."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -7,8 +8,8 @@ from pathlib import Path
 
 import polars as pl
 
-from citekeeper.answer_store import AddResult, AnswerStore
-from citekeeper.answer_views import citation_rows
+from citekeeper.answers.export import citation_rows
+from citekeeper.answers.store import AddResult, AnswerStore
 from citekeeper.store import CorpusStore
 
 
@@ -20,7 +21,7 @@ def register_answers(
     audience: Iterable[str] | None = None,
 ) -> AddResult:
     """Register answer records (structured or marker form; with `response_format`, responses of that LLM API or
-    framework in their envelope, citekeeper.rag_formats) in the store's answer store: new answers, new revisions
+    framework in their envelope, citekeeper.answers.formats) in the store's answer store: new answers, new revisions
     of changed ones, nothing for identical ones; citations by document are anchored into the version they cite.
     Bad records are reported in `result.errors` (LineError(line=N, field=..., message=...), N counting the
     records from 1), the good ones register. `audience`: the groups the answers were given to, as `answers add
@@ -29,6 +30,8 @@ def register_answers(
     return AnswerStore(store_dir).add_records(records, source, response_format=response_format, audience=given)
 
 
-def answer_citations(store_dir: Path | str, answer_id: str | None = None, include_internal_text: bool = False) -> pl.DataFrame:
+def answer_citations(
+    store_dir: Path | str, answer_id: str | None = None, include_internal_text: bool = False
+) -> pl.DataFrame:
     """What `citekeeper answers export` writes (schema ANSWER_EXPORT), as a frame."""
     return citation_rows(CorpusStore(store_dir), answer_id, include_internal_text)

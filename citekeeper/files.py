@@ -4,6 +4,7 @@ fsynced, so after a crash the target is the old file or the whole new one, never
 Its writer holds an exclusive flock(2) on the temp file until the rename, and the kernel drops it when the writer
 dies (kill -9 included): a temp file nobody holds is a dead writer's. The next write of the same target removes
 those of that target, and `citekeeper gc` every one in the store (abandoned_temp_files)."""
+
 from __future__ import annotations
 
 import fcntl

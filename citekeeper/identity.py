@@ -1,4 +1,5 @@
 """Content-derived identity: chunk_id (stable under edits elsewhere in its document), text_hash, content_hash."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,10 +1,12 @@
 """Integrity checks of a committed version, shared by the Dagster asset checks and the tests: each returns the
 offending rows (empty when sound)."""
+
 from __future__ import annotations
 
 import polars as pl
 
 from citekeeper.identity import text_hash
+
 
 def duplicate_chunk_ids(chunks: pl.DataFrame) -> pl.DataFrame:
     return chunks.group_by("chunk_id").len().filter(pl.col("len") > 1)

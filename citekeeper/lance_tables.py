@@ -1,4 +1,5 @@
 """Row-level helpers over one LanceDB table, shared by the store's commit and retention's rewrite."""
+
 from __future__ import annotations
 
 import itertools
@@ -25,7 +26,12 @@ def sorted_batches(dataset, keys: list[str]) -> Iterator[pa.Table]:
 def add_rows(lance_table, rows: pa.Table | pa.RecordBatchReader, schema: pa.Schema) -> None:
     """Append `rows` (cast to `schema`) batch by batch; nothing at all when there are none (no empty fragment)."""
     reader = rows.to_reader() if isinstance(rows, pa.Table) else rows
-    batches = (cast for batch in reader for cast in to_arrow(pa.Table.from_batches([batch]), schema).to_batches() if cast.num_rows)
+    batches = (
+        cast
+        for batch in reader
+        for cast in to_arrow(pa.Table.from_batches([batch]), schema).to_batches()
+        if cast.num_rows
+    )
     first = next(batches, None)
     if first is not None:
         lance_table.add(pa.RecordBatchReader.from_batches(schema, itertools.chain([first], batches)))

@@ -1,5 +1,6 @@
 """Corpus language (`auto`, `en`, `zh`, `multi`), detected from the letters of the text, and the NLI and embedding
 models that suit each (docs/verification.md, "Language settings")."""
+
 from __future__ import annotations
 
 import os
@@ -43,7 +44,9 @@ class LanguageModels:
 # English: on a CPU the 22M-parameter NLI cross-encoder (~15 pairs/s on 2 cores); on a GPU MiniCheck-Flan-T5-Large,
 # the best permissively licensed checker under 1B parameters on LLM-AggreFact (75.0 balanced accuracy, MIT).
 # Chinese and other languages: the multilingual NLI model on either (the MiniCheck checkers are trained on English).
-ENGLISH = LanguageModels(nli="cross-encoder/nli-deberta-v3-xsmall", embedding=None, gpu_nli="lytang/MiniCheck-Flan-T5-Large")
+ENGLISH = LanguageModels(
+    nli="cross-encoder/nli-deberta-v3-xsmall", embedding=None, gpu_nli="lytang/MiniCheck-Flan-T5-Large"
+)
 MULTILINGUAL = LanguageModels(
     nli="MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7",
     embedding="sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2",
@@ -104,9 +107,9 @@ def detect(texts: Iterable[str]) -> Detection:
         language = "en"
     elif cjk / letters >= CJK_SHARE:
         language = "zh"
-    elif (letters - latin) / letters >= NON_LATIN_SHARE:
-        language = "multi"
-    elif words >= ENGLISH_MIN_WORDS and english / words < ENGLISH_WORD_SHARE:
+    elif (letters - latin) / letters >= NON_LATIN_SHARE or (
+        words >= ENGLISH_MIN_WORDS and english / words < ENGLISH_WORD_SHARE
+    ):
         language = "multi"
     else:
         language = "en"
@@ -184,7 +187,9 @@ def choose_nli_model(
         return ModelChoice(model, setting, None, f"{explicit} given; the language setting is not used")
     on = " on a GPU" if gpu else ""
     if setting != "auto":
-        return ModelChoice(_default(setting, gpu), setting, setting, f"default checker for language {setting} (set){on}")
+        return ModelChoice(
+            _default(setting, gpu), setting, setting, f"default checker for language {setting} (set){on}"
+        )
     detection = detect(texts() if callable(texts) else texts)
     language = detection.language
     reason = f"default checker for language {language}, detected from {source} ({detection.evidence()}){on}"

@@ -1,5 +1,6 @@
 """Every path under a store root (StoreLayout): the one place that knows where each table, output and lock lives
 (the tree: docs/production.md, "The store root")."""
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,10 @@ def is_safe_name(value: object) -> bool:
 
 def safe_name(value: str, what: str) -> str:
     if not is_safe_name(value):
-        raise UnsafeName(f"invalid {what} {value!r:.80}: use letters, digits, '.', '-' or '_' "
-                         "(starting with a letter or digit, at most 128 characters)")  # fmt: skip
+        raise UnsafeName(
+            f"invalid {what} {value!r:.80}: use letters, digits, '.', '-' or '_' "
+            "(starting with a letter or digit, at most 128 characters)"
+        )
     return value
 
 
@@ -85,7 +88,10 @@ class StoreLayout:
         return self.root / "diffs"
 
     def diff_dir(self, old_version: str, new_version: str) -> Path:
-        return self.diffs_dir / f"{safe_name(old_version, 'corpus version name')}__{safe_name(new_version, 'corpus version name')}"
+        return (
+            self.diffs_dir
+            / f"{safe_name(old_version, 'corpus version name')}__{safe_name(new_version, 'corpus version name')}"
+        )
 
     def chunk_diff_file(self, old_version: str, new_version: str) -> Path:
         return self.diff_dir(old_version, new_version) / "chunk_diff.parquet"
@@ -144,7 +150,11 @@ class StoreLayout:
 
 def run_dir(out_dir: Path | str, version: str, run_id: str) -> Path:
     """Where one verification run's tables go under any output dir (the store's runs_dir, or --out)."""
-    return Path(out_dir) / f"corpus_version={safe_name(version, 'corpus version name')}" / f"run_id={safe_name(run_id, 'run id')}"
+    return (
+        Path(out_dir)
+        / f"corpus_version={safe_name(version, 'corpus version name')}"
+        / f"run_id={safe_name(run_id, 'run id')}"
+    )
 
 
 def shard_run_dir(out_dir: Path | str, version: str, run_id: str, index: int, count: int) -> Path:
@@ -165,5 +175,7 @@ def latest_run_dir(out_dir: Path | str, version: str) -> Path | None:
     if not rows:
         return None
     # extra_columns: runs written by different releases differ in their other columns (a newer one has `checker`)
-    started = pl.scan_parquet(rows, include_file_paths="path", extra_columns="ignore").select("started_at", "path").collect()
+    started = (
+        pl.scan_parquet(rows, include_file_paths="path", extra_columns="ignore").select("started_at", "path").collect()
+    )
     return Path(started.sort("started_at", "path")["path"][-1]).parent

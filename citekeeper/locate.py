@@ -1,5 +1,6 @@
 """The one quote locator: where a quote is in a text, in code points (Python string indices), exact first, then
 after normalisation. Anchoring, citation status and re-anchoring all locate quotes here (docs/languages.md)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

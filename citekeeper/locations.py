@@ -1,6 +1,7 @@
 """Where a corpus store keeps its two big data sets, the LanceDB tables and the Parquet exports: under the store
 root by default, or in an object store (`s3://...`) while the root stays on a shared volume. The config keys
 (CITEKEEPER_LANCE_URI, CITEKEEPER_PARQUET_URI, CITEKEEPER_STORAGE_OPTIONS): docs/production.md."""
+
 from __future__ import annotations
 
 import json
@@ -67,4 +68,6 @@ def parquet_filesystem(uri: str, storage_options: Mapping[str, str]) -> tuple[fs
     try:
         return fs.S3FileSystem(**arguments), uri.removeprefix("s3://").rstrip("/")
     except Exception as exc:
-        raise LocationError(f"cannot open Parquet location {uri} with storage options {sorted(storage_options)}: {exc}") from exc
+        raise LocationError(
+            f"cannot open Parquet location {uri} with storage options {sorted(storage_options)}: {exc}"
+        ) from exc

@@ -3,14 +3,24 @@
 The columns are those of schema.CHUNKS; `native_locator(prefix)` reads them with a prefix (`old_`, `new_`)
 so status tables and reports of any version say where a chunk sits the way its format does.
 """
+
 from __future__ import annotations
 
 import polars as pl
 
 LOCATOR_COLUMNS = [
-    "page_start", "page_end", "slide_number", "sheet_name", "row_start", "row_end",
-    "email_subject", "email_from", "email_date", "email_part", "ocr",
-]  # fmt: skip
+    "page_start",
+    "page_end",
+    "slide_number",
+    "sheet_name",
+    "row_start",
+    "row_end",
+    "email_subject",
+    "email_from",
+    "email_date",
+    "email_part",
+    "ocr",
+]
 
 
 def native_locator(prefix: str = "") -> pl.Expr:
@@ -26,7 +36,10 @@ def native_locator(prefix: str = "") -> pl.Expr:
         pl.when(col("sheet_name").is_not_null()).then(pl.format("sheet {}", col("sheet_name"))),
         _range("row", col("row_start"), col("row_end")),
         pl.when(col("email_subject").is_not_null() | col("email_from").is_not_null()).then(
-            pl.format("e-mail “{}” from {}, {}", *(col(c).fill_null("?") for c in ("email_subject", "email_from", "email_date")))
+            pl.format(
+                "e-mail “{}” from {}, {}",
+                *(col(c).fill_null("?") for c in ("email_subject", "email_from", "email_date")),
+            )
         ),
         pl.when(col("email_part").is_not_null() & (col("email_part") != "body")).then(
             pl.format("attachment {}", col("email_part"))
@@ -39,7 +52,9 @@ def native_locator(prefix: str = "") -> pl.Expr:
 
 def _range(unit: str, start: pl.Expr, end: pl.Expr) -> pl.Expr:
     return (
-        pl.when(start.is_null()).then(None)
-        .when(start == end).then(pl.format(f"{unit} {{}}", start))
+        pl.when(start.is_null())
+        .then(None)
+        .when(start == end)
+        .then(pl.format(f"{unit} {{}}", start))
         .otherwise(pl.format(f"{unit}s {{}}–{{}}", start, end))
-    )  # fmt: skip
+    )

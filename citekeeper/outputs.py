@@ -1,6 +1,7 @@
 """Where a command may write an output it is given a path for (`--out`, `--report`, `--to`): never inside the store
 (its root, or its LanceDB and Parquet locations elsewhere), and over an existing file only when that file is an
 output of the same kind, or when forced. What marks each kind of output is here too, beside its check."""
+
 from __future__ import annotations
 
 import json
@@ -37,17 +38,23 @@ def output_metadata(kind: str) -> dict[str, str]:
     return {OUTPUT_KIND_KEY: kind}
 
 
-def check_output(path: Path, kind: str, store_locations: Iterable[Path], force: bool = False, option: str = "--out") -> None:
+def check_output(
+    path: Path, kind: str, store_locations: Iterable[Path], force: bool = False, option: str = "--out"
+) -> None:
     """Raise OutputRefused unless a command may write its `kind` output (FILE_KINDS or DIRECTORY) at `path`."""
     resolved = Path(path).resolve()  # through symbolic links: a link into the store is inside it
     for location in store_locations:
         owned = Path(location).resolve()
         if resolved == owned or owned in resolved.parents:
-            raise OutputRefused(f"{option} {path}: inside the store ({owned}), whose files it would overwrite; "
-                                "write outputs outside the store")  # fmt: skip
+            raise OutputRefused(
+                f"{option} {path}: inside the store ({owned}), whose files it would overwrite; "
+                "write outputs outside the store"
+            )
     if kind == DIRECTORY or force or not resolved.is_file() or is_output_of(resolved, kind):
         return
-    raise OutputRefused(f"{option} {path}: exists and is not a citekeeper {FILE_KINDS[kind]}; pass --force to replace it")
+    raise OutputRefused(
+        f"{option} {path}: exists and is not a citekeeper {FILE_KINDS[kind]}; pass --force to replace it"
+    )
 
 
 def is_output_of(path: Path, kind: str) -> bool:

@@ -1,6 +1,7 @@
 """Retention (`citekeeper gc`): which corpus versions are kept, pruning what belongs only to the others, and
 rewriting the kept versions' LanceDB data compactly, safe against a crash at any point (what is kept and
 pruned: docs/ingest.md, "Retention"; the crash-safety argument: gc)."""
+
 from __future__ import annotations
 
 import json
@@ -21,14 +22,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 from citekeeper.files import abandoned_temp_files, atomic_write_text, remove_abandoned
-from citekeeper.locations import is_remote, parquet_filesystem
 from citekeeper.lance_tables import DOC_ID_INDEX, add_rows, delete_docs, index_doc_ids, sorted_batches
+from citekeeper.locations import is_remote, parquet_filesystem
 from citekeeper.store import DEFAULT_LOCK_TIMEOUT, EXPORTS, SORT_KEYS, TABLES, CorpusStore, StoreError, StoreLocked
 
 STAGING_MAX_AGE = timedelta(days=1)  # an uncommitted staging folder untouched this long is a leftover
-EMBEDDING_INDEX_PREFIX = "chunks__"  # citekeeper.embeddings: chunks__<version>__<tokenizer>__<model>
+EMBEDDING_INDEX_PREFIX = "chunks__"  # citekeeper.search_index: chunks__<version>__<tokenizer>__<model>
 
 
 @dataclass(frozen=True)
@@ -64,23 +65,34 @@ class GcSummary:
 
     def text(self) -> str:
         verb = "would prune" if self.dry_run else "pruned"
-        lines = [f"{verb} {len(self.pruned)} corpus version(s)" + (f": {', '.join(self.pruned)}" if self.pruned else "")]
+        lines = [
+            f"{verb} {len(self.pruned)} corpus version(s)" + (f": {', '.join(self.pruned)}" if self.pruned else "")
+        ]
         lines.append(f"kept {len(self.kept)} corpus version(s):")
         lines += [f"  {name:<24} {'; '.join(reasons)}" for name, reasons in self.kept.items()]
         counts = Counter(r.kind for r in self.removed)
         what = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())) or "nothing"
-        lines.append(f"{'would remove' if self.dry_run else 'removed'}: {what} "
-                     f"({_size(sum(r.bytes for r in self.removed))} outside LanceDB)")
+        lines.append(
+            f"{'would remove' if self.dry_run else 'removed'}: {what} "
+            f"({_size(sum(r.bytes for r in self.removed))} outside LanceDB)"
+        )
         if self.dry_run:
-            lines.append("LanceDB: unchanged (dry run)" + ("; gc would rewrite the kept versions compactly" if self.pruned
-                         else "") + " and clean up the table versions no kept version references")
+            lines.append(
+                "LanceDB: unchanged (dry run)"
+                + ("; gc would rewrite the kept versions compactly" if self.pruned else "")
+                + " and clean up the table versions no kept version references"
+            )
         else:
             cleaned = ", ".join(f"{t} {n}" for t, n in self.lance_versions_removed.items()) or "none"
-            lines.append(f"LanceDB: {'kept versions rewritten compactly; ' if self.lance_rewritten else ''}"
-                         f"table versions cleaned up: {cleaned}")
+            lines.append(
+                f"LanceDB: {'kept versions rewritten compactly; ' if self.lance_rewritten else ''}"
+                f"table versions cleaned up: {cleaned}"
+            )
         freed = "would free at least" if self.dry_run else "freed"
-        lines.append(f"store bytes: {_size(self.bytes_before)} before, {_size(self.bytes_after)} after; "
-                     f"{freed} {_size(self.bytes_freed)} ({self.seconds:.1f}s)")
+        lines.append(
+            f"store bytes: {_size(self.bytes_before)} before, {_size(self.bytes_after)} after; "
+            f"{freed} {_size(self.bytes_freed)} ({self.seconds:.1f}s)"
+        )
         return "\n".join(lines)
 
 
@@ -98,10 +110,12 @@ def _size(n: int) -> str:
 def cited_versions(store_root: Path | str) -> Counter:
     """corpus_version -> number of current answer revisions citing it (at the answer or a citation)."""
     answers = AnswerStore(store_root).snapshot()
-    cited = pl.concat([
-        answers.answers().select("answer_id", "corpus_version"),
-        answers.citations().select("answer_id", "corpus_version"),
-    ]).unique()
+    cited = pl.concat(
+        [
+            answers.answers().select("answer_id", "corpus_version"),
+            answers.citations().select("answer_id", "corpus_version"),
+        ]
+    ).unique()
     return Counter(cited["corpus_version"].to_list())
 
 
@@ -218,25 +232,32 @@ def _staging_removals(store: CorpusStore, committed: set[str], max_age: timedelt
     (a stage takes no lock, so a fresh one may belong to a sharded ingest that is running)."""
     removals, now = [], time.time()
     for name, path in sorted(_subdirs(store.layout.staging_dir).items()):
-        newest = max((os.lstat(os.path.join(d, f)).st_mtime for d, _, fs in os.walk(path) for f in fs),
-                     default=path.stat().st_mtime)
+        newest = max(
+            (os.lstat(os.path.join(d, f)).st_mtime for d, _, fs in os.walk(path) for f in fs),
+            default=path.stat().st_mtime,
+        )
         if name in committed or now - newest > max_age.total_seconds():
             removals.append(_local("staging", name, path))
     return removals
 
 
-def removals(store: CorpusStore, kept: Sequence[str], pruned: Sequence[str],
-             staging_max_age: timedelta = STAGING_MAX_AGE) -> list[Removal]:
+def removals(
+    store: CorpusStore, kept: Sequence[str], pruned: Sequence[str], staging_max_age: timedelta = STAGING_MAX_AGE
+) -> list[Removal]:
     """Everything outside LanceDB that goes when `pruned` go and `kept` stay (manifests first)."""
     layout, keep = store.layout, set(kept)
     latest = kept[-1] if kept else None
     found = [_local("manifest", name, layout.manifest(name)) for name in pruned]
     found += [_local("temp", None, path) for path in _abandoned_temp_files(store.root)]
     found += _export_removals(store, keep, latest)
-    found += [_local("diff", None, p) for n, p in sorted(_subdirs(layout.diffs_dir).items()) if not _names_two_kept(n, keep)]
-    for kind, folder, prefix in (("citations", layout.citations_dir, "target_version="),
-                                 ("repairs", layout.repairs_root, "target_version="),
-                                 ("verify_run", layout.runs_dir, "corpus_version=")):
+    found += [
+        _local("diff", None, p) for n, p in sorted(_subdirs(layout.diffs_dir).items()) if not _names_two_kept(n, keep)
+    ]
+    for kind, folder, prefix in (
+        ("citations", layout.citations_dir, "target_version="),
+        ("repairs", layout.repairs_root, "target_version="),
+        ("verify_run", layout.runs_dir, "corpus_version="),
+    ):
         found += [_local(kind, n, p) for n, p in sorted(_subdirs(folder, prefix).items()) if n not in keep]
     found += _embedding_removals(store, keep)
     found += _staging_removals(store, set(kept) | set(pruned), staging_max_age)
@@ -279,8 +300,9 @@ def _merge_index(lance_table) -> None:
     index_doc_ids(lance_table)
     index = next((i for i in lance_table.list_indices() if i.name == DOC_ID_INDEX), None)
     if index is not None and index.num_segments > 1:
-        lance_table.to_lance().optimize.optimize_indices(index_names=[DOC_ID_INDEX],
-                                                         num_indices_to_merge=index.num_segments)
+        lance_table.to_lance().optimize.optimize_indices(
+            index_names=[DOC_ID_INDEX], num_indices_to_merge=index.num_segments
+        )
         lance_table.checkout_latest()
 
 
@@ -400,7 +422,9 @@ def gc(
                     if removal.kind == "manifest":
                         _remove(store, removal)
         except filelock.Timeout:
-            raise StoreLocked(f"the answer store under {store.root} is locked by a writer; waited {lock_timeout:g}s") from None
+            raise StoreLocked(
+                f"the answer store under {store.root} is locked by a writer; waited {lock_timeout:g}s"
+            ) from None
         for removal in doomed:
             if removal.kind != "manifest":
                 _remove(store, removal)
@@ -423,7 +447,9 @@ def _check_tags(store: CorpusStore, kept: list[str]) -> None:
         if table in db.table_names() and kept:
             missing = [name for name in kept if name not in db.open_table(table).tags.list()]
             if missing:
-                raise StoreError(f"LanceDB table {table} has no tag for corpus version(s) {missing}; gc changed nothing")
+                raise StoreError(
+                    f"LanceDB table {table} has no tag for corpus version(s) {missing}; gc changed nothing"
+                )
 
 
 def _prune_lance(store: CorpusStore, kept: list[str], rewrite: bool | None, summary: GcSummary) -> None:
@@ -456,4 +482,3 @@ def _prune_lance(store: CorpusStore, kept: list[str], rewrite: bool | None, summ
         summary.lance_versions_removed = {table: _cleanup(t) for table, t in tables.items()}
     summary.lance_rewritten = rewrite
     pending.unlink(missing_ok=True)
-

@@ -1,4 +1,5 @@
 """Every table citekeeper writes, as pyarrow schemas. Parquet is always written with these."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -29,7 +30,11 @@ SOURCE_FIELDS = (
     pa.field("scope_labels", pa.list_(pa.string())),  # what it applies to: product, API, region, tenant ... labels
 )
 # The source fields a status, export or evidence row carries (the summary only where a redacted row shows it).
-SOURCE_ROW_FIELDS = tuple(f for f in SOURCE_FIELDS if f.name in ("source_type", "source_url", "published_at", "updated_at", "authority", "source_version"))
+SOURCE_ROW_FIELDS = tuple(
+    f
+    for f in SOURCE_FIELDS
+    if f.name in ("source_type", "source_url", "published_at", "updated_at", "authority", "source_version")
+)
 
 CHUNKS = pa.schema(
     [
@@ -158,7 +163,7 @@ CITATIONS = pa.schema(
         pa.field("quote", pa.string()),  # verbatim evidence span; null -> the whole chunk
         pa.field("cited_text_hash", pa.string()),  # chunk text_hash seen at citation time
         pa.field("corpus_version", pa.string(), nullable=False),
-        # How registration found the chunk (citekeeper.anchor.ANCHOR_METHODS): chunk_id when the citation named it.
+        # How registration found the chunk (citekeeper.answers.anchoring.ANCHOR_METHODS): chunk_id when the citation named it.
         pa.field("anchored_by", pa.string()),
         pa.field("anchor_score", pa.float64()),  # fuzzy: the match's similarity in [0, 1]
         pa.field("anchor_note", pa.string()),  # unanchored: why
@@ -193,7 +198,9 @@ ANSWER_EXPORT = pa.schema(
         pa.field("quote", pa.string()),  # withheld (citekeeper.scope.REDACTED) for internal_only text unless asked
         pa.field("start_char", pa.int64()),  # the quote's span (else the chunk's) in the document at the cited version
         pa.field("end_char", pa.int64()),
-        pa.field("anchored_by", pa.string()),  # how registration found the chunk: chunk_id | exact | normalized | fuzzy | ...
+        pa.field(
+            "anchored_by", pa.string()
+        ),  # how registration found the chunk: chunk_id | exact | normalized | fuzzy | ...
         pa.field("anchor_score", pa.float64()),
         pa.field("needs_review", pa.bool_()),  # anchored by fuzzy match or offsets alone: a person should look
         pa.field("anchor_note", pa.string()),  # unanchored: why
@@ -391,8 +398,14 @@ REPAIRS = pa.schema(
 # column); they are never NaN.
 
 CLAIM_STATUSES = (
-    "supported", "partially_supported", "unsupported", "contradicted", "conflicted", "uncited", "unverified",
-)  # fmt: skip
+    "supported",
+    "partially_supported",
+    "unsupported",
+    "contradicted",
+    "conflicted",
+    "uncited",
+    "unverified",
+)
 VERIFY_TIERS = ("none", "anchoring", "lexical", "nli")
 PAIR_LABELS = ("entailment", "neutral", "contradiction", "unverified", "no_evidence")
 
@@ -424,7 +437,10 @@ _SOURCE_MODEL_RATES = [
     pa.field("out_of_scope_rate", pa.float64()),  # n_citations_out_of_scope / n_citations
 ]
 # The ranking S(e,c) = w_a*A + w_t*T + w_s*G + w_v*V - w_x*X of one evidence for its claim, and its terms.
-_RANKING = [pa.field(name, pa.float64()) for name in ("rank_score", "rank_authority", "rank_time", "rank_scope", "rank_support", "rank_penalty")]
+_RANKING = [
+    pa.field(name, pa.float64())
+    for name in ("rank_score", "rank_authority", "rank_time", "rank_scope", "rank_support", "rank_penalty")
+]
 _METRICS = [
     pa.field("evidence_coverage", pa.float64()),  # null when the denominator is 0
     pa.field("citation_precision", pa.float64()),
@@ -445,7 +461,9 @@ NLI_PAIRS = pa.schema(
         pa.field("citation_index", pa.int32(), nullable=False),
         pa.field("chunk_id", pa.string()),  # as cited (null: cited by document, not anchored)
         pa.field("citation_status", pa.string()),  # from the citation-status table; null when none was used
-        pa.field("anchor", pa.string(), nullable=False),  # exact|normalized|quote_not_found|no_quote|no_chunk|out_of_scope
+        pa.field(
+            "anchor", pa.string(), nullable=False
+        ),  # exact|normalized|quote_not_found|no_quote|no_chunk|out_of_scope
         pa.field("locatable", pa.bool_(), nullable=False),
         pa.field("evidence_chunk_id", pa.string()),  # chunk of the target version judged (null: no evidence)
         pa.field("doc_id", pa.string()),
@@ -493,18 +511,18 @@ NLI_CLAIMS = pa.schema(
 )
 
 NLI_ANSWERS = pa.schema(
-    _RUN_KEYS
-    + [
+    [
+        *_RUN_KEYS,
         pa.field("answer_id", pa.string(), nullable=False),
         pa.field("revision", pa.int32(), nullable=False),
         pa.field("n_claims", pa.int64(), nullable=False),
         pa.field("n_citations", pa.int64(), nullable=False),
+        *_STATUS_COUNTS,
+        *_SOURCE_MODEL_COUNTS,
+        *_METRICS,
+        *_SOURCE_MODEL_RATES,
+        pa.field("traceable", pa.bool_(), nullable=False),
     ]
-    + _STATUS_COUNTS
-    + _SOURCE_MODEL_COUNTS
-    + _METRICS
-    + _SOURCE_MODEL_RATES
-    + [pa.field("traceable", pa.bool_(), nullable=False)]
 )
 
 NLI_RUNS = pa.schema(
@@ -537,8 +555,8 @@ NLI_RUNS = pa.schema(
 # 8-byte keys of the distinct (sentence, evidence) pairs it judged (polars hashes: stable within one polars
 # version, so every shard of a run must run the same image).
 NLI_SHARD_TALLY = pa.schema(
-    _RUN_KEYS
-    + [
+    [
+        *_RUN_KEYS,
         pa.field("shard_index", pa.int32(), nullable=False),
         pa.field("shard_count", pa.int32(), nullable=False),
         pa.field("started_at", TIMESTAMP, nullable=False),
@@ -553,12 +571,14 @@ NLI_SHARD_TALLY = pa.schema(
         pa.field("n_pairs", pa.int64(), nullable=False),
         pa.field("cache_hits", pa.int64(), nullable=False),
         pa.field("model_calls", pa.int64(), nullable=False),
+        *_STATUS_COUNTS,
+        *_SOURCE_MODEL_COUNTS,
+        *_MODEL,
     ]
-    + _STATUS_COUNTS
-    + _SOURCE_MODEL_COUNTS
-    + _MODEL
 )
-NLI_PAIR_KEYS = pa.schema([pa.field("pair", pa.uint64(), nullable=False), pa.field("lexical", pa.bool_(), nullable=False)])
+NLI_PAIR_KEYS = pa.schema(
+    [pa.field("pair", pa.uint64(), nullable=False), pa.field("lexical", pa.bool_(), nullable=False)]
+)
 
 NLI_CACHE = pa.schema(
     [

@@ -6,6 +6,7 @@ source_url and summary shown), `internal_only` (text withheld, locators kept), `
 quoted: no text, no title, no path, doc_id, locator, section, URL, summary, front matter or e-mail header). A value
 that is not one of them is taken as the strictest (fail closed); a null scope (a row with no document) as public.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -43,12 +44,28 @@ RAW_TEXT_KEY = "citekeeper.internal_text"
 # Text: its own words, withheld at every level but user_visible. Summary: shown at user_visible and redacted only.
 # Identity: what names or locates it, withheld at aggregate_only. Described: free text (a reason) that may name it,
 # replaced whole at aggregate_only.
-TEXT_COLUMNS = frozenset(["text", "front_matter", "quote", "old_text", "new_text", "suggested_text", "old_quote", "new_quote"])
+TEXT_COLUMNS = frozenset(
+    ["text", "front_matter", "quote", "old_text", "new_text", "suggested_text", "old_quote", "new_quote"]
+)
 SUMMARY_COLUMNS = frozenset(["summary"])
 _IDENTITY = (
-    "doc_id", "source_path", "title", "source_url", "section_path", "locator", "page_start", "page_end", "slide_number",
-    "sheet_name", "row_start", "row_end", "email_part", "email_subject", "email_from", "email_date",
-)  # fmt: skip
+    "doc_id",
+    "source_path",
+    "title",
+    "source_url",
+    "section_path",
+    "locator",
+    "page_start",
+    "page_end",
+    "slide_number",
+    "sheet_name",
+    "row_start",
+    "row_end",
+    "email_part",
+    "email_subject",
+    "email_from",
+    "email_date",
+)
 SIDES = ("", "old_", "new_", "suggested_", "cited_", "target_", "repair_")
 IDENTITY_COLUMNS = frozenset(f"{side}{name}" for side in SIDES for name in _IDENTITY)
 DESCRIBED_COLUMNS = frozenset(["reason", "anchor_note", "repair_reason"])
@@ -83,7 +100,9 @@ def visible_from(scope: str | None) -> tuple[str, ...]:
 def level(*scope_columns: str) -> pl.Expr:
     """The rank in ACCESS_SCOPES of the strictest of these scope columns (null: 0; a value not a level: strictest)."""
     ranks = [
-        pl.when(pl.col(c).is_null()).then(0).otherwise(pl.col(c).replace_strict(_RANK, default=_STRICTEST, return_dtype=pl.Int8))
+        pl.when(pl.col(c).is_null())
+        .then(0)
+        .otherwise(pl.col(c).replace_strict(_RANK, default=_STRICTEST, return_dtype=pl.Int8))
         for c in scope_columns
     ]
     return pl.max_horizontal(ranks).cast(pl.Int8)
@@ -107,20 +126,30 @@ def crosses_into_internal(from_scope: str, to_scope: str) -> pl.Expr:
 
 def withheld(text: str, *scope_columns: str) -> pl.Expr:
     """Column `text`, replaced by its level's WITHHELD_TEXT where any of the scope columns withholds text."""
-    note = level(*scope_columns).replace_strict({_RANK[s]: n for s, n in WITHHELD_TEXT.items()}, default=None, return_dtype=pl.String)
+    note = level(*scope_columns).replace_strict(
+        {_RANK[s]: n for s, n in WITHHELD_TEXT.items()}, default=None, return_dtype=pl.String
+    )
     return pl.when(internal(*scope_columns) & pl.col(text).is_not_null()).then(note).otherwise(pl.col(text)).alias(text)
 
 
 def _hidden(column: str, dtype: pl.DataType, hide: pl.Expr, replacement: pl.Expr) -> pl.Expr:
     """Column `column` with `replacement` where `hide` holds (and the value is not null already)."""
-    return pl.when(hide & pl.col(column).is_not_null()).then(replacement).otherwise(pl.col(column)).cast(dtype).alias(column)
+    return (
+        pl.when(hide & pl.col(column).is_not_null())
+        .then(replacement)
+        .otherwise(pl.col(column))
+        .cast(dtype)
+        .alias(column)
+    )
 
 
 def _identity_mark(dtype: pl.DataType) -> pl.Expr:
     return pl.lit(AGGREGATE_MARK) if dtype == pl.String else pl.lit(None, dtype)
 
 
-def redact_rows(frame: pl.DataFrame, *scope_columns: str, rules: Mapping[str, tuple[str, ...]] | None = None) -> pl.DataFrame:
+def redact_rows(
+    frame: pl.DataFrame, *scope_columns: str, rules: Mapping[str, tuple[str, ...]] | None = None
+) -> pl.DataFrame:
     """`frame` as a shared output shows it: each column that shows a document (TEXT_, SUMMARY_, IDENTITY_ and
     DESCRIBED_COLUMNS) withheld as the strictest of its scope columns requires. Every such column of `frame` is
     governed by `scope_columns`, unless `rules` (column -> its scope columns) names its own. Columns that show no
@@ -146,12 +175,16 @@ def redact_rows(frame: pl.DataFrame, *scope_columns: str, rules: Mapping[str, tu
 # the cited chunk is withheld at either version: a document made stricter since the cited version must not keep
 # showing through its old text or the quote from it. A reason may name any of the three places.
 _STATUS_RULES = {
-    **dict.fromkeys(["quote", "old_text", "new_text", "title", "summary", "source_url"], ("access_scope", "new_access_scope")),
+    **dict.fromkeys(
+        ["quote", "old_text", "new_text", "title", "summary", "source_url"], ("access_scope", "new_access_scope")
+    ),
     **dict.fromkeys(["doc_id", "source_path", "old_locator"], ("access_scope",)),
     **dict.fromkeys(["new_doc_id", "new_source_path", "new_locator"], ("new_access_scope",)),
     **dict.fromkeys(["suggested_text", "suggested_source_path"], ("suggested_access_scope",)),
     # a report card's repair (changes.repair.card_repairs): where it re-points, and why
-    **dict.fromkeys(["reason", "repair_reason", "repair_locator"], ("access_scope", "new_access_scope", "suggested_access_scope")),
+    **dict.fromkeys(
+        ["reason", "repair_reason", "repair_locator"], ("access_scope", "new_access_scope", "suggested_access_scope")
+    ),
 }
 OUT_OF_SCOPE_TEXT = "[redacted: outside the answer's audience]"
 
@@ -179,13 +212,23 @@ def redact_corpus(rows: pl.DataFrame) -> pl.DataFrame:
 def aggregate_documents(store, versions: Iterable[str] | None = None) -> pl.DataFrame:
     """doc_id and source_path of every document that is aggregate_only in any of `versions` (default: every
     version of the store): what withhold_documents withholds wherever it appears."""
-    names = [m.name for m in store.versions()] if versions is None else [v for v in dict.fromkeys(versions) if store.has_version(v)]
+    names = (
+        [m.name for m in store.versions()]
+        if versions is None
+        else [v for v in dict.fromkeys(versions) if store.has_version(v)]
+    )
     frames = [store.read_documents(name, columns=["doc_id", "source_path", "access_scope"]) for name in names]
-    found = pl.concat(frames) if frames else pl.DataFrame(schema={"doc_id": pl.String, "source_path": pl.String, "access_scope": pl.String})
+    found = (
+        pl.concat(frames)
+        if frames
+        else pl.DataFrame(schema={"doc_id": pl.String, "source_path": pl.String, "access_scope": pl.String})
+    )
     return found.filter(aggregate("access_scope")).select("doc_id", "source_path").unique()
 
 
-def withhold_documents(frame: pl.DataFrame, documents: pl.DataFrame, names: Mapping[str, str] | None = None) -> pl.DataFrame:
+def withhold_documents(
+    frame: pl.DataFrame, documents: pl.DataFrame, names: Mapping[str, str] | None = None
+) -> pl.DataFrame:
     """`frame` with every mention of `documents` (aggregate_documents) withheld: on each side (SIDES) whose doc_id
     or source_path is one of theirs, that side's identity columns; on such a row, its described columns and text.
     `names` maps a column of another name onto the one it is (e.g. {"doc_old_path": "old_source_path"})."""

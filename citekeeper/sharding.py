@@ -1,5 +1,6 @@
 """Static shards: a stable hash of a key (a document's source_path, an answer's answer_id) mod n, so a key always
 lands in the same shard, across runs, processes and machines (unlike hash())."""
+
 from __future__ import annotations
 
 import hashlib

@@ -3,10 +3,11 @@ conflict ranking. Ingest validates a document's `authority` against the configur
 evidence by the same levels (docs/answers.md, "Sources"). Also where ingest reads a document's source fields
 from: the default front matter keys, the URL template's placeholders and the date forms (docs/ingest.md, "Source
 fields")."""
+
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from string import Formatter
 from urllib.parse import quote
@@ -72,7 +73,7 @@ def parse_timestamp(text: str) -> datetime:
         raise ValueError(
             f"{text!r:.80} is not a date: write ISO 8601 (2024-01-02, 2024-01-02T10:00:00+01:00) or 2024-01-02 10:00:00 +0100"
         ) from None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def check_url_template(template: str) -> None:
@@ -89,6 +90,11 @@ def check_url_template(template: str) -> None:
 def render_source_url(template: str, source_path: str, doc_id: str) -> str:
     """The template filled in for one document (check_url_template first)."""
     stem_path = PurePosixPath(source_path)
-    values = {"path": source_path, "path_without_ext": str(stem_path.with_suffix("")), "stem": stem_path.stem,
-              "dir": "" if stem_path.parent == PurePosixPath(".") else str(stem_path.parent), "doc_id": doc_id}
+    values = {
+        "path": source_path,
+        "path_without_ext": str(stem_path.with_suffix("")),
+        "stem": stem_path.stem,
+        "dir": "" if stem_path.parent == PurePosixPath(".") else str(stem_path.parent),
+        "doc_id": doc_id,
+    }
     return template.format(**{name: quote(value, safe="/") for name, value in values.items()})

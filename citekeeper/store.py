@@ -1,6 +1,7 @@
 """The versioned corpus store (CorpusStore): immutable, named corpus versions, each a tagged LanceDB table version,
 plus Parquet exports; a new version stores only the change (docs/ingest.md, "Corpus versions and time travel"
 and "Incremental"; other locations for the data: citekeeper.locations)."""
+
 from __future__ import annotations
 
 import functools
@@ -11,10 +12,10 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlparse
 from typing import TYPE_CHECKING, TypeVar
+from urllib.parse import urlparse
 
 import filelock
 import polars as pl
@@ -25,9 +26,9 @@ import pyarrow.parquet as pq
 
 from citekeeper import schema
 from citekeeper.files import atomic_write_text
+from citekeeper.lance_tables import add_rows, delete_docs, index_doc_ids, sorted_batches
 from citekeeper.layout import StoreLayout, UnsafeName, is_safe_name, safe_name
 from citekeeper.locations import is_remote, locations_from_env, parquet_filesystem
-from citekeeper.lance_tables import add_rows, delete_docs, index_doc_ids, sorted_batches
 from citekeeper.tables import ParquetStream, to_arrow
 
 if TYPE_CHECKING:
@@ -230,7 +231,9 @@ class CorpusStore:
         else:
             filesystem, path = parquet_filesystem(base, self.storage_options)
             selector = pafs.FileSelector(path.rsplit("/", 2)[0], allow_not_found=True)
-            names = [info.base_name for info in filesystem.get_file_info(selector) if info.type == pafs.FileType.Directory]
+            names = [
+                info.base_name for info in filesystem.get_file_info(selector) if info.type == pafs.FileType.Directory
+            ]
         return {n.removeprefix("corpus_version=") for n in names if n.startswith("corpus_version=")}
 
     # ------------------------------------------------------------------ versions
@@ -324,7 +327,9 @@ class CorpusStore:
         dataset = lance_table.to_lance()
         had = set(lance_table.schema.names)  # a version committed before a column existed lacks it
         if list(id_lists) == ["chunk_id"]:
-            offsets = self._chunk_offsets(version, dataset).join(pl.DataFrame({"chunk_id": id_lists["chunk_id"]}), on="chunk_id", how="semi")
+            offsets = self._chunk_offsets(version, dataset).join(
+                pl.DataFrame({"chunk_id": id_lists["chunk_id"]}), on="chunk_id", how="semi"
+            )
             arrow = dataset.take(offsets["offset"].sort().to_numpy(), columns=[c for c in read if c in had])
         else:
             # Pyarrow expressions, not SQL: ids go in as values, nothing to quote; lance uses the doc_id index.
@@ -339,7 +344,10 @@ class CorpusStore:
         lance_table.checkout(version)
         stored = pa.schema([field for field in STORED_SCHEMAS[table] if field.name in lance_table.schema.names])
         for rows in sorted_batches(lance_table.to_lance(), SORT_KEYS[table]):
-            yield to_arrow(to_arrow(rows, stored).append_column("corpus_version", pa.array([version] * rows.num_rows)), READ_SCHEMAS[table])
+            yield to_arrow(
+                to_arrow(rows, stored).append_column("corpus_version", pa.array([version] * rows.num_rows)),
+                READ_SCHEMAS[table],
+            )
 
     def chunk_offsets(self, version: str) -> pl.DataFrame:
         """chunk_id, offset: where each chunk of `version` is in its table. Reading chunks in offset order reads
@@ -389,8 +397,10 @@ class CorpusStore:
         try:
             (lock.acquire_read if mode == "read" else lock.acquire_write)(timeout)
         except filelock.Timeout:
-            raise StoreLocked(f"corpus store {self.root}: {busy}; waited {timeout:g}s for {lock.lock_file}. Retry "
-                              "when it has finished.") from None  # fmt: skip
+            raise StoreLocked(
+                f"corpus store {self.root}: {busy}; waited {timeout:g}s for {lock.lock_file}. Retry "
+                "when it has finished."
+            ) from None
         try:
             yield
         finally:
@@ -449,7 +459,7 @@ class CorpusStore:
         committed = VersionManifest(
             **{
                 **asdict(manifest),
-                "created_at": datetime.now(timezone.utc).isoformat(),
+                "created_at": datetime.now(UTC).isoformat(),
                 "n_documents": counts["documents"],
                 "n_chunks": counts["chunks"],
                 "n_errors": errors.num_rows,

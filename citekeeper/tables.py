@@ -1,4 +1,5 @@
 """Polars frames / Arrow tables <-> Parquet with the schemas of citekeeper.schema."""
+
 from __future__ import annotations
 
 from contextlib import ExitStack

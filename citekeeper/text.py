@@ -3,6 +3,7 @@ citation markers and normalisation.
 
 Offsets are Python string indices (code points), the same unit as every start_char/end_char in the store.
 """
+
 from __future__ import annotations
 
 import re
@@ -230,9 +231,9 @@ def _composition_segments(text: str) -> list[tuple[int, str]]:
 def _composes(segment: str, char: str) -> bool:
     if char.isascii() and segment[-1].isascii():
         return False
-    return unicodedata.normalize("NFKC", segment + char) != unicodedata.normalize("NFKC", segment) + unicodedata.normalize(
-        "NFKC", char
-    )
+    return unicodedata.normalize("NFKC", segment + char) != unicodedata.normalize(
+        "NFKC", segment
+    ) + unicodedata.normalize("NFKC", char)
 
 
 # Characters that would act on a terminal rather than show: C0/C1 controls (ESC starts an ANSI sequence, a

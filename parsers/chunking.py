@@ -1,14 +1,15 @@
 """Structure-aware chunking over a document's canonical text: a chunk never spans two sections, slides, sheets or
 e-mail parts, and packing restarts at every heading, so an edit moves chunk boundaries only inside its section."""
+
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from citekeeper.text import sentence_spans
 from citekeeper.identity import chunk_ids, text_hash
-from parsers.model import Chunk, Locator
+from citekeeper.text import sentence_spans
+from parsers.records import Chunk, Locator
 
 HEADING_CATEGORY = "Title"
 # A heading is a breadcrumb in every chunk of its section, and the first one the title of every chunk of its

@@ -1,6 +1,7 @@
 """Walk a source root: every selected file is read, hashed and named (its doc_id), anything unusable is
 quarantined, and no file's bytes are kept (the parser reads each again and checks its hash). The rules:
 docs/ingest.md ("Choosing files", "Data model")."""
+
 from __future__ import annotations
 
 import errno
@@ -30,7 +31,7 @@ from parsers.metadata import (
     read_front_matter,
     read_sidecar,
 )
-from parsers.model import IngestError, ParseConfig, SourceFields, SourceFile
+from parsers.records import IngestError, ParseConfig, SourceFields, SourceFile
 
 # Case-sensitive, posix paths on every OS, dotfiles matched like any name; no braces, extglob or negation.
 GLOB_FLAGS = glob.GLOBSTAR | glob.DOTGLOB | glob.CASE | glob.FORCEUNIX
@@ -65,7 +66,9 @@ class _Walk:
     errors: list[IngestError] = field(default_factory=list)
     n_skipped: int = 0
 
-    def quarantine(self, source_path: str, stage: str, error_type: str, reason: str, access_scope: str | None = None) -> None:
+    def quarantine(
+        self, source_path: str, stage: str, error_type: str, reason: str, access_scope: str | None = None
+    ) -> None:
         """An IngestError for a file; its access_scope, unless given, as far as it can be known (_known_scope)."""
         if self.owns(source_path):  # every shard walks every directory; one of them reports its errors
             scope = access_scope or _known_scope(self, source_path)
@@ -122,7 +125,12 @@ def _walk_dir(walk: _Walk, directory: Path, prefix: str, ancestors: frozenset[Pa
     try:
         entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
     except OSError as exc:
-        walk.quarantine(prefix.rstrip("/") or ".", "discover", "UnreadableDirectory", f"cannot list directory: {exc.strerror or exc}")
+        walk.quarantine(
+            prefix.rstrip("/") or ".",
+            "discover",
+            "UnreadableDirectory",
+            f"cannot list directory: {exc.strerror or exc}",
+        )
         return
     names = {entry.name for entry in entries}
     for entry in entries:
@@ -157,7 +165,9 @@ def _visit(walk: _Walk, path: Path, source_path: str, sibling_names: set[str], a
             # A link to a directory inside the root is followed (an alias, like a file link), unless it leads
             # back into a directory the walk is inside of: that would never end.
             if target in ancestors:
-                raise Quarantined("discover", "SymlinkLoop", f"symlink loop: directory link points back to its own ancestor {target}")
+                raise Quarantined(
+                    "discover", "SymlinkLoop", f"symlink loop: directory link points back to its own ancestor {target}"
+                )
             _walk_dir(walk, target, source_path + "/", ancestors | {target})
             return
     mode = path.stat().st_mode
@@ -171,7 +181,9 @@ def _visit(walk: _Walk, path: Path, source_path: str, sibling_names: set[str], a
     elif not stat.S_ISREG(mode):
         raise Quarantined("discover", "NotARegularFile", "not a regular file (device, socket or FIFO)")
     elif is_sidecar:
-        raise Quarantined("discover", "OrphanSidecar", f"sidecar without a document named {path.name[: -len(SIDECAR_SUFFIX)]!r}")
+        raise Quarantined(
+            "discover", "OrphanSidecar", f"sidecar without a document named {path.name[: -len(SIDECAR_SUFFIX)]!r}"
+        )
     else:
         walk.sources.append(_read_source(walk, path, source_path))
 
@@ -196,7 +208,11 @@ def _read_source(walk: _Walk, path: Path, source_path: str) -> SourceFile:
     file_format = BY_EXTENSION.get(path.suffix.lower())
     if file_format is None:
         supported = ", ".join(sorted(BY_EXTENSION))
-        raise Quarantined("discover", "UnsupportedFileType", f"unsupported file type {path.suffix or '(no extension)'!r}; supported: {supported}")
+        raise Quarantined(
+            "discover",
+            "UnsupportedFileType",
+            f"unsupported file type {path.suffix or '(no extension)'!r}; supported: {supported}",
+        )
     raw = _read_bytes(path, config.max_file_bytes)
     places = _places(walk, path, source_path)
     front_matter, sidecars, given = _explicit_metadata(walk.root, places, file_format.front_matter, raw, config)
@@ -228,7 +244,9 @@ def _places(walk: _Walk, path: Path, source_path: str) -> list[tuple[Path, str]]
 def _read_bytes(path: Path, max_bytes: int) -> bytes:
     size = path.stat().st_size
     if size > max_bytes:
-        raise Quarantined("discover", "FileTooLarge", f"file is {size} bytes, over the limit of {max_bytes} (max_file_bytes)")
+        raise Quarantined(
+            "discover", "FileTooLarge", f"file is {size} bytes, over the limit of {max_bytes} (max_file_bytes)"
+        )
     try:
         with path.open("rb") as handle:
             raw = handle.read(max_bytes + 1)  # bounded even if the file grows while we read it
@@ -295,7 +313,9 @@ def _known_scope(walk: _Walk, source_path: str) -> str | None:
     its sidecar's access_scope, when the sidecar can be read (None: nothing says, which is public)."""
     path = walk.root / source_path
     try:
-        sidecar = read_sidecar(path.with_name(path.name + SIDECAR_SUFFIX), walk.root, walk.config.authority_levels).get("access_scope")
+        sidecar = read_sidecar(path.with_name(path.name + SIDECAR_SUFFIX), walk.root, walk.config.authority_levels).get(
+            "access_scope"
+        )
     except MetadataError:
         sidecar = None
     said = [scope for scope in (sidecar, _override_scope(walk.config, source_path)) if scope]

@@ -1,6 +1,7 @@
 """One document -> elements (unstructured) -> canonical text -> chunks. The canonical text is the stripped texts
 of the non-empty elements joined by a blank line, each element's span recorded as it is built; headings stay
 in it as their own elements."""
+
 from __future__ import annotations
 
 import os
@@ -9,7 +10,7 @@ from collections.abc import Callable
 from citekeeper.identity import sha256_hex
 from parsers.chunking import HEADING_CATEGORY, Block, bounded_title, chunk_document
 from parsers.formats import BY_FILETYPE, Partitioned, no_locator
-from parsers.model import DocumentError, Locator, ParseConfig, ParsedDocument, SourceFile, over_limit
+from parsers.records import DocumentError, Locator, ParseConfig, ParsedDocument, SourceFile, over_limit
 from parsers.time_limit import ParseTimeout, time_limit
 
 ELEMENT_SEPARATOR = "\n\n"
@@ -22,13 +23,21 @@ def parse_document(source: SourceFile, config: ParseConfig) -> ParsedDocument:
     try:
         chunks = chunk_document(source.doc_id, text, blocks, config.max_chunk_chars)
     except Exception as exc:  # a chunker bug must quarantine one document, not sink the run
-        raise DocumentError(source.source_path, "chunk", f"{type(exc).__name__}: {exc}", error_type="ChunkerCrash") from exc
+        raise DocumentError(
+            source.source_path, "chunk", f"{type(exc).__name__}: {exc}", error_type="ChunkerCrash"
+        ) from exc
     if len(chunks) > config.max_chunks_per_document:
-        raise over_limit(source.source_path, "chunk", f"it has {len(chunks):,} chunks", "max_chunks_per_document",
-                         config.max_chunks_per_document)  # fmt: skip
+        raise over_limit(
+            source.source_path,
+            "chunk",
+            f"it has {len(chunks):,} chunks",
+            "max_chunks_per_document",
+            config.max_chunks_per_document,
+        )
     title = source.title or next((bounded_title(text[b.start : b.end]) for b in blocks if b.is_heading), None)
-    return ParsedDocument(source=source, text=text, title=title, chunks=chunks, encoding=partitioned.encoding,
-                          email=partitioned.email)  # fmt: skip
+    return ParsedDocument(
+        source=source, text=text, title=title, chunks=chunks, encoding=partitioned.encoding, email=partitioned.email
+    )
 
 
 def extract_blocks(source: SourceFile, config: ParseConfig) -> tuple[str, list[Block]]:
@@ -79,9 +88,13 @@ def _raw_bytes(source: SourceFile) -> bytes:
         with source.path.open("rb") as handle:
             raw = handle.read(source.size_bytes + 1)
     except OSError as exc:
-        raise DocumentError(source.source_path, "read", f"cannot read file: {exc.strerror or exc}", error_type="ReadError") from exc
+        raise DocumentError(
+            source.source_path, "read", f"cannot read file: {exc.strerror or exc}", error_type="ReadError"
+        ) from exc
     if sha256_hex(raw) != source.content_hash:
-        raise DocumentError(source.source_path, "read", "file changed since it was discovered", error_type="ChangedDuringIngest")
+        raise DocumentError(
+            source.source_path, "read", "file changed since it was discovered", error_type="ChangedDuringIngest"
+        )
     return raw
 
 

@@ -1,6 +1,7 @@
 """Ingest: a source tree -> one immutable corpus version, re-parsing only the documents whose bytes changed. Two
 steps, so that parsing can be spread over shards while one writer commits: `stage` (a shard's files, no lock)
 and `commit` (under the writer lock); `ingest()` is both for one shard (docs/ingest.md, "Sharded ingest")."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -18,6 +19,8 @@ import pyarrow.parquet as pq
 
 from citekeeper import schema
 from citekeeper.files import atomic_write_text
+from citekeeper.identity import sha256_hex
+from citekeeper.scope import AGGREGATE_MARK, aggregate
 from citekeeper.sharding import Shard
 from citekeeper.store import (
     DEFAULT_LOCK_TIMEOUT,
@@ -30,12 +33,10 @@ from citekeeper.store import (
     corpus_hash,
     validate_version_name,
 )
-from citekeeper.scope import AGGREGATE_MARK, aggregate
 from citekeeper.tables import to_arrow, write_parquet
-from citekeeper.identity import sha256_hex
 from parsers.discover import discover, duplicate_doc_id_reason
-from parsers.model import RUN_SETTINGS, Chunk, IngestError, ParseConfig, ParsedDocument, SkippedDocument, SourceFile
 from parsers.parse_pool import Progress, iter_outcomes
+from parsers.records import RUN_SETTINGS, Chunk, IngestError, ParseConfig, ParsedDocument, SkippedDocument, SourceFile
 
 STAGE_DONE = "stage.json"  # written last: a shard without it is incomplete
 STAGED_TABLES = ("chunks", "documents")  # parse results: written and read back in batches
@@ -48,12 +49,24 @@ STAGE_BATCH_BYTES = 64 * 2**20
 # the settings say of it (scope, title, source fields). SourceFile attributes, and columns of a shard's
 # sources.parquet.
 TREE_FIELDS = ("doc_id", "source_path", "content_hash", "access_scope", "title", "source_fields_key")
-STAGED_SOURCES = schema.STAGED_SOURCES.append(pa.field("access_scope", pa.string(), nullable=False)).append(
-    pa.field("title", pa.string())  # explicit (sidecar or front matter); null when the parser finds one
-).append(pa.field("source_fields_key", pa.string()))  # SourceFields.fingerprint(): null when none is given
+STAGED_SOURCES = (
+    schema.STAGED_SOURCES.append(pa.field("access_scope", pa.string(), nullable=False))
+    .append(
+        pa.field("title", pa.string())  # explicit (sidecar or front matter); null when the parser finds one
+    )
+    .append(pa.field("source_fields_key", pa.string()))
+)  # SourceFields.fingerprint(): null when none is given
 SOURCE_FIELD_NAMES = [f.name for f in schema.SOURCE_FIELDS]
 # A parent's document, as far as reuse is concerned.
-REUSE_COLUMNS = ["doc_id", "doc_content_hash", "source_path", "access_scope", "title", "front_matter", *SOURCE_FIELD_NAMES]
+REUSE_COLUMNS = [
+    "doc_id",
+    "doc_content_hash",
+    "source_path",
+    "access_scope",
+    "title",
+    "front_matter",
+    *SOURCE_FIELD_NAMES,
+]
 CHUNK_FIELDS = [f.name for f in fields(Chunk)]  # a chunk's own columns of the chunks table
 
 
@@ -91,11 +104,16 @@ class IngestResult:
 
     def shared(self) -> IngestResult:
         """The result as printed or recorded as metadata: aggregate_only documents counted, not named."""
+
         def named(names: list[str]) -> list[str]:
             return [AGGREGATE_MARK if name in self.aggregate_names else name for name in names]
 
-        return replace(self, no_text=named(self.no_text), removed_doc_ids=named(self.removed_doc_ids),
-                       errors=[error.shared() for error in self.errors])  # fmt: skip
+        return replace(
+            self,
+            no_text=named(self.no_text),
+            removed_doc_ids=named(self.removed_doc_ids),
+            errors=[error.shared() for error in self.errors],
+        )
 
     @property
     def n_removed(self) -> int:
@@ -194,7 +212,7 @@ def stage(
 
     out = store.layout.staging_dir / version / shard.dirname
     shutil.rmtree(out, ignore_errors=True)  # leftovers of an interrupted stage of this shard
-    ingested_at = datetime.now(timezone.utc)
+    ingested_at = datetime.now(UTC)
     parse_errors: list[IngestError] = []
     no_text: set[str] = set()
     with _StagedWriter(out, ingested_at, batch_size) as staged:
@@ -206,14 +224,23 @@ def stage(
             else:
                 parse_errors.append(outcome)
     scopes = {source.source_path: source.access_scope for source in to_parse}
-    parse_errors = sorted((replace(e, access_scope=scopes.get(e.source_path)) for e in parse_errors), key=lambda e: e.source_path)
+    parse_errors = sorted(
+        (replace(e, access_scope=scopes.get(e.source_path)) for e in parse_errors), key=lambda e: e.source_path
+    )
     errors = found.errors + parse_errors
     write_parquet(_error_rows(errors, version, ingested_at), schema.INGEST_ERRORS, out / "errors.parquet")
     failed = {e.source_path for e in parse_errors}
     write_parquet(_source_rows(sources, reused, failed, no_text), STAGED_SOURCES, out / "sources.parquet")
-    done = {"version": version, "parent": parent.name if parent else None, "config_hash": config_hash(config),
-            "parse_settings": parse_settings(config), "reparse_reason": reparse_reason(parent, config),
-            "source_dir": str(root), "shard": asdict(shard), "n_skipped": found.n_skipped}
+    done = {
+        "version": version,
+        "parent": parent.name if parent else None,
+        "config_hash": config_hash(config),
+        "parse_settings": parse_settings(config),
+        "reparse_reason": reparse_reason(parent, config),
+        "source_dir": str(root),
+        "shard": asdict(shard),
+        "n_skipped": found.n_skipped,
+    }
     atomic_write_text(out / STAGE_DONE, json.dumps(done, indent=2))  # the shard's done marker: whole or absent
     return StageResult(version, done["parent"], shard, staged.n_documents, len(reused), found.n_skipped, errors, out)
 
@@ -245,10 +272,22 @@ def commit(
         equal = _equal_version(store, version, tree, staged["config_hash"], documents)
         if equal is not None:
             shutil.rmtree(store.layout.staging_dir / version, ignore_errors=True)
-            return IngestResult(equal, created=False, equals=equal.name, n_reused=len(documents),
-                                n_skipped=staged["n_skipped"], no_text=no_text, errors=errors, aggregate_names=aggregate_names)
+            return IngestResult(
+                equal,
+                created=False,
+                equals=equal.name,
+                n_reused=len(documents),
+                n_skipped=staged["n_skipped"],
+                no_text=no_text,
+                errors=errors,
+                aggregate_names=aggregate_names,
+            )
         parent_ids = _parent_doc_ids(store, staged["parent"])
-        aggregate_names |= _aggregate_names(store.read_documents(staged["parent"], columns=["doc_id", "source_path", "access_scope"])) if staged["parent"] else frozenset()
+        aggregate_names |= (
+            _aggregate_names(store.read_documents(staged["parent"], columns=["doc_id", "source_path", "access_scope"]))
+            if staged["parent"]
+            else frozenset()
+        )
         reused_ids = sources.filter(pl.col("outcome") == "reused")["doc_id"]
         removed = sorted(set(parent_ids) - set(sources["doc_id"]))
         n_parsed = sources.filter(pl.col("outcome") == "parsed").height
@@ -337,7 +376,9 @@ class _StagedWriter:
     def __init__(self, out: Path, ingested_at: datetime, batch_size: int):
         out.mkdir(parents=True, exist_ok=True)
         self._ingested_at, self._batch_size = ingested_at, batch_size
-        self._writers = {name: pq.ParquetWriter(out / f"{name}.parquet", STORED_SCHEMAS[name]) for name in STAGED_TABLES}
+        self._writers = {
+            name: pq.ParquetWriter(out / f"{name}.parquet", STORED_SCHEMAS[name]) for name in STAGED_TABLES
+        }
         self._batch: list[ParsedDocument] = []
         self._batch_bytes = 0
         self.n_documents = 0
@@ -390,7 +431,9 @@ def chunk_table(docs: list[ParsedDocument], ingested_at: datetime) -> pa.Table:
     columns: dict[str, list] = {name: [] for name in STORED_SCHEMAS["chunks"].names}
     own = [name for name in CHUNK_FIELDS if name in columns]
     for doc in docs:
-        shared = [(columns[name], value) for name, value in _document_fields(doc, ingested_at).items() if name in columns]
+        shared = [
+            (columns[name], value) for name, value in _document_fields(doc, ingested_at).items() if name in columns
+        ]
         for chunk in doc.chunks:
             for name in own:
                 columns[name].append(getattr(chunk, name))
@@ -402,9 +445,14 @@ def chunk_table(docs: list[ParsedDocument], ingested_at: datetime) -> pa.Table:
 def document_table(docs: list[ParsedDocument], ingested_at: datetime) -> pa.Table:
     columns: dict[str, list] = {name: [] for name in STORED_SCHEMAS["documents"].names}
     for doc in docs:
-        row = {**_document_fields(doc, ingested_at), "size_bytes": doc.source.size_bytes,
-               "n_chunks": len(doc.chunks), "text": doc.text, "encoding": doc.encoding,
-               "front_matter": doc.source.front_matter}
+        row = {
+            **_document_fields(doc, ingested_at),
+            "size_bytes": doc.source.size_bytes,
+            "n_chunks": len(doc.chunks),
+            "text": doc.text,
+            "encoding": doc.encoding,
+            "front_matter": doc.source.front_matter,
+        }
         for name, column in columns.items():
             column.append(row[name])
     return pa.table(columns, schema=STORED_SCHEMAS["documents"])
@@ -420,9 +468,15 @@ def _source_rows(sources: list[SourceFile], reused: set[str], failed: set[str], 
     nothing to cite) or parsed."""
     columns = {name: [getattr(s, name) for s in sources] for name in TREE_FIELDS}
     columns["outcome"] = [
-        "reused" if s.doc_id in reused else "failed" if s.source_path in failed
-        else "no_text" if s.source_path in no_text else "parsed" for s in sources
-    ]  # fmt: skip
+        "reused"
+        if s.doc_id in reused
+        else "failed"
+        if s.source_path in failed
+        else "no_text"
+        if s.source_path in no_text
+        else "parsed"
+        for s in sources
+    ]
     return pa.table(columns, schema=STAGED_SOURCES)
 
 
@@ -478,7 +532,9 @@ def _without_cross_shard_duplicates(staged: dict, version: str) -> dict:
     """Files in two shards that claim one doc_id (by sidecar or front matter): as in a single walk, the first
     source_path keeps it and the others are quarantined, their staged rows and other errors dropped."""
     owner, losers = {}, {}
-    for doc_id, source_path, scope in staged["sources"].sort("source_path").select("doc_id", "source_path", "access_scope").iter_rows():
+    for doc_id, source_path, scope in (
+        staged["sources"].sort("source_path").select("doc_id", "source_path", "access_scope").iter_rows()
+    ):
         if doc_id in owner:
             reason = duplicate_doc_id_reason(doc_id, owner[doc_id])
             losers[source_path] = IngestError(source_path, "discover", "DuplicateDocId", reason, scope)
@@ -490,7 +546,7 @@ def _without_cross_shard_duplicates(staged: dict, version: str) -> dict:
     def kept(table: pa.Table) -> pa.Table:
         return table.filter(pc.invert(pc.is_in(table["source_path"], pa.array(list(losers)))))
 
-    duplicates = _error_rows(list(losers.values()), version, datetime.now(timezone.utc))
+    duplicates = _error_rows(list(losers.values()), version, datetime.now(UTC))
     return staged | {
         "sources": staged["sources"].filter(~pl.col("source_path").is_in(list(losers))),
         "errors": pa.concat_tables([kept(staged["errors"]), duplicates]),
@@ -513,7 +569,11 @@ def _equal_version(
         same_tree = (existing.corpus_hash, existing.config_hash) == (tree_hash, settings)
         if same_tree and set(_parent_doc_ids(store, version)) == documents:
             return existing
-        difference = "documents that failed there parse now" if same_tree else f"corpus_hash {existing.corpus_hash}, this tree {tree_hash}"
+        difference = (
+            "documents that failed there parse now"
+            if same_tree
+            else f"corpus_hash {existing.corpus_hash}, this tree {tree_hash}"
+        )
         raise VersionExists(
             f"corpus version {version!r} already exists with different content ({difference}); versions are "
             "immutable, pick a new name"
@@ -542,4 +602,7 @@ def _parent_doc_ids(store: CorpusStore, parent: str | None) -> list[str]:
 
 def _ingest_errors(errors: pa.Table) -> list[IngestError]:
     frame = pl.from_arrow(errors).sort(SORT_KEYS["errors"])
-    return [IngestError(r["source_path"], r["stage"], r["error_type"], r["reason"], r["access_scope"]) for r in frame.iter_rows(named=True)]
+    return [
+        IngestError(r["source_path"], r["stage"], r["error_type"], r["reason"], r["access_scope"])
+        for r in frame.iter_rows(named=True)
+    ]

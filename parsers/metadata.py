@@ -1,6 +1,7 @@
 """Per-document metadata given explicitly: a `<file>.citekeeper.json` sidecar or front matter (YAML between
 `---` lines, or Hugo's TOML between `+++` lines). Front matter is read whole, nested as generators write it,
 within bounds that refuse bombs; only the keys that decide identity and access must be plain text."""
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ import yaml
 
 from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS, parse_timestamp
 from citekeeper.text import lone_surrogate
-from parsers.model import ACCESS_SCOPES
+from parsers.records import ACCESS_SCOPES
 
 SIDECAR_SUFFIX = ".citekeeper.json"
 IDENTITY_KEYS = ("doc_id", "access_scope")  # decide which document it is and who may see it: plain text or refused
@@ -39,9 +40,13 @@ MAX_FRONT_MATTER_NODES = 10_000
 
 # A leading `---` (YAML) or `+++` (TOML) block, after blank lines at most (Hugo allows them), whose first line
 # looks like `key:` / `key =` (so a leading rule is not one), closed by the same fence (or `...` for YAML).
-_YAML_BLOCK = re.compile(r"\A(?:[ \t]*\r?\n)*---[ \t]*\r?\n(?=[A-Za-z_][\w-]*[ \t]*:)(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+_YAML_BLOCK = re.compile(
+    r"\A(?:[ \t]*\r?\n)*---[ \t]*\r?\n(?=[A-Za-z_][\w-]*[ \t]*:)(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S
+)
 _TOML_LINE = re.compile(r"\bline (\d+)")  # where tomllib's message says the error is, within the block
-_TOML_BLOCK = re.compile(r"\A(?:[ \t]*\r?\n)*\+\+\+[ \t]*\r?\n(?=[A-Za-z_\"'\[][^\n]*[=\]])(.*?)\r?\n\+\+\+[ \t]*(?:\r?\n|\Z)", re.S)
+_TOML_BLOCK = re.compile(
+    r"\A(?:[ \t]*\r?\n)*\+\+\+[ \t]*\r?\n(?=[A-Za-z_\"'\[][^\n]*[=\]])(.*?)\r?\n\+\+\+[ \t]*(?:\r?\n|\Z)", re.S
+)
 
 
 class MetadataError(ValueError):
@@ -68,7 +73,9 @@ def read_front_matter(text: str) -> FrontMatter:
             first_line = text.count("\n", 0, match.start(1)) + 1
             values, explicit, lines = load(_bounded(match.group(1)), first_line)
             as_json = json.dumps(values, ensure_ascii=False, default=_json_scalar)
-            return FrontMatter(_validated(explicit, "front matter"), as_json, text[match.end() :], json.loads(as_json), lines)
+            return FrontMatter(
+                _validated(explicit, "front matter"), as_json, text[match.end() :], json.loads(as_json), lines
+            )
     return FrontMatter({}, None, text)
 
 
@@ -108,11 +115,14 @@ class _StrictLoader(yaml.BaseLoader):
 _CORE_SCALARS = {
     "tag:yaml.org,2002:null": (r"^(?:~|null|Null|NULL|)$", lambda text: None),
     "tag:yaml.org,2002:bool": (r"^(?:true|True|TRUE|false|False|FALSE)$", lambda text: text.lower() == "true"),
-    "tag:yaml.org,2002:int": (r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", lambda text: int(text, 0) if text[:2] in ("0o", "0x") else int(text)),
+    "tag:yaml.org,2002:int": (
+        r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$",
+        lambda text: int(text, 0) if text[:2] in ("0o", "0x") else int(text),
+    ),
     "tag:yaml.org,2002:float": (r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$", float),
 }
 for _tag, (_pattern, _convert) in _CORE_SCALARS.items():
-    _StrictLoader.add_implicit_resolver(_tag, re.compile(_pattern), list("-+0123456789.~nNtTfF") + [""])
+    _StrictLoader.add_implicit_resolver(_tag, re.compile(_pattern), [*list("-+0123456789.~nNtTfF"), ""])
     _StrictLoader.add_constructor(_tag, lambda loader, node, convert=_convert: convert(loader.construct_scalar(node)))
 
 
@@ -291,7 +301,11 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
 def _validated(values: dict, origin: str) -> dict:
     """The keys checked: text, or a list of texts for LIST_FIELDS; an empty title is dropped (the parser's
     heading serves), any other empty text refused."""
-    values = {key: value for key, value in values.items() if not (key == "title" and isinstance(value, str) and not value.strip())}
+    values = {
+        key: value
+        for key, value in values.items()
+        if not (key == "title" and isinstance(value, str) and not value.strip())
+    }
     checked = {}
     for key, value in values.items():
         if SIDECAR_ALIASES.get(key, key) not in LIST_FIELDS:
@@ -324,7 +338,9 @@ def _interpreted(values: dict, origin: str, authority_levels: tuple[str, ...], l
     Raises MetadataError naming the key (`label`, where it was read from another key)."""
     authority = values.get("authority")
     if authority is not None and authority not in authority_levels:
-        raise MetadataError(f"{origin}: {label or 'authority'} {authority!r} is not one of the authority levels {list(authority_levels)}")
+        raise MetadataError(
+            f"{origin}: {label or 'authority'} {authority!r} is not one of the authority levels {list(authority_levels)}"
+        )
     dates = {}
     for key in DATE_FIELDS:
         if key in values:
@@ -397,6 +413,8 @@ def given_source_fields(front_matter: dict, sidecars: list[dict]) -> dict:
     if named:
         shared = [group for group in dict.fromkeys(named[0]) if all(group in groups for groups in named)]
         if not shared:
-            raise MetadataError(f"access_groups {' and '.join(map(str, named))} share no group: give one list the sources agree on")
+            raise MetadataError(
+                f"access_groups {' and '.join(map(str, named))} share no group: give one list the sources agree on"
+            )
         given["access_groups"] = shared
     return given

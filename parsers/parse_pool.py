@@ -16,6 +16,7 @@ the same way, as WorkerDied. The pool gives exactly what a serial parse gives.
 `iter_outcomes` hands each outcome on as soon as it is done (the order of completion), so that ingest can
 write it away and keep only a batch in memory.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,7 +36,15 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
 from parsers.document import parse_document
-from parsers.model import DocumentError, IngestError, NothingToCite, ParseConfig, ParsedDocument, SkippedDocument, SourceFile
+from parsers.records import (
+    DocumentError,
+    IngestError,
+    NothingToCite,
+    ParseConfig,
+    ParsedDocument,
+    SkippedDocument,
+    SourceFile,
+)
 
 Outcome = ParsedDocument | IngestError | SkippedDocument
 Progress = Callable[[str, int, int], None]  # (source_path, documents parsed so far, documents to parse)
@@ -57,8 +66,9 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def iter_outcomes(sources: list[SourceFile], config: ParseConfig,
-                  progress: Progress | None = None) -> Iterator[tuple[int, Outcome]]:
+def iter_outcomes(
+    sources: list[SourceFile], config: ParseConfig, progress: Progress | None = None
+) -> Iterator[tuple[int, Outcome]]:
     """(index in `sources`, outcome) of every source, each as soon as it is done: nothing is kept here, so
     memory stays what one document's outcome costs, however many sources there are.
 
@@ -106,8 +116,9 @@ def _runs(groups: list[Group], length: int) -> list[Group]:
     return runs
 
 
-def _parse_serially(sources: list[SourceFile], config: ParseConfig,
-                    progress: Progress | None) -> Iterator[tuple[int, Outcome]]:
+def _parse_serially(
+    sources: list[SourceFile], config: ParseConfig, progress: Progress | None
+) -> Iterator[tuple[int, Outcome]]:
     tasks = [task for group in _parse_groups(sources) for task in group]
     for done, (index, source) in enumerate(tasks, start=1):
         outcome = parse_one(source, config)
@@ -116,8 +127,9 @@ def _parse_serially(sources: list[SourceFile], config: ParseConfig,
         yield index, outcome
 
 
-def _parse_in_pool(runs: list[Group], n_sources: int, config: ParseConfig, size: int,
-                   progress: Progress | None) -> Iterator[tuple[int, Outcome]]:
+def _parse_in_pool(
+    runs: list[Group], n_sources: int, config: ParseConfig, size: int, progress: Progress | None
+) -> Iterator[tuple[int, Outcome]]:
     waiting = deque(runs)
     done = 0
     with closing(_Pool(size, config)) as pool:
@@ -266,7 +278,9 @@ class _Pool:
     def _start(self) -> _Worker:
         parent_end, child_end = self._context.Pipe()
         temp_dir = tempfile.mkdtemp(prefix="citekeeper-parse-")  # mode 0700
-        process = self._context.Process(target=_serve, args=(child_end, self._config, temp_dir), name="citekeeper-parse", daemon=True)
+        process = self._context.Process(
+            target=_serve, args=(child_end, self._config, temp_dir), name="citekeeper-parse", daemon=True
+        )
         with _main_module_hidden():
             process.start()
         child_end.close()
@@ -315,8 +329,10 @@ class _Pool:
         return [(task, error)]
 
     def _timed_out(self, worker: _Worker) -> IngestError:
-        reason = (f"parsing took longer than {self._timeout:g} s (parse_timeout_s); its worker process was "
-                  "killed and the file skipped")
+        reason = (
+            f"parsing took longer than {self._timeout:g} s (parse_timeout_s); its worker process was "
+            "killed and the file skipped"
+        )
         return IngestError(worker.tasks[0][1].source_path, "parse", "ParseTimeout", reason)
 
     def _died(self, worker: _Worker) -> IngestError:

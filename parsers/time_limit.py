@@ -2,6 +2,7 @@
 ingest (workers=1). Best effort: the handler runs only between Python bytecodes (C code that never returns
 holds it off) and Python drops an exception raised inside a finalizer or weakref callback (the alarm can land
 in one). The parse pool (parsers.parse_pool), the default, kills a worker instead, which nothing holds off."""
+
 from __future__ import annotations
 
 import signal

@@ -1,20 +1,21 @@
 """Every job, schedule and sensor: the per-version pipeline job, nightly reindex, change-driven runs, weekly
 retention (off by default), the sharded jobs (`sharded_jobs`), retries, one store writer at a time. Why one
 explicit job per version rather than declarative automation: docs/dagster.md."""
+
 import hashlib
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 
 from assets.partitions import corpus_versions
-from assets.sharding import COMMIT, SHARD_GROUP, STAGE, ShardedIngest
-from parsers.ingest import config_hash, latest_if_equal, tree_hash
-from parsers.discover import discover_sources
-from citekeeper.retention import gc
 from assets.resources import STORE_WRITER_POOL, STORE_WRITER_TAG, IngestResource, StoreResource
+from assets.sharding import COMMIT, SHARD_GROUP, STAGE, ShardedIngest
 from assets.verification import merge_shards_op, verify_shard_op
+from citekeeper.retention import gc
+from parsers.discover import discover_sources
+from parsers.ingest import config_hash, latest_if_equal, tree_hash
 
 WRITER_TAGS = {
     STORE_WRITER_TAG: "1",
@@ -26,17 +27,33 @@ WRITER_TAGS = {
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
 
 
-def _job(name: str, selection: dg.AssetSelection, description: str,
-         partitions_def: dg.PartitionsDefinition = corpus_versions, writes_store: bool = True):
-    return dg.define_asset_job(name, selection=selection, partitions_def=partitions_def,
-                               tags=WRITER_TAGS if writes_store else {}, op_retry_policy=TRANSIENT_RETRY,
-                               description=description)
+def _job(
+    name: str,
+    selection: dg.AssetSelection,
+    description: str,
+    partitions_def: dg.PartitionsDefinition = corpus_versions,
+    writes_store: bool = True,
+):
+    return dg.define_asset_job(
+        name,
+        selection=selection,
+        partitions_def=partitions_def,
+        tags=WRITER_TAGS if writes_store else {},
+        op_retry_policy=TRANSIENT_RETRY,
+        description=description,
+    )
 
 
-pipeline_job = _job("citekeeper_pipeline", dg.AssetSelection.all() - dg.AssetSelection.groups(SHARD_GROUP),
-                    "One corpus version end to end: ingest, diff, citation status, re-verification, report.")
-ingest_job = _job("citekeeper_ingest", dg.AssetSelection.groups("ingest"),
-                  "Ingest one corpus version (documents and chunks) and nothing downstream.")
+pipeline_job = _job(
+    "citekeeper_pipeline",
+    dg.AssetSelection.all() - dg.AssetSelection.groups(SHARD_GROUP),
+    "One corpus version end to end: ingest, diff, citation status, re-verification, report.",
+)
+ingest_job = _job(
+    "citekeeper_ingest",
+    dg.AssetSelection.groups("ingest"),
+    "Ingest one corpus version (documents and chunks) and nothing downstream.",
+)
 
 
 def source_fingerprint(source_root: Path, settings: str = "") -> str:
@@ -58,7 +75,7 @@ def source_fingerprint(source_root: Path, settings: str = "") -> str:
 
 def version_name(prefix: str, when: datetime, fingerprint: str | None = None) -> str:
     """A sortable, readable corpus version name, e.g. auto-20261130T011500Z-1a2b3c4d."""
-    stamp = when.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = when.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{prefix}-{stamp}" + (f"-{fingerprint[:8]}" if fingerprint else "")
 
 
@@ -95,7 +112,7 @@ def source_change_sensor(context: dg.SensorEvaluationContext, store: StoreResour
     if equal is not None:
         context.update_cursor(fingerprint)
         return dg.SkipReason(f"files under {source_root} were touched but their content equals version {equal}")
-    version = version_name("auto", datetime.now(timezone.utc), fingerprint)
+    version = version_name("auto", datetime.now(UTC), fingerprint)
     context.log.info(f"event=source_changed source_root={source_root} fingerprint={fingerprint[:12]} version={version}")
     return dg.SensorResult(
         run_requests=[dg.RunRequest(partition_key=version, run_key=version, tags={"citekeeper/trigger": "sensor"})],
@@ -127,30 +144,41 @@ def nightly_reindex_schedule(context: dg.ScheduleEvaluationContext, store: Store
 @dg.op(pool=STORE_WRITER_POOL, description="citekeeper gc with the resource's gc_keep_last and gc_keep.")
 def corpus_gc(context: dg.OpExecutionContext, store: StoreResource) -> dg.Output:
     if store.gc_keep_last is None:
-        raise dg.Failure("gc_keep_last is not set (CITEKEEPER_GC_KEEP_LAST): refusing to guess how many versions "
-                         "to keep", allow_retries=False)
+        raise dg.Failure(
+            "gc_keep_last is not set (CITEKEEPER_GC_KEEP_LAST): refusing to guess how many versions to keep",
+            allow_retries=False,
+        )
     summary = gc(store.corpus_store(), store.gc_keep_last, store.gc_keep)
     # A pruned version's corpus_version partition names a version that no longer exists: it goes too.
     partitions = set(context.instance.get_dynamic_partitions(corpus_versions.name))
     for version in summary.pruned:
         if version in partitions:
             context.instance.delete_dynamic_partition(corpus_versions.name, version)
-    context.log.info(f"event=gc pruned={len(summary.pruned)} kept={len(summary.kept)} "
-                     f"bytes_freed={summary.bytes_freed} lance_rewritten={summary.lance_rewritten}")
-    return dg.Output(None, metadata={
-        "pruned": summary.pruned,
-        "kept": {name: "; ".join(why) for name, why in summary.kept.items()},
-        "n_removed_outside_lancedb": len(summary.removed),
-        "bytes_before": summary.bytes_before,
-        "bytes_after": summary.bytes_after,
-        "bytes_freed": summary.bytes_freed,
-        "lance_versions_removed": summary.lance_versions_removed,
-        "duration_s": round(summary.seconds, 3),
-    })
+    context.log.info(
+        f"event=gc pruned={len(summary.pruned)} kept={len(summary.kept)} "
+        f"bytes_freed={summary.bytes_freed} lance_rewritten={summary.lance_rewritten}"
+    )
+    return dg.Output(
+        None,
+        metadata={
+            "pruned": summary.pruned,
+            "kept": {name: "; ".join(why) for name, why in summary.kept.items()},
+            "n_removed_outside_lancedb": len(summary.removed),
+            "bytes_before": summary.bytes_before,
+            "bytes_after": summary.bytes_after,
+            "bytes_freed": summary.bytes_freed,
+            "lance_versions_removed": summary.lance_versions_removed,
+            "duration_s": round(summary.seconds, 3),
+        },
+    )
 
 
-@dg.job(name="citekeeper_gc", tags=WRITER_TAGS, op_retry_policy=TRANSIENT_RETRY,
-        description="Retention: prune old corpus versions and what belongs only to them, compact the store.")
+@dg.job(
+    name="citekeeper_gc",
+    tags=WRITER_TAGS,
+    op_retry_policy=TRANSIENT_RETRY,
+    description="Retention: prune old corpus versions and what belongs only to them, compact the store.",
+)
 def gc_job():
     corpus_gc()
 
@@ -166,8 +194,9 @@ def gc_job():
 def weekly_gc_schedule(context: dg.ScheduleEvaluationContext, store: StoreResource):
     if store.gc_keep_last is None:
         return dg.SkipReason("gc_keep_last is not set (CITEKEEPER_GC_KEEP_LAST); nothing to do")
-    return dg.RunRequest(run_key=f"gc-{context.scheduled_execution_time:%Y%m%dT%H%M%SZ}",
-                         tags={"citekeeper/trigger": "schedule"})
+    return dg.RunRequest(
+        run_key=f"gc-{context.scheduled_execution_time:%Y%m%dT%H%M%SZ}", tags={"citekeeper/trigger": "schedule"}
+    )
 
 
 # ---------------------------------------------------------------------- the sharded jobs
@@ -181,25 +210,38 @@ def sharded_jobs(ingest: ShardedIngest, verify_shards: int) -> list[dg.JobDefini
     backfills of a version's ingest shards and answer shards."""
     # One run per (version, shard) partition, without the store-writer tag since staging takes no lock; then
     # one commit run per version, which does write.
-    stage = _job("citekeeper_ingest_shard_stage", dg.AssetSelection.assets(STAGE),
-                 "Parse one document shard of a corpus version into staging; run all shards in parallel.",
-                 partitions_def=ingest.partitions, writes_store=False)
-    commit = _job("citekeeper_ingest_shard_commit", dg.AssetSelection.assets(COMMIT),
-                  "Commit the staged shards of a corpus version as one version.")
+    stage = _job(
+        "citekeeper_ingest_shard_stage",
+        dg.AssetSelection.assets(STAGE),
+        "Parse one document shard of a corpus version into staging; run all shards in parallel.",
+        partitions_def=ingest.partitions,
+        writes_store=False,
+    )
+    commit = _job(
+        "citekeeper_ingest_shard_commit",
+        dg.AssetSelection.assets(COMMIT),
+        "Commit the staged shards of a corpus version as one version.",
+    )
 
-    @dg.job(name=SHARDED_INGEST_JOB, partitions_def=corpus_versions,
-            tags={STORE_WRITER_TAG: "1"},  # its last step writes the store
-            description="Backfill every doc_shard partition of a corpus version in one run: the shards' stage "
-            "steps in parallel (one process, or pod, each), then the commit.")
+    @dg.job(
+        name=SHARDED_INGEST_JOB,
+        partitions_def=corpus_versions,
+        tags={STORE_WRITER_TAG: "1"},  # its last step writes the store
+        description="Backfill every doc_shard partition of a corpus version in one run: the shards' stage "
+        "steps in parallel (one process, or pod, each), then the commit.",
+    )
     def ingest_sharded_job():
         ingest.commit_op(**{f"shard_{index}": op() for index, op in enumerate(ingest.stage_ops)})
 
     verify_ops = [verify_shard_op(index, verify_shards) for index in range(verify_shards)]
     merge = merge_shards_op(verify_shards)
 
-    @dg.job(name=SHARDED_VERIFY_JOB, partitions_def=corpus_versions,
-            description="Verify every answer shard of a corpus version in one run: the shards in parallel (one "
-            "process, or pod, each; they share the verdict cache), then the merge of their run metrics.")
+    @dg.job(
+        name=SHARDED_VERIFY_JOB,
+        partitions_def=corpus_versions,
+        description="Verify every answer shard of a corpus version in one run: the shards in parallel (one "
+        "process, or pod, each; they share the verdict cache), then the merge of their run metrics.",
+    )
     def verify_sharded_job():
         merge(**{f"shard_{index}": op() for index, op in enumerate(verify_ops)})
 

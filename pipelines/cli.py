@@ -1,4 +1,5 @@
 """The `citekeeper` command line. Each group of subcommands lives in a module of its own."""
+
 from __future__ import annotations
 
 import errno

@@ -1,4 +1,5 @@
 """citekeeper answers add | diff | stale."""
+
 from __future__ import annotations
 
 import json
@@ -7,13 +8,25 @@ from pathlib import Path
 import click
 import polars as pl
 
-from citekeeper.answers import MAX_CITATIONS_PER_ANSWER, MAX_CITATIONS_PER_CLAIM, MAX_CLAIMS_PER_ANSWER, AnswerLimits
+from changes.repair import DEFAULT_MIN_SCORE
+from citekeeper.answers.records import (
+    MAX_CITATIONS_PER_ANSWER,
+    MAX_CITATIONS_PER_CLAIM,
+    MAX_CLAIMS_PER_ANSWER,
+    AnswerLimits,
+)
 from citekeeper.schema import ANSWER_EXPORT, CITATION_STATUSES
 from citekeeper.scope import write_shared_status
-from citekeeper.text import printable
 from citekeeper.store import CorpusStore, StoreError
-from pipelines.cli_common import OutputCommand, OutputPath, force_option, include_internal_text_option, reading, store_option
-from changes.repair import DEFAULT_MIN_SCORE
+from citekeeper.text import printable
+from pipelines.cli_common import (
+    OutputCommand,
+    OutputPath,
+    force_option,
+    include_internal_text_option,
+    reading,
+    store_option,
+)
 
 
 @click.group("answers")
@@ -23,21 +36,53 @@ def answers_group() -> None:
 
 @answers_group.command("add")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--max-claims-per-answer", type=click.IntRange(min=1), default=MAX_CLAIMS_PER_ANSWER, show_default=True,
-              help="An answer of more claims (sentences, in marker form) is refused as a bad line.")
-@click.option("--max-citations-per-claim", type=click.IntRange(min=1), default=MAX_CITATIONS_PER_CLAIM, show_default=True,
-              help="An answer with a claim of more citations is refused as a bad line.")
-@click.option("--max-citations-per-answer", type=click.IntRange(min=1), default=MAX_CITATIONS_PER_ANSWER, show_default=True,
-              help="An answer of more citations, all its claims together, is refused as a bad line.")
-@click.option("--from", "response_format", default=None, metavar="FORMAT",
-              help="Each line is {answer_id, question, corpus_version, documents, response}, the response as this API or "
-              "framework returns it: anthropic, openai, cohere, gemini, llamaindex or langchain.")
-@click.option("--audience", default=None, metavar="GROUP,...", callback=lambda _ctx, _param, value: _audience(value),
-              help="The access groups the answers were given to: a record that names none gets these, one that names its "
-              "own keeps only the groups both name (never wider). Citations of documents outside it are out_of_scope.")
+@click.option(
+    "--max-claims-per-answer",
+    type=click.IntRange(min=1),
+    default=MAX_CLAIMS_PER_ANSWER,
+    show_default=True,
+    help="An answer of more claims (sentences, in marker form) is refused as a bad line.",
+)
+@click.option(
+    "--max-citations-per-claim",
+    type=click.IntRange(min=1),
+    default=MAX_CITATIONS_PER_CLAIM,
+    show_default=True,
+    help="An answer with a claim of more citations is refused as a bad line.",
+)
+@click.option(
+    "--max-citations-per-answer",
+    type=click.IntRange(min=1),
+    default=MAX_CITATIONS_PER_ANSWER,
+    show_default=True,
+    help="An answer of more citations, all its claims together, is refused as a bad line.",
+)
+@click.option(
+    "--from",
+    "response_format",
+    default=None,
+    metavar="FORMAT",
+    help="Each line is {answer_id, question, corpus_version, documents, response}, the response as this API or "
+    "framework returns it: anthropic, openai, cohere, gemini, llamaindex or langchain.",
+)
+@click.option(
+    "--audience",
+    default=None,
+    metavar="GROUP,...",
+    callback=lambda _ctx, _param, value: _audience(value),
+    help="The access groups the answers were given to: a record that names none gets these, one that names its "
+    "own keeps only the groups both name (never wider). Citations of documents outside it are out_of_scope.",
+)
 @store_option
-def answers_add(file: Path, max_claims_per_answer: int, max_citations_per_claim: int, max_citations_per_answer: int,
-                response_format: str | None, audience: tuple[str, ...] | None, store_dir: Path) -> None:
+def answers_add(
+    file: Path,
+    max_claims_per_answer: int,
+    max_citations_per_claim: int,
+    max_citations_per_answer: int,
+    response_format: str | None,
+    audience: tuple[str, ...] | None,
+    store_dir: Path,
+) -> None:
     """Register the answers of FILE (JSONL or Parquet, structured or marker form, or --from FORMAT).
 
     Good lines register even when others are malformed; each bad line is reported with its line number
@@ -45,8 +90,8 @@ def answers_add(file: Path, max_claims_per_answer: int, max_citations_per_claim:
     hold (that answer registers, the citation invalid). Re-adding identical content is a no-op; changed content
     becomes a new revision.
     """
-    from citekeeper.answer_store import AnswerStore, AnswerStoreLocked
-    from citekeeper.rag_formats import UnknownFormat
+    from citekeeper.answers.formats import UnknownFormat
+    from citekeeper.answers.store import AnswerStore, AnswerStoreLocked
 
     try:
         limits = AnswerLimits(max_claims_per_answer, max_citations_per_claim, max_citations_per_answer)
@@ -77,10 +122,12 @@ def _audience(value: str | None) -> tuple[str, ...] | None:
 @store_option
 def answers_list(store_dir: Path) -> None:
     """The current answers: id, revision, claims and citations."""
-    from citekeeper.answer_views import answer_list
+    from citekeeper.answers.export import answer_list
 
     for row in answer_list(CorpusStore.from_env(store_dir)).iter_rows(named=True):
-        click.echo(f"{printable(row['answer_id'])}  revision {row['revision']}  {row['n_claims']} claims  {row['n_citations']} citations")
+        click.echo(
+            f"{printable(row['answer_id'])}  revision {row['revision']}  {row['n_claims']} claims  {row['n_citations']} citations"
+        )
 
 
 @answers_group.command("show")
@@ -89,7 +136,8 @@ def answers_list(store_dir: Path) -> None:
 @store_option
 def answers_show(answer_id: str, include_internal_text: bool, store_dir: Path) -> None:
     """ANSWER_ID as registered: its claims, and each citation's document, locator and quote."""
-    from citekeeper.answer_views import UnknownAnswer, shown_answer
+    from citekeeper.answers.export import shown_answer
+    from citekeeper.answers.store import UnknownAnswer
     from reports.terminal import source_line
 
     try:
@@ -103,15 +151,27 @@ def answers_show(answer_id: str, include_internal_text: bool, store_dir: Path) -
         first = claim.row(0, named=True)
         click.echo(f"  claim {claim_index + 1} ({first['claim_status']}): {printable(first['claim_text'])}")
         for cite in claim.filter(pl.col("citation_id").is_not_null()).iter_rows(named=True):
-            where = " · ".join(str(p) for p in (cite["source_path"] or "chunk not in its version", cite["locator"], cite["chunk_id"],
-                                                 f"chars {cite['start_char']}–{cite['end_char']}", cite["cited_version"]) if p is not None)  # fmt: skip
+            where = " · ".join(
+                str(p)
+                for p in (
+                    cite["source_path"] or "chunk not in its version",
+                    cite["locator"],
+                    cite["chunk_id"],
+                    f"chars {cite['start_char']}–{cite['end_char']}",
+                    cite["cited_version"],
+                )
+                if p is not None
+            )
             click.echo(f"    [{cite['citation_index'] + 1}] {printable(where)}")
             if source_line(cite):  # a redacted source shows this instead of its text
                 click.echo(f"        {printable(source_line(cite))}")
             if cite["anchored_by"] not in (None, "chunk_id"):  # cited by document: how registration anchored it
                 score = f" {cite['anchor_score']:.2f}" if cite["anchor_score"] is not None else ""
                 review = ", needs review" if cite["needs_review"] else ""
-                click.echo(f"        anchored by {cite['anchored_by']}{score}{review}" + (f": {printable(cite['anchor_note'])}" if cite["anchor_note"] else ""))
+                click.echo(
+                    f"        anchored by {cite['anchored_by']}{score}{review}"
+                    + (f": {printable(cite['anchor_note'])}" if cite["anchor_note"] else "")
+                )
             if cite["quote"] is not None:
                 click.echo(f"        “{printable(cite['quote'])}”")
 
@@ -125,7 +185,8 @@ def answers_show(answer_id: str, include_internal_text: bool, store_dir: Path) -
 def answers_export(out: Path, force: bool, answer_id: str | None, include_internal_text: bool, store_dir: Path) -> None:
     """One row per citation of every current answer (schema ANSWER_EXPORT): claim, document, chunk, quote and
     its span in the version cited."""
-    from citekeeper.answer_views import UnknownAnswer, citation_rows
+    from citekeeper.answers.export import citation_rows
+    from citekeeper.answers.store import UnknownAnswer
     from citekeeper.outputs import output_metadata
     from citekeeper.scope import raw_text_metadata
     from citekeeper.tables import write_parquet
@@ -134,7 +195,9 @@ def answers_export(out: Path, force: bool, answer_id: str | None, include_intern
         rows = citation_rows(CorpusStore.from_env(store_dir), answer_id, include_internal_text)
     except UnknownAnswer as exc:
         raise click.ClickException(exc.args[0]) from None
-    write_parquet(rows, ANSWER_EXPORT.with_metadata(raw_text_metadata(include_internal_text) | output_metadata("answers")), out)
+    write_parquet(
+        rows, ANSWER_EXPORT.with_metadata(raw_text_metadata(include_internal_text) | output_metadata("answers")), out
+    )
     click.echo(f"wrote {rows.height} rows of {rows['answer_id'].n_unique()} answers to {out}")
 
 
@@ -147,9 +210,9 @@ def answers_export(out: Path, force: bool, answer_id: str | None, include_intern
 @store_option
 def diff_command(old: str, new: str, out: Path | None, force: bool, as_json: bool, store_dir: Path) -> None:
     """Diff corpus versions OLD and NEW at document and chunk level."""
+    from changes.diff import diff_versions
     from citekeeper.outputs import output_metadata
     from citekeeper.schema import CHUNK_DIFF
-    from changes.diff import diff_versions
     from citekeeper.tables import write_parquet
 
     try:
@@ -161,7 +224,13 @@ def diff_command(old: str, new: str, out: Path | None, force: bool, as_json: boo
         write_parquet(diff.chunks, CHUNK_DIFF.with_metadata(output_metadata("chunk_diff")), out)
     changed = diff.changed_docs().select("change", "old_source_path", "new_source_path").to_dicts()
     if as_json:
-        payload = {"old": old, "new": new, "documents": diff.doc_counts(), "chunks": diff.chunk_counts(), "changed_documents": changed}
+        payload = {
+            "old": old,
+            "new": new,
+            "documents": diff.doc_counts(),
+            "chunks": diff.chunk_counts(),
+            "changed_documents": changed,
+        }
         click.echo(json.dumps(payload, indent=2))
         return
     click.echo(f"{old} -> {new}")
@@ -198,8 +267,16 @@ def _statuses(value: str | None) -> list[str]:
 @click.option("--no-reanchor", is_flag=True, help="Skip re-anchoring suggestions for stale/removed citations.")
 @include_internal_text_option
 @store_option
-def stale_command(target: str, out: Path | None, report: Path | None, force: bool, fail_on: list[str], no_reanchor: bool,
-                  include_internal_text: bool, store_dir: Path) -> None:  # fmt: skip
+def stale_command(
+    target: str,
+    out: Path | None,
+    report: Path | None,
+    force: bool,
+    fail_on: list[str],
+    no_reanchor: bool,
+    include_internal_text: bool,
+    store_dir: Path,
+) -> None:
     """Judge every registered citation against corpus version --against.
 
     Exits 0 unless a status listed in --fail-on occurs (then 1).
@@ -239,8 +316,16 @@ def stale_command(target: str, out: Path | None, report: Path | None, force: boo
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @include_internal_text_option
 @store_option
-def repair_command(target: str, min_score: float, out: Path | None, force: bool, apply: bool, as_json: bool, include_internal_text: bool,
-                   store_dir: Path) -> None:  # fmt: skip
+def repair_command(
+    target: str,
+    min_score: float,
+    out: Path | None,
+    force: bool,
+    apply: bool,
+    as_json: bool,
+    include_internal_text: bool,
+    store_dir: Path,
+) -> None:
     """Repair the registered citations against corpus version --against.
 
     Each answer with a citation that can be re-pointed is written as a new revision, in the form it was
@@ -253,15 +338,23 @@ def repair_command(target: str, min_score: float, out: Path | None, force: bool,
     from changes.repair import repair_citations
 
     try:
-        result = repair_citations(CorpusStore.from_env(store_dir), target, min_score=min_score, out=out, apply=apply,
-                                  include_internal_text=include_internal_text)  # fmt: skip
+        result = repair_citations(
+            CorpusStore.from_env(store_dir),
+            target,
+            min_score=min_score,
+            out=out,
+            apply=apply,
+            include_internal_text=include_internal_text,
+        )
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
     summary = result.summary()
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:
-        click.echo(f"repair against {target}: {summary['n_citations']} citations, {summary['n_answers_repaired']} answers to revise")
+        click.echo(
+            f"repair against {target}: {summary['n_citations']} citations, {summary['n_answers_repaired']} answers to revise"
+        )
         click.echo("  " + "  ".join(f"{kind} {n}" for kind, n in summary["repairs"].items()))
         click.echo(f"  {summary['n_needs_review']} citation(s) need review")
         click.echo(f"repaired answers at {result.paths['jsonl']}" + (f" and {out}" if out is not None else ""))

@@ -1,4 +1,5 @@
 """Options shared by every citekeeper subcommand."""
+
 from __future__ import annotations
 
 import os
@@ -61,17 +62,27 @@ def authority_levels_option(func):
     from citekeeper.sources import AUTHORITY_LEVELS_ENV, DEFAULT_AUTHORITY_LEVELS
 
     return click.option(
-        "--authority-levels", "authority_levels", envvar=AUTHORITY_LEVELS_ENV, metavar="L1,L2,...",
-        default=",".join(DEFAULT_AUTHORITY_LEVELS), show_default=True,
+        "--authority-levels",
+        "authority_levels",
+        envvar=AUTHORITY_LEVELS_ENV,
+        metavar="L1,L2,...",
+        default=",".join(DEFAULT_AUTHORITY_LEVELS),
+        show_default=True,
         callback=lambda ctx, param, value: tuple(v.strip() for v in value.split(",") if v.strip()),
         help=f"The authority vocabulary, most authoritative first (or ${AUTHORITY_LEVELS_ENV}).",
-    )(func)  # fmt: skip
+    )(func)
 
 
 def language_option(help: str):
     """`--language auto|en|zh|multi`, else $CITEKEEPER_LANGUAGE, else auto: the command gets the checked setting."""
-    return click.option("--language", type=click.Choice(LANGUAGES, case_sensitive=False), default=None,
-                        show_default=f"${LANGUAGE_ENV} or auto", callback=_checked_language, help=help)  # fmt: skip
+    return click.option(
+        "--language",
+        type=click.Choice(LANGUAGES, case_sensitive=False),
+        default=None,
+        show_default=f"${LANGUAGE_ENV} or auto",
+        callback=_checked_language,
+        help=help,
+    )
 
 
 def _checked_language(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
@@ -91,9 +102,11 @@ class OutputPath(click.Path):
         self.kind = kind
 
 
-force_option = click.option("--force", is_flag=True,
-                            help="Replace an existing output file that is not an output of the same kind (never one "
-                                 "inside the store).")  # fmt: skip
+force_option = click.option(
+    "--force",
+    is_flag=True,
+    help="Replace an existing output file that is not an output of the same kind (never one inside the store).",
+)
 
 
 class OutputCommand(click.Command):

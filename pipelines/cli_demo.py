@@ -1,5 +1,6 @@
 """`citekeeper demo`: the whole pipeline on the bundled sample corpus (package data, only read), through the real
 Dagster job; running it again gives the same results (docs/demo.md)."""
+
 import json
 from importlib import resources
 from pathlib import Path
@@ -46,7 +47,7 @@ def source_texts(source_dir: Path, max_docs: int | None = None) -> list[str]:
     from citekeeper.language import SAMPLE_DOCS, sample_of
     from parsers.discover import discover_sources
     from parsers.document import extract_blocks
-    from parsers.model import DocumentError, ParseConfig
+    from parsers.records import DocumentError, ParseConfig
 
     config = ParseConfig()
     sources, _ = discover_sources(source_dir, config)
@@ -62,9 +63,9 @@ def source_texts(source_dir: Path, max_docs: int | None = None) -> list[str]:
 
 def run_version(instance, store_dir: Path, version: str, source: Path, answers: Path, nli_model: str | None) -> None:
     """Materialize every asset of one corpus version with the pipeline job; raise with the failing steps."""
+    from assets.resources import AnswersResource, CitekeeperSettings, IngestResource, StoreResource, VerifierResource
     from citekeeper.locations import locations_from_env
     from pipelines.definitions import build_definitions
-    from assets.resources import AnswersResource, CitekeeperSettings, IngestResource, StoreResource, VerifierResource
 
     if not instance.has_dynamic_partition("corpus_version", version):
         instance.add_dynamic_partitions("corpus_version", [version])
@@ -98,11 +99,11 @@ def summary(store_dir: Path, nli_note: str) -> str:
     """Where everything went, and what the v1 -> v2 update did to the sample answers."""
     import polars as pl
 
+    from citekeeper.layout import latest_run_dir
     from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
     from citekeeper.store import CorpusStore
-    from reports.terminal import terminal_summary
-    from citekeeper.layout import latest_run_dir
     from citekeeper.tables import read_parquet
+    from reports.terminal import terminal_summary
 
     store = CorpusStore.from_env(store_dir)
     old, new = VERSIONS
@@ -118,8 +119,11 @@ def summary(store_dir: Path, nli_note: str) -> str:
         "",
         f"citekeeper demo: sample corpus {old} -> {new}, store {store.root}",
         "",
-        *(f"  corpus {m.name}: {m.n_documents} documents, {m.n_chunks} chunks, {m.n_errors} quarantined "
-          f"-> {_chunks_file(store, m.name)}" for m in store.versions()),
+        *(
+            f"  corpus {m.name}: {m.n_documents} documents, {m.n_chunks} chunks, {m.n_errors} quarantined "
+            f"-> {_chunks_file(store, m.name)}"
+            for m in store.versions()
+        ),
         f"  diff {old} -> {new}:        {layout.diff_dir(old, new)}",
         f"  citation status:       {layout.citation_status_file(new)}",
         f"  blast radius:          {layout.blast_radius_file(new)}",
@@ -134,7 +138,8 @@ def summary(store_dir: Path, nli_note: str) -> str:
         f"  apply it: citekeeper repair --against {new} --apply --store {store.root}",
         "",
         nli_note,
-        f"claims against {new}: " + ", ".join(f"{s} {n}" for s, n in claim_counts.items())
+        f"claims against {new}: "
+        + ", ".join(f"{s} {n}" for s, n in claim_counts.items())
         + f" (model calls {run['model_calls']}, cache hits {run['cache_hits']}, "
         f"lexical decisions {run['lexical_decisions']})",
         *_source_model_lines(claims, status),
@@ -149,17 +154,26 @@ def _source_model_lines(claims, status) -> list[str]:
     conflicts = claims.filter(pl.col("conflict").is_not_null()).sort("conflict", "answer_id")
     out_of_scope = status.filter(pl.col("status") == "out_of_scope").sort("answer_id")
     return [
-        *(f"  {row['conflict']} conflict ({row['answer_id']}): {row['reason']}" for row in conflicts.iter_rows(named=True)),
+        *(
+            f"  {row['conflict']} conflict ({row['answer_id']}): {row['reason']}"
+            for row in conflicts.iter_rows(named=True)
+        ),
         *(f"  out of scope ({row['answer_id']}): {row['reason']}" for row in out_of_scope.iter_rows(named=True)),
     ]
 
 
 @click.command("demo")
 @store_option_defaulting_to(DEMO_STORE, "Where the demo's store (and its Dagster run history) goes.")
-@click.option("--corpus", type=click.Path(file_okay=False, exists=True, path_type=Path), default=SAMPLE_CORPUS,
-              show_default="the bundled sample corpus", help="A corpus dir with v1/, v2/ and answers.jsonl.")
-@click.option("--model", default=None,
-              help="NLI model (hub id or local dir); default: try the default model of --language.")  # fmt: skip
+@click.option(
+    "--corpus",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=SAMPLE_CORPUS,
+    show_default="the bundled sample corpus",
+    help="A corpus dir with v1/, v2/ and answers.jsonl.",
+)
+@click.option(
+    "--model", default=None, help="NLI model (hub id or local dir); default: try the default model of --language."
+)
 @language_option("Corpus language, which picks the default NLI model; auto detects it from the v1 documents.")
 @click.option("--no-model", is_flag=True, help="Skip NLI; run the anchoring and lexical tiers only.")
 def demo_command(store_dir: Path, corpus: Path, model: str | None, language: str, no_model: bool) -> None:

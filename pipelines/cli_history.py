@@ -1,4 +1,5 @@
 """citekeeper history."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ def history_command(answer_id: str, as_json: bool, store_dir: Path) -> None:
     Statuses come from the stored `stale` outputs where they exist and are judged here where they do not
     (nothing is written but cached diffs).
     """
+    from changes.history import answer_history
+    from citekeeper.answers.store import UnknownAnswer
     from citekeeper.store import CorpusStore, StoreError
-    from changes.history import UnknownAnswer, answer_history
     from reports.history import format_history, shared_history
 
     try:

@@ -1,4 +1,5 @@
 """citekeeper models pull."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from citekeeper.models import PulledModel
+from citekeeper.model_sources import PulledModel
 from citekeeper.outputs import DIRECTORY
 from pipelines.cli_common import OutputCommand, OutputPath, language_option
 
@@ -18,15 +19,22 @@ def models_group() -> None:
 
 @models_group.command("pull", cls=OutputCommand)
 @click.argument("models", nargs=-1)
-@click.option("--to", "to_dir", required=True, type=OutputPath(DIRECTORY),
-              help="Directory to save the models in, one subdirectory each; copy it to the machine without network.")  # fmt: skip
-@language_option("Without MODEL arguments: pull the default NLI and embedding models of this corpus language "
-                 "(auto: of every language, as detection may pick any).")
+@click.option(
+    "--to",
+    "to_dir",
+    required=True,
+    type=OutputPath(DIRECTORY),
+    help="Directory to save the models in, one subdirectory each; copy it to the machine without network.",
+)
+@language_option(
+    "Without MODEL arguments: pull the default NLI and embedding models of this corpus language "
+    "(auto: of every language, as detection may pick any)."
+)
 def pull_command(models: tuple[str, ...], to_dir: Path, language: str) -> None:
     """Save MODELs (hub ids or local directories; default: the --language defaults) under --to DIR, each a plain
     directory that loads with no network. A hub id is downloaded into the Hugging Face cache unless already there."""
     from citekeeper.language import models_for
-    from citekeeper.models import ModelSourceError, default_models, languages_of, pull
+    from citekeeper.model_sources import ModelSourceError, default_models, languages_of, pull
 
     if models and click.get_current_context().get_parameter_source("language") is ParameterSource.COMMANDLINE:
         raise click.UsageError("give MODEL arguments or --language, not both")
@@ -47,7 +55,9 @@ def _describe(model: PulledModel, role: str | None) -> str:
 
     nli, embedding = f"--model {model.path}", f"CITEKEEPER_EMBEDDING_MODEL={model.path}"
     preset = preset_for(model.spec)
-    use = {"nli": nli, "embedding": embedding}.get("nli" if preset else role, f"{nli} (NLI) or {embedding} (embeddings)")
+    use = {"nli": nli, "embedding": embedding}.get(
+        "nli" if preset else role, f"{nli} (NLI) or {embedding} (embeddings)"
+    )
     commit = f" @ {model.commit}" if model.commit else ""
     known = f"\n  checker: {_preset_line(preset)}" if preset else ""
     return f"{model.spec}{commit} -> {model.path}\n  use: {use}{known}"

@@ -1,4 +1,5 @@
 """citekeeper verify."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,10 +7,17 @@ from pathlib import Path
 import click
 
 from citekeeper.language import ENGLISH, MULTILINGUAL, ModelChoice
-from verifiers.conflicts import RankingSettings
-from verifiers.checkers import PROTOCOLS
 from citekeeper.outputs import DIRECTORY
-from pipelines.cli_common import OutputCommand, OutputPath, authority_levels_option, language_option, reading, store_option
+from pipelines.cli_common import (
+    OutputCommand,
+    OutputPath,
+    authority_levels_option,
+    language_option,
+    reading,
+    store_option,
+)
+from verifiers.checkers import PROTOCOLS
+from verifiers.conflicts import RankingSettings
 
 
 @click.command("verify", cls=OutputCommand)
@@ -21,42 +29,101 @@ from pipelines.cli_common import OutputCommand, OutputPath, authority_levels_opt
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Verify the answers in this JSONL/Parquet file instead of the registered ones (nothing is registered).",
 )
-@click.option("--model", default=None,
-              help="Checker (an NLI model or a fact-checker): Hugging Face hub id or local directory. [default: the "
-                   f"--language default: {ENGLISH.nli} for en ({ENGLISH.gpu_nli} on a GPU), {MULTILINGUAL.nli} for zh "
-                   "and multi]")  # fmt: skip
-@language_option("Corpus language, which picks the default NLI model when --model is not given; auto detects it "
-                 "from a sample of the version's chunk texts.")
-@click.option("--checker", type=click.Choice(PROTOCOLS), default=None,
-              help="The model's protocol. [default: the preset's for a known checker, else what its config implies: "
-                   "a 3-way (or entailment/not_entailment) classifier nli, another 2-label classifier binary, a seq2seq "
-                   "model seq2seq, a causal LM causal-lm]")  # fmt: skip
-@click.option("--supported-label", type=click.IntRange(0), default=None,
-              help="binary: the output index that means supported. [default: 1, as MiniCheck's]")
-@click.option("--backend", type=click.Choice(["torch", "onnx"]), default="torch", show_default=True,
-              help="onnx: ONNX Runtime with int8 weights, exported once from the same model and cached.")  # fmt: skip
-@click.option("--no-model", is_flag=True, help="Run only the anchoring and lexical tiers; undecided claims are 'unverified'.")
-@click.option("--out", "out_dir", required=True, type=OutputPath(DIRECTORY),
-              help="Output directory: <out>/corpus_version=<v>/run_id=<r>/{pairs,claims,answers,run}.parquet")  # fmt: skip
-@click.option("--fail-under", type=click.FloatRange(0.0, 1.0), default=None,
-              help="Exit 1 when the share of supported claims is below RATE.")  # fmt: skip
-@click.option("--batch-size", type=click.IntRange(1), default=None,
-              help="Pairs per forward pass to start from (halved on out-of-memory). [default: 32 on the CPU, 256 on a GPU]")
-@click.option("--device", default="auto", show_default=True,
-              help="auto|cpu|cuda|cuda:N; auto takes a GPU when torch sees one (bf16 or fp16 there), else the CPU.")
-@click.option("--threads", type=click.IntRange(1), default=None, help="torch intra-op threads. [default: torch's, one per core]")
-@click.option("--shard", "shard_spec", default=None, metavar="I/N",
-              help="Verify only answer shard I of N (a stable hash of answer_id); run every shard with the same "
-                   "--run-id, then `citekeeper verify-merge`.")  # fmt: skip
+@click.option(
+    "--model",
+    default=None,
+    help="Checker (an NLI model or a fact-checker): Hugging Face hub id or local directory. [default: the "
+    f"--language default: {ENGLISH.nli} for en ({ENGLISH.gpu_nli} on a GPU), {MULTILINGUAL.nli} for zh "
+    "and multi]",
+)
+@language_option(
+    "Corpus language, which picks the default NLI model when --model is not given; auto detects it "
+    "from a sample of the version's chunk texts."
+)
+@click.option(
+    "--checker",
+    type=click.Choice(PROTOCOLS),
+    default=None,
+    help="The model's protocol. [default: the preset's for a known checker, else what its config implies: "
+    "a 3-way (or entailment/not_entailment) classifier nli, another 2-label classifier binary, a seq2seq "
+    "model seq2seq, a causal LM causal-lm]",
+)
+@click.option(
+    "--supported-label",
+    type=click.IntRange(0),
+    default=None,
+    help="binary: the output index that means supported. [default: 1, as MiniCheck's]",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["torch", "onnx"]),
+    default="torch",
+    show_default=True,
+    help="onnx: ONNX Runtime with int8 weights, exported once from the same model and cached.",
+)
+@click.option(
+    "--no-model", is_flag=True, help="Run only the anchoring and lexical tiers; undecided claims are 'unverified'."
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=OutputPath(DIRECTORY),
+    help="Output directory: <out>/corpus_version=<v>/run_id=<r>/{pairs,claims,answers,run}.parquet",
+)
+@click.option(
+    "--fail-under",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="Exit 1 when the share of supported claims is below RATE.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1),
+    default=None,
+    help="Pairs per forward pass to start from (halved on out-of-memory). [default: 32 on the CPU, 256 on a GPU]",
+)
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    help="auto|cpu|cuda|cuda:N; auto takes a GPU when torch sees one (bf16 or fp16 there), else the CPU.",
+)
+@click.option(
+    "--threads", type=click.IntRange(1), default=None, help="torch intra-op threads. [default: torch's, one per core]"
+)
+@click.option(
+    "--shard",
+    "shard_spec",
+    default=None,
+    metavar="I/N",
+    help="Verify only answer shard I of N (a stable hash of answer_id); run every shard with the same "
+    "--run-id, then `citekeeper verify-merge`.",
+)
 @click.option("--run-id", default=None, help="The run's id (default: a new timestamp); the shards of one run share it.")
-@click.option("--rank-weight", "rank_weights", multiple=True, metavar="TERM=W",
-              help="A weight of the conflict ranking S = w_a*authority + w_t*time + w_s*scope + w_v*support - "
-                   "w_x*penalty, e.g. --rank-weight authority=2; repeat per term. [defaults: authority 1, the others 0.5]")
-@click.option("--conflict-margin", type=click.FloatRange(0.0), default=RankingSettings.margin, show_default=True,
-              help="The lead in S by which the best evidence of one side decides a conflict; under it the claim stays conflicted.")
-@click.option("--half-life-days", type=click.FloatRange(0.0, min_open=True), default=RankingSettings.half_life_days,
-              show_default=True, help="Time term of a dated source without a version to match: it halves every this many days "
-                                      "before the answer was given.")  # fmt: skip
+@click.option(
+    "--rank-weight",
+    "rank_weights",
+    multiple=True,
+    metavar="TERM=W",
+    help="A weight of the conflict ranking S = w_a*authority + w_t*time + w_s*scope + w_v*support - "
+    "w_x*penalty, e.g. --rank-weight authority=2; repeat per term. [defaults: authority 1, the others 0.5]",
+)
+@click.option(
+    "--conflict-margin",
+    type=click.FloatRange(0.0),
+    default=RankingSettings.margin,
+    show_default=True,
+    help="The lead in S by which the best evidence of one side decides a conflict; under it the claim stays conflicted.",
+)
+@click.option(
+    "--half-life-days",
+    type=click.FloatRange(0.0, min_open=True),
+    default=RankingSettings.half_life_days,
+    show_default=True,
+    help="Time term of a dated source without a version to match: it halves every this many days "
+    "before the answer was given.",
+)
 @authority_levels_option
 def verify_command(
     store_dir: Path,
@@ -81,14 +148,13 @@ def verify_command(
     authority_levels: tuple[str, ...],
 ) -> None:
     """Check every claim against its cited evidence (anchoring, lexical fast path, NLI) and write Parquet."""
-    from citekeeper.language import sample_store_texts
-    from citekeeper.store import CorpusStore, StoreError
     from changes.evidence import AnswersFileError
+    from citekeeper.language import sample_store_texts
+    from citekeeper.sharding import Shard
+    from citekeeper.store import CorpusStore, StoreError
     from verifiers.checkers import licence_notice
     from verifiers.nli import ScorerUnavailable, chosen_scorer
     from verifiers.verify_store import verify_store
-
-    from citekeeper.sharding import Shard
 
     if no_model and model:
         raise click.UsageError("--model and --no-model exclude each other")
@@ -109,29 +175,54 @@ def verify_command(
         if not no_model:
             try:
                 choice, scorer = chosen_scorer(
-                    model, language, lambda: sample_store_texts(store, version), f"corpus version {version}", device=device,
-                    backend=backend, onnx_cache_dir=store.layout.onnx_dir, batch_size=batch_size, progress=True,
-                    threads=threads, checker=checker, supported_label=supported_label,
-                )  # fmt: skip
+                    model,
+                    language,
+                    lambda: sample_store_texts(store, version),
+                    f"corpus version {version}",
+                    device=device,
+                    backend=backend,
+                    onnx_cache_dir=store.layout.onnx_dir,
+                    batch_size=batch_size,
+                    progress=True,
+                    threads=threads,
+                    checker=checker,
+                    supported_label=supported_label,
+                )
             except ScorerUnavailable as exc:
-                hint = "" if model else (
-                    f"\n(chosen as the {exc.choice.reason}; --language en|zh|multi or --model overrides the choice)"
+                hint = (
+                    ""
+                    if model
+                    else (
+                        f"\n(chosen as the {exc.choice.reason}; --language en|zh|multi or --model overrides the choice)"
+                    )
                 )
                 raise click.ClickException(f"NLI model: {exc.choice.describe()}\n{exc}{hint}") from exc
             click.echo(f"NLI model: {choice.describe()}")
-            click.echo(f"device: {scorer.placement.device}, {scorer.precision} ({scorer.placement.reason}); checker: {scorer.checker}")
+            click.echo(
+                f"device: {scorer.placement.device}, {scorer.precision} ({scorer.placement.reason}); checker: {scorer.checker}"
+            )
             if notice := licence_notice(choice.model, scorer.preset):
                 click.echo(f"licence: {notice}", err=True)
         try:
-            result, _ = verify_store(store, out_dir, version=version, answers_file=answers_file, scorer=scorer,
-                                     settings=settings, run_id=run_id, shard=shard)  # fmt: skip
+            result, _ = verify_store(
+                store,
+                out_dir,
+                version=version,
+                answers_file=answers_file,
+                scorer=scorer,
+                settings=settings,
+                run_id=run_id,
+                shard=shard,
+            )
         except (StoreError, AnswersFileError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
     run = result.run.row(0, named=True)
     click.echo(_summary(run, result.directory, choice))
     if shard is not None:
-        click.echo(f"shard {shard.index}/{shard.count} of run {run['run_id']}: merge with `citekeeper verify-merge "
-                   f"--out {out_dir} --version {version} --run-id {run['run_id']}` once every shard has run")
+        click.echo(
+            f"shard {shard.index}/{shard.count} of run {run['run_id']}: merge with `citekeeper verify-merge "
+            f"--out {out_dir} --version {version} --run-id {run['run_id']}` once every shard has run"
+        )
         return
     _fail_under(run, fail_under)
 
@@ -147,7 +238,9 @@ def _verify_settings(rank_weights: tuple[str, ...], margin: float, half_life_day
         try:
             weights[term.strip()] = float(value)
         except ValueError:
-            raise click.BadParameter(f"{given!r} is not TERM=WEIGHT (e.g. authority=2)", param_hint="--rank-weight") from None
+            raise click.BadParameter(
+                f"{given!r} is not TERM=WEIGHT (e.g. authority=2)", param_hint="--rank-weight"
+            ) from None
     try:
         return VerifySettings(ranking=ranking_settings(weights, margin, half_life_days, levels))
     except ValueError as exc:
@@ -167,7 +260,11 @@ def _summary(run: dict, output_dir: Path, choice: ModelChoice | None = None) -> 
     def pct(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.1%}"
 
-    model = f"{run['model_id']} @ {run['model_revision']} ({run['backend']}, {run['checker']})" if run["model_id"] else "none (--no-model)"
+    model = (
+        f"{run['model_id']} @ {run['model_revision']} ({run['backend']}, {run['checker']})"
+        if run["model_id"]
+        else "none (--no-model)"
+    )
     lines = [
         f"verified {run['n_claims']} claim(s) of {run['n_answers']} answer(s) against corpus version {run['corpus_version']}",
         f"model: {model}",
@@ -190,8 +287,12 @@ def _summary(run: dict, output_dir: Path, choice: ModelChoice | None = None) -> 
 @click.option("--out", "out_dir", required=True, type=OutputPath(DIRECTORY), help="The shards' --out.")
 @click.option("--version", required=True, help="The shards' corpus version.")
 @click.option("--run-id", required=True, help="The shards' --run-id.")
-@click.option("--fail-under", type=click.FloatRange(0.0, 1.0), default=None,
-              help="Exit 1 when the share of supported claims is below RATE.")  # fmt: skip
+@click.option(
+    "--fail-under",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="Exit 1 when the share of supported claims is below RATE.",
+)
 def verify_merge_command(out_dir: Path, version: str, run_id: str, fail_under: float | None) -> None:
     """Merge the shards of a sharded `verify` run into its run row (run.parquet), once every shard has run."""
     from citekeeper.layout import run_dir

@@ -3,13 +3,14 @@
 Both show paths, statuses and reasons, never document text, so the report's redaction of text holds; the paths,
 doc_ids and reasons of aggregate_only documents are withheld (shared_history).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
 from html import escape
 
-from citekeeper.scope import aggregate_documents, withhold_documents
 from changes.history import History
+from citekeeper.scope import aggregate_documents, withhold_documents
 
 # History.citations columns named apart from what they are: the document a citation rested on at the previous
 # version, and that document's path at the previous and at this version.
@@ -41,7 +42,8 @@ def format_history(document: dict) -> str:
     revisions = "; ".join(f"revision {r['revision']} cites {r['corpus_version']}" for r in document["revisions"])
     lines = [
         f"answer {document['answer_id']}: {revisions}",
-        "statuses: " + ", ".join(f"{v['version']} {v['statuses_from'] or 'none (no citations)'}" for v in document["versions"]),
+        "statuses: "
+        + ", ".join(f"{v['version']} {v['statuses_from'] or 'none (no citations)'}" for v in document["versions"]),
     ]
     for claim in document["claims"]:
         lines.append(f"claim {claim['claim_id']}: {claim['text']}")
@@ -73,8 +75,12 @@ def history_section(history: History) -> str:
 
 def _answer_html(document: dict) -> str:
     answer_id = escape(document["answer_id"])
-    revisions = ", ".join(f"revision {r['revision']} cites {escape(r['corpus_version'])}" for r in document["revisions"])
-    parts = [f'<article class="answer" id="history-{answer_id}"><h3>{answer_id} <span class="loc">{revisions}</span></h3>']
+    revisions = ", ".join(
+        f"revision {r['revision']} cites {escape(r['corpus_version'])}" for r in document["revisions"]
+    )
+    parts = [
+        f'<article class="answer" id="history-{answer_id}"><h3>{answer_id} <span class="loc">{revisions}</span></h3>'
+    ]
     for claim in document["claims"]:
         head = "<tr><th>version</th><th>revision</th><th>citations</th><th>verification</th><th>transitions</th></tr>"
         rows = "".join(_version_row(state, claim["transitions"]) for state in claim["versions"])

@@ -5,26 +5,27 @@ and, from a store, history. All document text is escaped; what a row's visibilit
 a note (citekeeper.scope): a redacted source shows "title — source_url — summary", an aggregate_only one its status
 alone, counted, never named.
 """
+
 from __future__ import annotations
 
 import difflib
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
 import polars as pl
 
-from citekeeper.answer_store import AnswerStore
+from changes.history import answer_history
+from changes.repair import card_repairs
+from citekeeper.answers.store import AnswerStore
 from citekeeper.files import atomic_write_text
 from citekeeper.outputs import REPORT_MARKER
 from citekeeper.schema import CITATION_STATUSES, LOST_STATUSES
 from citekeeper.scope import AGGREGATE_ONLY, is_withheld, redact_status, strictest
-from changes.history import answer_history
 from reports.history import history_section, shared_history
 from reports.plots import STATUS_COLORS, report_plots
 from reports.terminal import source_line, unsearched_clause
-from changes.repair import card_repairs
 
 STATUS_ORDER = {s: i for i, s in enumerate(reversed(CITATION_STATUSES))}  # worst first
 WORD = re.compile(r"\s+|\S+")
@@ -85,13 +86,13 @@ def _card(row: dict) -> str:
         f"{head}{_text(row['reason'])}{updated}</p>",
         *([f'<p class="source">{escape(source)}</p>'] if source else []),
         f'<p class="loc">old: {_locator(row["source_path"], row["chunk_id"], row["old_start_char"], row["old_end_char"], row["old_locator"])}'
-        f' ({escape(row["cited_version"])})<br>new: '
-        f'{_locator(row["new_source_path"], row["new_chunk_id"], row["new_start_char"], row["new_end_char"], row["new_locator"])}'
+        f" ({escape(row['cited_version'])})<br>new: "
+        f"{_locator(row['new_source_path'], row['new_chunk_id'], row['new_start_char'], row['new_end_char'], row['new_locator'])}"
         + (f" · similarity {row['similarity']:.3f}" if row["similarity"] is not None else "")
         + "</p>",
     ]
     if row["quote"] is not None:
-        parts.append(f'<p>quote: <q>{_text(row["quote"])}</q></p>')
+        parts.append(f"<p>quote: <q>{_text(row['quote'])}</q></p>")
     if row["old_text"] is not None:
         parts.append(f'<div>old text</div><div class="text">{_text(row["old_text"])}</div>')
     if row["new_text"] is not None:
@@ -100,7 +101,7 @@ def _card(row: dict) -> str:
         parts.append(f'<div>new text{" (word diff)" if changed else ""}</div><div class="text">{body}</div>')
     if row["suggested_chunk_id"] is not None:
         parts.append(
-            f'<p>suggested re-anchor ({escape(row["suggested_method"])}, score {row["suggested_score"]:.3f}): '
+            f"<p>suggested re-anchor ({escape(row['suggested_method'])}, score {row['suggested_score']:.3f}): "
             f'<span class="loc">{_locator(row["suggested_source_path"], row["suggested_chunk_id"], row["suggested_start_char"], row["suggested_end_char"])}'
             "</span></p>"
             f'<div class="text">{_text(row["suggested_text"])}</div>'
@@ -165,10 +166,12 @@ def _answers(status: pl.DataFrame, answers: pl.DataFrame, claims: pl.DataFrame) 
         out.append(
             f'<article class="answer" id="answer-{escape(answer["answer_id"])}">'
             f'<h3>{escape(answer["answer_id"])} <span class="loc">revision {answer["revision"]}, cites {escape(answer["corpus_version"])}</span></h3>'
-            f'<p><b>Q:</b> {escape(answer["question"] or "")}</p><p><b>A:</b> {escape(answer["answer"])}</p>'
+            f"<p><b>Q:</b> {escape(answer['question'] or '')}</p><p><b>A:</b> {escape(answer['answer'])}</p>"
         )
-        for claim in claims.filter(pl.col("answer_id") == answer["answer_id"]).sort("claim_index").iter_rows(named=True):
-            out.append(f'<h4>claim: {escape(claim["text"])}</h4>')
+        for claim in (
+            claims.filter(pl.col("answer_id") == answer["answer_id"]).sort("claim_index").iter_rows(named=True)
+        ):
+            out.append(f"<h4>claim: {escape(claim['text'])}</h4>")
             if claim["status"] == "uncited":
                 out.append('<p class="loc">uncited claim: no citation supports it</p>')
             for row in cards.get(claim["claim_id"], pl.DataFrame()).iter_rows(named=True):
@@ -189,12 +192,12 @@ def render_html(
 ) -> str:
     """The whole report as one self-contained HTML string (no external assets); internal_only text withheld."""
     status = redact_status(status)
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     plots = f'<section id="plots"><h2>Plots</h2>{plots_html}</section>' if plots_html else ""
     return (
-        f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">{REPORT_MARKER}"
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{REPORT_MARKER}'
         f"<title>citekeeper: citations against {escape(target_version)}</title><style>{STYLE}</style></head><body>"
-        f"<h1>Citations against corpus version {escape(target_version)}</h1><p class=\"loc\">generated {generated}</p>"
+        f'<h1>Citations against corpus version {escape(target_version)}</h1><p class="loc">generated {generated}</p>'
         f"{_summary(status)}{plots}{_blast_table(blast_radius)}{_answers(status, answers, claims)}{history_html}</body></html>"
     )
 
@@ -206,7 +209,9 @@ def write_html(path: Path, *args, **kwargs) -> Path:
     return path
 
 
-def write_store_report(path: Path, store, target_version: str, status: pl.DataFrame, blast_radius: pl.DataFrame) -> Path:
+def write_store_report(
+    path: Path, store, target_version: str, status: pl.DataFrame, blast_radius: pl.DataFrame
+) -> Path:
     """The report of `target_version` in a CorpusStore: its registered answers, the plots over its versions and
     the history up to it of the answers whose citation status changed."""
     answers = AnswerStore(store.root).snapshot()  # answers and claims of one commit
@@ -214,5 +219,12 @@ def write_store_report(path: Path, store, target_version: str, status: pl.DataFr
     plots = report_plots(store.root, [m.name for m in store.versions()], target_version, blast_radius)
     history = history_section(shared_history(answer_history(store, until=target_version), store))
     return write_html(
-        path, status, blast_radius, answers.answers(), answers.claims(), target_version, plots_html=plots, history_html=history
+        path,
+        status,
+        blast_radius,
+        answers.answers(),
+        answers.claims(),
+        target_version,
+        plots_html=plots,
+        history_html=history,
     )

@@ -3,6 +3,7 @@
 Inputs are small aggregated polars frames (one row per version x status, or per document), so the
 report stays self-contained and renders the same in any browser or mail client.
 """
+
 from __future__ import annotations
 
 from html import escape
@@ -34,9 +35,7 @@ AXIS_LABEL_HEIGHT = 44
 def status_counts(citation_status: pl.DataFrame) -> pl.DataFrame:
     """(target_version, status, n) from citation-status rows of one or more target versions."""
     return (
-        citation_status.group_by("target_version", "status")
-        .agg(pl.len().alias("n"))
-        .sort("target_version", "status")
+        citation_status.group_by("target_version", "status").agg(pl.len().alias("n")).sort("target_version", "status")
     )
 
 
@@ -65,10 +64,7 @@ def _y_axis(max_value: int) -> list[str]:
 
 def _x_label(x: float, text: str) -> str:
     y = MARGIN_TOP + BAR_AREA_HEIGHT + 12
-    return (
-        f'<text x="{x:.1f}" y="{y}" text-anchor="end" transform="rotate(-30 {x:.1f} {y})">'
-        f"{escape(text)}</text>"
-    )
+    return f'<text x="{x:.1f}" y="{y}" text-anchor="end" transform="rotate(-30 {x:.1f} {y})">{escape(text)}</text>'
 
 
 def _legend(statuses: list[str], y: int) -> list[str]:
@@ -111,14 +107,15 @@ def statuses_per_version_svg(counts: pl.DataFrame, versions: list[str]) -> str:
 
 def stale_over_time_svg(counts: pl.DataFrame, versions: list[str]) -> str:
     """Line: citations that no longer hold (stale, removed, invalid) per version, oldest first."""
-    not_valid = counts.filter(pl.col("status").is_in(NOT_HOLDING_STATUSES)).group_by("target_version").agg(pl.col("n").sum())
+    not_valid = (
+        counts.filter(pl.col("status").is_in(NOT_HOLDING_STATUSES)).group_by("target_version").agg(pl.col("n").sum())
+    )
     per_version = dict(zip(not_valid["target_version"].to_list(), not_valid["n"].to_list()))
     values = [per_version.get(v, 0) for v in versions]
     max_value = max(max(values, default=0), 1)
     step = (WIDTH - MARGIN_LEFT - 40) / max(len(versions) - 1, 1)
     points = [
-        (MARGIN_LEFT + 16 + i * step, MARGIN_TOP + BAR_AREA_HEIGHT * (1 - v / max_value))
-        for i, v in enumerate(values)
+        (MARGIN_LEFT + 16 + i * step, MARGIN_TOP + BAR_AREA_HEIGHT * (1 - v / max_value)) for i, v in enumerate(values)
     ]
     body = _y_axis(max_value)
     if len(points) > 1:
@@ -135,7 +132,9 @@ def stale_over_time_svg(counts: pl.DataFrame, versions: list[str]) -> str:
     return _svg(height, "Stale, removed or invalid citations per corpus version", body)
 
 
-def blast_radius_svg(blast: pl.DataFrame, value_column: str = "n_citations", label_column: str = "document", top: int = 10) -> str:
+def blast_radius_svg(
+    blast: pl.DataFrame, value_column: str = "n_citations", label_column: str = "document", top: int = 10
+) -> str:
     """Horizontal bars: the documents whose change affects the most citations."""
     rows = blast.sort(value_column, descending=True).head(top).select(label_column, value_column).rows()
     max_value = max(max((v for _, v in rows), default=0), 1)

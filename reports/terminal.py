@@ -1,4 +1,5 @@
 """The stale-citation summary printed by `citekeeper stale`, the demo and the stale_report asset."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -23,7 +24,9 @@ def source_line(row: dict) -> str:
 
 def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_version: str, top: int = 5) -> str:
     counts = dict(status.group_by("status").len().iter_rows())
-    methods = dict(status.filter(pl.col("suggested_method").is_not_null()).group_by("suggested_method").len().iter_rows())
+    methods = dict(
+        status.filter(pl.col("suggested_method").is_not_null()).group_by("suggested_method").len().iter_rows()
+    )
     lost = sum(counts.get(s, 0) for s in LOST_STATUSES)
     lines = [
         f"citations against {target_version}: {status.height} in {status['answer_id'].n_unique()} answers",

@@ -3,29 +3,30 @@
 Chunks are the paragraphs of each document (split on blank lines) with ids derived the way the ingest
 contract describes: doc_id + text + occurrence, so an unchanged paragraph keeps its id.
 """
+
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
 
+from changes.diff import CHUNK_COLUMNS, DEFAULT_THRESHOLD, ChunkReader, Frame, VersionDiff, diff_changed
+from citekeeper.identity import text_hash
 from citekeeper.schema import CHUNKS, DOCUMENTS
 from citekeeper.tables import from_rows
-from citekeeper.identity import text_hash
-from changes.diff import CHUNK_COLUMNS, DEFAULT_THRESHOLD, ChunkReader, Frame, VersionDiff, diff_changed
 
-NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
-
-
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def doc_id_of(path: str) -> str:
     return "doc_" + hashlib.sha256(path.encode()).hexdigest()[:12]
 
 
-def build_version(version: str, docs: dict[str, str], internal: frozenset[str] = frozenset()) -> tuple[pl.DataFrame, pl.DataFrame]:
+def build_version(
+    version: str, docs: dict[str, str], internal: frozenset[str] = frozenset()
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(documents, chunks) of one version; `docs` maps source_path -> canonical text."""
     doc_rows, chunk_rows = [], []
     for path, text in docs.items():

@@ -1,5 +1,6 @@
 """CitekeeperSettings from fields by name: a resource's field goes to the resource that declares it, the rest
 (ingest_shards, verify_shards, executor) to the settings themselves."""
+
 from __future__ import annotations
 
 from assets.resources import CitekeeperSettings

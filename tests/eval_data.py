@@ -3,6 +3,7 @@
 It is not part of the repository: it sits beside the checkout in ../shared/eval (CI lays a copy there), or
 wherever CITEKEEPER_EVAL_DIR points.
 """
+
 import os
 from pathlib import Path
 

@@ -5,6 +5,7 @@ Endpoints: model info `/api/models/{repo}[/revision/{rev}]` (sha + siblings), th
 `/api/models/{repo}/tree/{rev}`, and files `/{repo}/resolve/{rev}/{file}` (HEAD and GET, with the X-Repo-Commit
 and ETag headers huggingface_hub keys its cache on). Every request path is recorded in `requests`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,7 +43,9 @@ class LoopbackHub:
 
     def downloaded(self) -> set[str]:
         """The files fetched with GET so far, as `repo/file`."""
-        return {m["repo"] + "/" + m["file"] for p in self.requests if p.startswith("GET ") and (m := _RESOLVE.match(p[4:]))}
+        return {
+            m["repo"] + "/" + m["file"] for p in self.requests if p.startswith("GET ") and (m := _RESOLVE.match(p[4:]))
+        }
 
     @contextmanager
     def running(self):
@@ -103,7 +106,11 @@ class LoopbackHub:
         path = self.repos[repo] / file
         if not path.is_file():
             return 404, {"X-Error-Code": "EntryNotFound"}, b""
-        headers = {"X-Repo-Commit": self.commits[repo], "ETag": f'"{_sha1(path)}"', "Content-Type": "application/octet-stream"}
+        headers = {
+            "X-Repo-Commit": self.commits[repo],
+            "ETag": f'"{_sha1(path)}"',
+            "Content-Type": "application/octet-stream",
+        }
         return 200, headers, path.read_bytes()
 
 
@@ -142,11 +149,19 @@ def hub_env(hf_home: Path, endpoint: str, **extra: str) -> dict[str, str]:
     """The environment of a process that uses the hub at `endpoint` with its own cache; online unless `extra`
     says otherwise (the test session itself runs with HF_HUB_OFFLINE=1)."""
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE")}
-    return env | {"HF_HOME": str(hf_home), "HF_ENDPOINT": endpoint, "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1",
-                  "HF_HUB_DISABLE_TELEMETRY": "1", **extra}  # fmt: skip
+    return env | {
+        "HF_HOME": str(hf_home),
+        "HF_ENDPOINT": endpoint,
+        "NO_PROXY": "127.0.0.1",
+        "no_proxy": "127.0.0.1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        **extra,
+    }
 
 
-def run_python(code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_python(
+    code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """`code` with `args` in a fresh interpreter at the repo root (huggingface_hub reads its settings when imported)."""
     command = [sys.executable, "-c", code, *args]
     return subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)

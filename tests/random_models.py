@@ -5,6 +5,7 @@ as a PreTrainedTokenizerFast, so `AutoTokenizer` / `AutoModelForSequenceClassifi
 exactly as they would a real NLI model. The verdicts of such a model are meaningless; its shapes, label
 handling and speed are real.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,21 +15,44 @@ from pathlib import Path
 
 # cross-encoder/nli-deberta-v3-xsmall: the published config of the default model, minus the weights.
 DEBERTA_V3_XSMALL = dict(
-    vocab_size=128100, hidden_size=384, num_hidden_layers=12, num_attention_heads=6, intermediate_size=1536,
-    hidden_act="gelu", max_position_embeddings=512, type_vocab_size=0, relative_attention=True,
-    position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"],
-    position_biased_input=False, max_relative_positions=-1, layer_norm_eps=1e-7, pooler_hidden_size=384,
-    pooler_dropout=0, pooler_hidden_act="gelu",
-)  # fmt: skip
+    vocab_size=128100,
+    hidden_size=384,
+    num_hidden_layers=12,
+    num_attention_heads=6,
+    intermediate_size=1536,
+    hidden_act="gelu",
+    max_position_embeddings=512,
+    type_vocab_size=0,
+    relative_attention=True,
+    position_buckets=256,
+    norm_rel_ebd="layer_norm",
+    share_att_key=True,
+    pos_att_type=["p2c", "c2p"],
+    position_biased_input=False,
+    max_relative_positions=-1,
+    layer_norm_eps=1e-7,
+    pooler_hidden_size=384,
+    pooler_dropout=0,
+    pooler_hidden_act="gelu",
+)
 DEBERTA_V3 = {  # the real shapes of DeBERTa-v3 xsmall (the default model's) and base
     "deberta-v3-xsmall": DEBERTA_V3_XSMALL,
-    "deberta-v3-base": {**DEBERTA_V3_XSMALL, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072,
-                        "pooler_hidden_size": 768},
-}  # fmt: skip
+    "deberta-v3-base": {
+        **DEBERTA_V3_XSMALL,
+        "hidden_size": 768,
+        "num_attention_heads": 12,
+        "intermediate_size": 3072,
+        "pooler_hidden_size": 768,
+    },
+}
 CROSS_ENCODER_LABELS = {0: "contradiction", 1: "entailment", 2: "neutral"}
 TINY_BERT = dict(
-    hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
-)  # fmt: skip
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=128,
+)
 
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -66,9 +90,14 @@ def build_tokenizer(texts: list[str], vocab_size: int = 2000, model_max_length: 
         special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
     )
     return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
-        mask_token="[MASK]", model_max_length=model_max_length,
-    )  # fmt: skip
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=model_max_length,
+    )
 
 
 def save_random_nli_model(
@@ -130,23 +159,43 @@ CHECKER_SIZES = {  # "tiny" for tests; "bench": 6 layers of 384, so forward pass
 }
 
 
-def save_random_checker(directory: Path | str, texts: list[str], shape: str, seed: int = 0, max_positions: int = 128,
-                        vocabulary: list[str] = CHECKER_WORDS, size: str = "tiny") -> Path:  # fmt: skip
+def save_random_checker(
+    directory: Path | str,
+    texts: list[str],
+    shape: str,
+    seed: int = 0,
+    max_positions: int = 128,
+    vocabulary: list[str] = CHECKER_WORDS,
+    size: str = "tiny",
+) -> Path:
     """A random-weight fact-checker of `shape` with a tokenizer trained on `texts` plus `vocabulary`:
     "roberta" or "deberta" (a binary classifier with the generic labels LABEL_0 / LABEL_1, as MiniCheck's are
     published), "t5" (a seq2seq model, as MiniCheck-Flan-T5), "qwen2" (a causal LM with a ChatML chat template, as
     Bespoke-MiniCheck-7B). `max_positions` is the window (T5 has no positions: its tokenizer's limit)."""
     import torch
     from transformers import (
-        AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification, DebertaV2Config, Qwen2Config,
-        RobertaConfig, T5Config,
-    )  # fmt: skip
+        AutoModelForCausalLM,
+        AutoModelForSeq2SeqLM,
+        AutoModelForSequenceClassification,
+        DebertaV2Config,
+        Qwen2Config,
+        RobertaConfig,
+        T5Config,
+    )
 
-    tokenizer = build_tokenizer([*texts, " ".join(vocabulary)], vocab_size=600 if size == "tiny" else 8000, model_max_length=max_positions)
+    tokenizer = build_tokenizer(
+        [*texts, " ".join(vocabulary)], vocab_size=600 if size == "tiny" else 8000, model_max_length=max_positions
+    )
     tokenizer.eos_token = "[SEP]"
     dims = CHECKER_SIZES[size]
-    encoder = dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, hidden_size=dims["hidden"],
-                   num_hidden_layers=dims["layers"], num_attention_heads=dims["heads"], intermediate_size=dims["ffn"])  # fmt: skip
+    encoder = dict(
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        hidden_size=dims["hidden"],
+        num_hidden_layers=dims["layers"],
+        num_attention_heads=dims["heads"],
+        intermediate_size=dims["ffn"],
+    )
     if shape == "roberta":  # RoBERTa numbers positions from pad_token_id + 1
         config = RobertaConfig(**encoder, max_position_embeddings=max_positions + 2, num_labels=2)
         load = AutoModelForSequenceClassification
@@ -154,18 +203,38 @@ def save_random_checker(directory: Path | str, texts: list[str], shape: str, see
         config = DebertaV2Config(**encoder, max_position_embeddings=max_positions, num_labels=2, type_vocab_size=0)
         load = AutoModelForSequenceClassification
     elif shape == "t5":
-        config = T5Config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, d_model=dims["hidden"],
-                          d_kv=dims["hidden"] // dims["heads"], d_ff=dims["ffn"], num_layers=dims["layers"], num_heads=dims["heads"],
-                          decoder_start_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.convert_tokens_to_ids("[SEP]"))  # fmt: skip
+        config = T5Config(
+            vocab_size=len(tokenizer),
+            pad_token_id=tokenizer.pad_token_id,
+            d_model=dims["hidden"],
+            d_kv=dims["hidden"] // dims["heads"],
+            d_ff=dims["ffn"],
+            num_layers=dims["layers"],
+            num_heads=dims["heads"],
+            decoder_start_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.convert_tokens_to_ids("[SEP]"),
+        )
         load = AutoModelForSeq2SeqLM
     elif shape == "qwen2":  # transformers loads a qwen2 directory's tokenizer as Qwen2Tokenizer: byte-level BPE
         from verifiers.checkers import MINICHECK_SYSTEM_PROMPT, MINICHECK_USER_PROMPT
 
-        prompts = [MINICHECK_SYSTEM_PROMPT, MINICHECK_USER_PROMPT, *[" ".join(vocabulary)] * 50]  # its own tokens, whatever `texts`
+        prompts = [
+            MINICHECK_SYSTEM_PROMPT,
+            MINICHECK_USER_PROMPT,
+            *[" ".join(vocabulary)] * 50,
+        ]  # its own tokens, whatever `texts`
         tokenizer = qwen2_tokenizer([*texts, *prompts], max_positions, vocab_size=800 if size == "tiny" else 4000)
-        config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=dims["hidden"], intermediate_size=dims["ffn"],
-                             num_hidden_layers=dims["layers"], num_attention_heads=dims["heads"], num_key_value_heads=dims.get("kv_heads", max(1, dims["heads"] // 2)),
-                             max_position_embeddings=max_positions, pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)  # fmt: skip
+        config = Qwen2Config(
+            vocab_size=len(tokenizer),
+            hidden_size=dims["hidden"],
+            intermediate_size=dims["ffn"],
+            num_hidden_layers=dims["layers"],
+            num_attention_heads=dims["heads"],
+            num_key_value_heads=dims.get("kv_heads", max(1, dims["heads"] // 2)),
+            max_position_embeddings=max_positions,
+            pad_token_id=tokenizer.pad_token_id,
+            tie_word_embeddings=True,
+        )
         load = AutoModelForCausalLM
     else:
         raise ValueError(f"unknown checker shape {shape!r}")
@@ -185,8 +254,12 @@ def qwen2_tokenizer(texts: list[str], model_max_length: int, vocab_size: int = 8
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)  # fmt: skip
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     bpe.train_from_iterator([text for text in texts for _ in range(20)], trainer)
     model = json.loads(bpe.to_str())["model"]
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]

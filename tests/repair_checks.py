@@ -1,4 +1,5 @@
 """What every real-data repair test asserts: `repair --apply`, then `stale` again against the same version."""
+
 from __future__ import annotations
 
 import json
@@ -6,7 +7,7 @@ import json
 import polars as pl
 from click.testing import CliRunner
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 from citekeeper.text import marker_ids
 from pipelines.cli import main
 
@@ -37,7 +38,8 @@ def repair_and_recheck(store, target: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     status = pl.read_parquet(store.layout.citation_status_file(target))
     positions = after.citations().select("citation_id", "claim_id", "citation_index")
     rechecked = status.join(positions, on="citation_id").join(
-        repairs.select("answer_id", "claim_id", "citation_index", "repair"), on=["answer_id", "claim_id", "citation_index"]
+        repairs.select("answer_id", "claim_id", "citation_index", "repair"),
+        on=["answer_id", "claim_id", "citation_index"],
     )
     assert rechecked.height == status.height == repairs.height
     exact = rechecked.filter(pl.col("repair").is_in(["repointed_exact", "repointed_normalised"]))
@@ -64,5 +66,9 @@ def _assert_nothing_lost(before, after, answer_ids: set[str]) -> None:
     old_claims = before.claims().filter(pl.col("answer_id").is_in(answer_ids)).group_by(count).len().sort(count)
     new_claims = after.claims().filter(pl.col("answer_id").is_in(answer_ids)).group_by(count).len().sort(count)
     assert old_claims.equals(new_claims)
-    same_text = before.claims().select("claim_id", "text").join(after.claims().select("claim_id", "text"), on=["claim_id", "text"])
+    same_text = (
+        before.claims()
+        .select("claim_id", "text")
+        .join(after.claims().select("claim_id", "text"), on=["claim_id", "text"])
+    )
     assert same_text.height == before.claims().height  # every claim kept its id and text

@@ -26,6 +26,7 @@ What the generator stays away from (situations where two edit scripts give the s
 answers, or where the similarity matcher's choice is a coin toss) is checked by `problems()` after every
 operation; an operation that would create one is dropped.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -94,13 +95,17 @@ INSERT_POOLS = {"en": ("EN", "ZH"), "zh": ("ZH", "EN")}  # for a document of mos
 
 
 def _en(r: random.Random) -> str:
-    return (f"The {r.choice(EN_ADJS)} {r.choice(EN_NOUNS)} {r.choice(EN_VERBS)} {r.choice(EN_ADJS)} "
-            f"{r.choice(EN_NOUNS)}s near the {r.choice(EN_NOUNS)}.")  # fmt: skip
+    return (
+        f"The {r.choice(EN_ADJS)} {r.choice(EN_NOUNS)} {r.choice(EN_VERBS)} {r.choice(EN_ADJS)} "
+        f"{r.choice(EN_NOUNS)}s near the {r.choice(EN_NOUNS)}."
+    )
 
 
 def _en_upper(r: random.Random) -> str:
-    return (f"THE {r.choice(EN_UPPER)} {r.choice(EN_UPPER_VERBS)} {r.choice(EN_UPPER)} AND {r.choice(EN_UPPER)} "
-            f"BY THE {r.choice(EN_UPPER)}.")  # fmt: skip
+    return (
+        f"THE {r.choice(EN_UPPER)} {r.choice(EN_UPPER_VERBS)} {r.choice(EN_UPPER)} AND {r.choice(EN_UPPER)} "
+        f"BY THE {r.choice(EN_UPPER)}."
+    )
 
 
 def _zh_words(r: random.Random, words: list[str], n: int) -> list[str]:
@@ -160,7 +165,7 @@ class Texts:
             if new in self.used or new == old:
                 return None
             self.used.add(new)
-        sentences = para.sentences[:index] + (new,) + para.sentences[index + 1 :]
+        sentences = (*para.sentences[:index], new, *para.sentences[index + 1 :])
         return new if PARA_MIN <= len(join_sentences(sentences, para.lang)) <= PARA_MAX else None
 
 
@@ -246,9 +251,20 @@ class Doc:
         return out
 
     def _locator(self, ci: int, si: int, container: Container) -> tuple[str | None, dict]:
-        none = {"page_start": None, "page_end": None, "slide_number": None, "sheet_name": None, "row_start": None, "row_end": None}
+        none = {
+            "page_start": None,
+            "page_end": None,
+            "slide_number": None,
+            "sheet_name": None,
+            "row_start": None,
+            "row_end": None,
+        }
         if self.fmt == "xlsx":
-            return f"sheet {container.name} · row {si + 1}", none | {"sheet_name": container.name, "row_start": si + 1, "row_end": si + 1}
+            return f"sheet {container.name} · row {si + 1}", none | {
+                "sheet_name": container.name,
+                "row_start": si + 1,
+                "row_end": si + 1,
+            }
         if self.fmt == "pdf":
             return f"page {ci + 1}", none | {"page_start": ci + 1, "page_end": ci + 1}
         if self.fmt == "pptx":
@@ -264,10 +280,14 @@ class Doc:
 
     def describe(self) -> str:
         groups = f", access_groups {list(self.access_groups)}" if self.access_groups is not None else ""
-        head = f"{self.key} {self.path} ({self.fmt}{', doc_id ' + self.explicit_id if self.explicit_id else ''}{groups})"
+        head = (
+            f"{self.key} {self.path} ({self.fmt}{', doc_id ' + self.explicit_id if self.explicit_id else ''}{groups})"
+        )
         lines = [head]
         for ci, container in enumerate(self.containers):
-            label = {"xlsx": f"sheet {container.name}", "pdf": f"page {ci + 1}", "pptx": f"slide {ci + 1}"}.get(self.fmt)
+            label = {"xlsx": f"sheet {container.name}", "pdf": f"page {ci + 1}", "pptx": f"slide {ci + 1}"}.get(
+                self.fmt
+            )
             if label:
                 lines.append(f"    {label}:" + (" (blank)" if not any(container.slots) else ""))
             for si, para in enumerate(container.slots):
@@ -326,7 +346,7 @@ def insert_para(doc: Doc, at: tuple[int, int], para: Para | None) -> Doc:
         containers.insert(ci, Container(None, () if para is None else (para,)))
     else:
         container = containers[ci]
-        containers[ci] = replace(container, slots=container.slots[:si] + (para,) + container.slots[si:])
+        containers[ci] = replace(container, slots=(*container.slots[:si], para, *container.slots[si:]))
     return replace(doc, containers=tuple(containers))
 
 
@@ -414,10 +434,12 @@ class Edit:
     def apply(self, corpus: Corpus) -> Corpus:
         placed = locate(corpus, self.uid)
         para = placed.para
-        edited = replace(para, sentences=para.sentences[: self.sentence] + (self.new,) + para.sentences[self.sentence + 1 :])
+        edited = replace(
+            para, sentences=(*para.sentences[: self.sentence], self.new, *para.sentences[self.sentence + 1 :])
+        )
         ci, si = placed.doc.find(self.uid)
         container = placed.doc.containers[ci]
-        slots = container.slots[:si] + (edited,) + container.slots[si + 1 :]
+        slots = (*container.slots[:si], edited, *container.slots[si + 1 :])
         return _with_doc(corpus, _set_container(placed.doc, ci, replace(container, slots=slots)))
 
     def __repr__(self) -> str:
@@ -551,10 +573,26 @@ def quote_text(old: Corpus, cite: AnyCite) -> str | None:
 
 
 # One claim per citation in marker form: as many as an answer may have (edit_scripts: max_cites + max_doc_cites).
-EN_CLAIMS = ["The first point holds", "A second point follows", "Another point is made", "Then a fourth one",
-             "A fifth point stands", "A sixth point stands", "A seventh point stands", "The last point stands"]  # fmt: skip
-ZH_CLAIMS = ["第一个论断成立", "第二个论断也成立", "另一个论断被提出", "还有第四个论断", "第五个论断成立", "第六个论断成立",
-             "第七个论断成立", "最后一个论断成立"]  # fmt: skip
+EN_CLAIMS = [
+    "The first point holds",
+    "A second point follows",
+    "Another point is made",
+    "Then a fourth one",
+    "A fifth point stands",
+    "A sixth point stands",
+    "A seventh point stands",
+    "The last point stands",
+]
+ZH_CLAIMS = [
+    "第一个论断成立",
+    "第二个论断也成立",
+    "另一个论断被提出",
+    "还有第四个论断",
+    "第五个论断成立",
+    "第六个论断成立",
+    "第七个论断成立",
+    "最后一个论断成立",
+]
 
 
 def answer_record(answer: Answer, old: Corpus, chunk_ids: dict[str, str], version: str = "v1") -> dict:
@@ -572,8 +610,12 @@ def answer_record(answer: Answer, old: Corpus, chunk_ids: dict[str, str], versio
     if answer.form == "structured":
         # One or two citations per claim.
         groups = [answer.cites[i : i + 2] for i in range(0, len(answer.cites), 2)]
-        record["answer"] = ("" if answer.lang == "zh" else " ").join(claims[i] + ("。" if answer.lang == "zh" else ".") for i in range(len(groups)))
-        record["claims"] = [{"text": claims[i], "citations": [citation(c) for c in group]} for i, group in enumerate(groups)]
+        record["answer"] = ("" if answer.lang == "zh" else " ").join(
+            claims[i] + ("。" if answer.lang == "zh" else ".") for i in range(len(groups))
+        )
+        record["claims"] = [
+            {"text": claims[i], "citations": [citation(c) for c in group]} for i, group in enumerate(groups)
+        ]
         return record
     # Marker form: one sentence per citation, every spelling of a marker next to a sentence end.
     sentences = []
@@ -617,7 +659,7 @@ class EditScript:
         lines += ["    " + line for doc in self.new for line in doc.describe().splitlines()]
         lines.append("  answers:")
         lines += [f"    {a!r}" for a in self.answers]
-        return "\n".join(lines + [")"])
+        return "\n".join([*lines, ")"])
 
 
 def touched(ops) -> dict[str, str]:
@@ -672,7 +714,9 @@ def _repeat_problems(old_seq: list[Para], new_seq: list[Para], kinds: dict[str, 
     old_count, new_count = Counter(p.text for p in old_seq), Counter(p.text for p in new_seq)
     new_uids = {p.uid for p in new_seq}
     anchors = {
-        p.uid for p in old_seq if p.uid not in kinds and p.uid in new_uids and old_count[p.text] == 1 and new_count[p.text] == 1
+        p.uid
+        for p in old_seq
+        if p.uid not in kinds and p.uid in new_uids and old_count[p.text] == 1 and new_count[p.text] == 1
     }
 
     def gaps(seq: list[Para], text: str) -> list[int]:
@@ -716,7 +760,9 @@ def _similarity_problems(old_seq: list[Para], new_seq: list[Para], kinds: dict[s
         r = ratio(o.text, e.text)
         if r < EDIT_MIN_RATIO:
             out.append(f"edited {o.uid} is too far from its original ({r:.2f})")
-        rivals = [ratio(x.text, e.text) for x in old_left if x is not o] + [ratio(o.text, y.text) for y in new_left if y is not e]
+        rivals = [ratio(x.text, e.text) for x in old_left if x is not o] + [
+            ratio(o.text, y.text) for y in new_left if y is not e
+        ]
         if rivals and max(rivals) > r - EDIT_MARGIN:
             out.append(f"edited {o.uid} ({r:.2f}) has a rival at {max(rivals):.2f}")
     for d in deleted:
@@ -743,7 +789,9 @@ def _valid(old: Corpus, ops, answers) -> EditScript | None:
         new = apply_all(old, ops)
     except (IndexError, AttributeError, StopIteration, TypeError):
         return None
-    if problems(old, new, ops) or any(isinstance(c, Cite) and locate(old, c.uid) is None for a in answers for c in a.cites):
+    if problems(old, new, ops) or any(
+        isinstance(c, Cite) and locate(old, c.uid) is None for a in answers for c in a.cites
+    ):
         return None
     return EditScript(old, tuple(ops), tuple(answers))
 
@@ -761,7 +809,11 @@ def reductions(script: EditScript, keep: list[tuple[str, AnyCite]]):
         yield _valid(old, ops[:i] + ops[i + 1 :], script.answers)
     cited = {c.uid for _, c in script.cites}
     for doc in old:
-        if len(old) > 1 and all(doc.key not in _refers_to(op, old) for op in ops) and not cited & {p.uid for p in doc.paragraphs}:
+        if (
+            len(old) > 1
+            and all(doc.key not in _refers_to(op, old) for op in ops)
+            and not cited & {p.uid for p in doc.paragraphs}
+        ):
             yield _valid(tuple(d for d in old if d.key != doc.key), ops, script.answers)
     busy = cited | {op.uid for op in ops if hasattr(op, "uid")}
     for doc in old:
@@ -835,7 +887,9 @@ def documents(draw, key: str, texts: Texts, serial: list[int]) -> Doc:
         least = 1 if fmt == "xlsx" else -(-len(paras) // 3)
         n = draw(st.integers(min(least, len(paras)), min(len(paras), 2 if fmt == "xlsx" else 3)))
         while True:
-            cuts = sorted(draw(st.sets(st.integers(1, len(paras) - 1), min_size=n - 1, max_size=n - 1))) if n > 1 else []
+            cuts = (
+                sorted(draw(st.sets(st.integers(1, len(paras) - 1), min_size=n - 1, max_size=n - 1))) if n > 1 else []
+            )
             bounds = [0, *cuts, len(paras)]
             groups = [tuple(paras[a:b]) for a, b in zip(bounds, bounds[1:])]
             if fmt == "xlsx" or max(map(len, groups)) <= 3:
@@ -844,7 +898,9 @@ def documents(draw, key: str, texts: Texts, serial: list[int]) -> Doc:
         containers = tuple(Container(names[i], group) for i, group in enumerate(groups))
     stem = STEMS[int(key[1:]) % len(STEMS)]
     explicit = f"kb-{key.lower()}" if draw(st.booleans()) else None
-    return Doc(key, fmt, f"{stem}-{key.lower()}.{EXTENSION[fmt]}", explicit, containers, draw(st.sampled_from(ACCESS_GROUPS)))
+    return Doc(
+        key, fmt, f"{stem}-{key.lower()}.{EXTENSION[fmt]}", explicit, containers, draw(st.sampled_from(ACCESS_GROUPS))
+    )
 
 
 def _repeated(doc: Doc) -> list[Para]:
@@ -875,7 +931,9 @@ def _propose(draw, kind: str, b: _Builder) -> Op | None:
         doc_lang = Counter(p.lang for p in doc.paragraphs).most_common(1)[0][0]
         pool = draw(st.sampled_from(INSERT_POOLS[doc_lang]))
         para = Para(b.fresh("x"), b.texts.sentences(pool), POOL_LANG[pool])
-        others = [p.text for p in doc_by_key(b.old, doc.key).paragraphs] + [p.text for p in doc.paragraphs if p.uid.startswith("p")]
+        others = [p.text for p in doc_by_key(b.old, doc.key).paragraphs] + [
+            p.text for p in doc.paragraphs if p.uid.startswith("p")
+        ]
         if not _allows(doc, para) or any(ratio(para.text, t) >= INSERT_MAX_RATIO for t in others):
             return None
         return Insert(doc.key, draw(st.sampled_from(insertion_points(doc))), para)
@@ -894,7 +952,9 @@ def _propose(draw, kind: str, b: _Builder) -> Op | None:
         return RenameSheet(doc.key, draw(st.integers(0, len(doc.containers) - 1)), draw(st.sampled_from(names)))
     if kind == "groups":  # its sidecar's access_groups change, its text stays
         doc = doc_where(lambda d: True)
-        return SetGroups(doc.key, draw(st.sampled_from([g for g in dict.fromkeys(ACCESS_GROUPS) if g != doc.access_groups])))
+        return SetGroups(
+            doc.key, draw(st.sampled_from([g for g in dict.fromkeys(ACCESS_GROUPS) if g != doc.access_groups]))
+        )
     if kind == "move_file":  # once a document
         doc = doc_where(lambda d: d.path == doc_by_key(b.old, d.key).path)
         if doc is None:
@@ -990,7 +1050,13 @@ def edit_scripts(draw, max_docs: int = 3, max_ops: int = 8, max_cites: int = 5, 
     for i, cite in enumerate(cites):
         groups[i if i < n_answers else draw(st.integers(0, n_answers - 1))].append(cite)
     answers = tuple(
-        Answer(f"a{i}", draw(st.sampled_from(["structured", "marker"])), cite_lang(old, group[0]), tuple(group), draw(st.sampled_from(AUDIENCES)))
+        Answer(
+            f"a{i}",
+            draw(st.sampled_from(["structured", "marker"])),
+            cite_lang(old, group[0]),
+            tuple(group),
+            draw(st.sampled_from(AUDIENCES)),
+        )
         for i, group in enumerate(groups)
     )
     return EditScript(old, tuple(builder.ops), answers)
@@ -1022,91 +1088,158 @@ def scenarios() -> dict[str, EditScript]:
 
     out = {
         "repeated paragraph, first copy deleted: the survivor keeps its citation": script(
-            [md("D0", P, A, P2, B)], [Delete("p1")]),
+            [md("D0", P, A, P2, B)], [Delete("p1")]
+        ),
         "repeated paragraph, second copy deleted": script([md("D0", P, A, P2, B)], [Delete("p9")]),
         "repeated paragraph, one copy edited": script([md("D0", P, A, P2, B)], [edit(P, 1)]),
         "repeated paragraph, every copy kept, a paragraph moved after the second": script(
-            [md("D0", P, A, B, P2)], [Move("p2", "D0", (0, 3)), Insert("D0", (0, 1), Para("x1", t.sentences("EN"), "en"))]),
+            [md("D0", P, A, B, P2)],
+            [Move("p2", "D0", (0, 3)), Insert("D0", (0, 1), Para("x1", t.sentences("EN"), "en"))],
+        ),
         "repeated paragraph, first copy edited to the same length: the second copy's chunk_id changes": script(
-            [md("D0", P, A, P2)], [edit(P, 0)]),
+            [md("D0", P, A, P2)], [edit(P, 0)]
+        ),
         "repeated paragraph, first copy deleted, a paragraph inserted after the one between": script(
-            [md("D0", P, A, P2)], [Delete("p1"), Insert("D0", (0, 1), Para("x1", t.sentences("EN"), "en"))]),
+            [md("D0", P, A, P2)], [Delete("p1"), Insert("D0", (0, 1), Para("x1", t.sentences("EN"), "en"))]
+        ),
         "repeated paragraph, first copy edited, the paragraph after the one between deleted": script(
-            [md("D0", P, A, B, P2)], [edit(P, 2), Delete("p3")]),
+            [md("D0", P, A, B, P2)], [edit(P, 2), Delete("p3")]
+        ),
         "repeated paragraph, a copy duplicated further down": script(
-            [md("D0", P, A, P2, B)], [Duplicate("p9", "c1", (0, 4))]),
+            [md("D0", P, A, P2, B)], [Duplicate("p9", "c1", (0, 4))]
+        ),
         "paragraph inserted before, one deleted, one edited, one moved": script(
             [md("D0", P, A, B, C)],
-            [Insert("D0", (0, 0), Para("x1", t.sentences("EN"), "en")), Delete("p2"), edit(B, 0), Move("p4", "D0", (0, 1))]),
+            [
+                Insert("D0", (0, 0), Para("x1", t.sentences("EN"), "en")),
+                Delete("p2"),
+                edit(B, 0),
+                Move("p4", "D0", (0, 1)),
+            ],
+        ),
         "workbook: a blank row above, a sheet renamed": script(
             [Doc("D0", "xlsx", "book.xlsx", None, (Container("Q3", (P, A)), Container("预算", (Z, B))))],
             [InsertBlank("D0", (0, 0), "row"), RenameSheet("D0", 1, "决算")],
-            Answer("a0", "marker", "en", (Cite("p1", 0), Cite("p2", None))), Answer("a1", "marker", "zh", (Cite("p5", 2), Cite("p3", 1)))),
+            Answer("a0", "marker", "en", (Cite("p1", 0), Cite("p2", None))),
+            Answer("a1", "marker", "zh", (Cite("p5", 2), Cite("p3", 1))),
+        ),
         "deck: a blank slide before the second": script(
-            [Doc("D0", "pptx", "deck.pptx", None, (Container(None, (P,)), Container(None, (Z,)), Container(None, (A,))))],
+            [
+                Doc(
+                    "D0",
+                    "pptx",
+                    "deck.pptx",
+                    None,
+                    (Container(None, (P,)), Container(None, (Z,)), Container(None, (A,))),
+                )
+            ],
             [InsertBlank("D0", (1, 0), "slide")],
-            Answer("a0", "marker", "zh", (Cite("p5", None), Cite("p1", 1), Cite("p2", 2)))),
+            Answer("a0", "marker", "zh", (Cite("p5", None), Cite("p1", 1), Cite("p2", 2))),
+        ),
         "file moved, doc_id from the sidecar": script(
-            [md("D0", P, A, explicit="kb-guide", path="guide.md")], [MoveFile("D0", "moved/guide.md")]),
-        "file moved, doc_id follows the path": script([md("D0", P, A, path="guide.md")], [MoveFile("D0", "archive/guide.md")]),
+            [md("D0", P, A, explicit="kb-guide", path="guide.md")], [MoveFile("D0", "moved/guide.md")]
+        ),
+        "file moved, doc_id follows the path": script(
+            [md("D0", P, A, path="guide.md")], [MoveFile("D0", "archive/guide.md")]
+        ),
         "paragraph moved to another file of another format": script(
-            [md("D0", P, A), Doc("D1", "xlsx", "book.xlsx", "kb-book", (Container("Q3", (B,)),))], [Move("p1", "D1", (0, 0))]),
+            [md("D0", P, A), Doc("D1", "xlsx", "book.xlsx", "kb-book", (Container("Q3", (B,)),))],
+            [Move("p1", "D1", (0, 0))],
+        ),
         "paragraph edited, a copy in its document and one in another: relocated to the one in its document": script(
-            [md("D0", P, A, P2), md("D1", B, replace(P, uid="p11"))], [edit(P, 1)],
-            Answer("a0", "structured", "en", (Cite("p1", None), Cite("p1", 0), Cite("p1", 1), Cite("p11", 1)))),
+            [md("D0", P, A, P2), md("D1", B, replace(P, uid="p11"))],
+            [edit(P, 1)],
+            Answer("a0", "structured", "en", (Cite("p1", None), Cite("p1", 0), Cite("p1", 1), Cite("p11", 1))),
+        ),
         "paragraph edited, its text verbatim in two other documents: relocated to either": script(
-            [md("D0", P, A), md("D1", B, replace(P, uid="p11")),
-             Doc("D2", "xlsx", "sheets.xlsx", "budget", (Container("Q3", (C, replace(P, uid="p12"))),))],
+            [
+                md("D0", P, A),
+                md("D1", B, replace(P, uid="p11")),
+                Doc("D2", "xlsx", "sheets.xlsx", "budget", (Container("Q3", (C, replace(P, uid="p12"))),)),
+            ],
             [edit(P, 1)],
             Answer("a0", "structured", "en", (Cite("p1", None), Cite("p1", 0), Cite("p1", 1), Cite("p12", 1))),
-            Answer("a1", "marker", "en", (Cite("p1", 2), Cite("p11", None)))),
+            Answer("a1", "marker", "en", (Cite("p1", 2), Cite("p11", None))),
+        ),
         "Chinese: a copy deleted, another edited (marker form)": script(
-            [md("D0", Z, Y, X, Z2)], [Delete("p5"), edit(Y, 0)],
+            [md("D0", Z, Y, X, Z2)],
+            [Delete("p5"), edit(Y, 0)],
             Answer("a0", "marker", "zh", (Cite("p5", None), Cite("p10", 1), Cite("p6", 0), Cite("p6", 1))),
-            Answer("a1", "structured", "zh", (Cite("p5", 2), Cite("p7", None)))),
+            Answer("a1", "structured", "zh", (Cite("p5", 2), Cite("p7", None))),
+        ),
         "citations by document registration cannot anchor, beside citations that move": script(
             [md("D0", P, A, path="guide.md"), md("D1", Z, Y, explicit="kb-zh", path="手册.md")],
             [MoveFile("D0", "moved/guide.md"), edit(Y, 0)],
-            Answer("a0", "structured", "en", (
-                Cite("p1", 0),
-                DocCite("u1", "source_path", "moved/guide.md", P.sentences[1], "en"),  # the path only v2 has
-                DocCite("u2", "doc_id", "手册.md", Z.sentences[0], "zh"))),  # a path, given as a doc_id
-            Answer("a1", "marker", "zh", (
-                Cite("p6", 1),
-                DocCite("u3", "doc_id", "kb-zh", t.sentence("ZH"), "zh"),  # quotes none of its text
-                DocCite("u4", "source_path", "guide.md", t.sentence("EN"), "en"))),
-            Answer("a2", "structured", "en", (DocCite("u5", "doc_id", "kb-retired", A.sentences[2], "en"),))),
+            Answer(
+                "a0",
+                "structured",
+                "en",
+                (
+                    Cite("p1", 0),
+                    DocCite("u1", "source_path", "moved/guide.md", P.sentences[1], "en"),  # the path only v2 has
+                    DocCite("u2", "doc_id", "手册.md", Z.sentences[0], "zh"),
+                ),
+            ),  # a path, given as a doc_id
+            Answer(
+                "a1",
+                "marker",
+                "zh",
+                (
+                    Cite("p6", 1),
+                    DocCite("u3", "doc_id", "kb-zh", t.sentence("ZH"), "zh"),  # quotes none of its text
+                    DocCite("u4", "source_path", "guide.md", t.sentence("EN"), "en"),
+                ),
+            ),
+            Answer("a2", "structured", "en", (DocCite("u5", "doc_id", "kb-retired", A.sentences[2], "en"),)),
+        ),
     }
     staff, public = ("staff",), ("public",)
     out |= {
         "audience: a staff-only document cited for the public, for staff, for nobody, unchecked": script(
-            [md("D0", P, A, groups=staff), md("D1", B, path="open.md")], [edit(B, 0)],
+            [md("D0", P, A, groups=staff), md("D1", B, path="open.md")],
+            [edit(B, 0)],
             Answer("a0", "structured", "en", (Cite("p1", 0), Cite("p3", None), Cite("p2", 1)), public),
             Answer("a1", "marker", "en", (Cite("p1", 1), Cite("p2", None)), staff),
             Answer("a2", "structured", "en", (Cite("p1", None), Cite("p3", 1)), ()),
-            Answer("a3", "marker", "en", (Cite("p1", 2),))),
+            Answer("a3", "marker", "en", (Cite("p1", 2),)),
+        ),
         "audience: one document closed since v1, another opened since (fail closed: both out_of_scope)": script(
             [md("D0", P, explicit="kb-policy"), md("D1", A, groups=staff), md("D2", Z, path="手册.md")],
             [SetGroups("D0", staff), SetGroups("D1", None), edit(Z, 1)],
             Answer("a0", "structured", "en", (Cite("p1", 0), Cite("p2", None)), public),
-            Answer("a1", "marker", "zh", (Cite("p5", 0), Cite("p2", 1), Cite("p1", None)), staff)),
+            Answer("a1", "marker", "zh", (Cite("p5", 0), Cite("p2", 1), Cite("p1", None)), staff),
+        ),
         "audience: evidence verbatim only in a staff-only document: stale for the public": script(
-            [md("D0", P, A), md("D1", B, replace(P, uid="p11"), groups=("eu", "staff"))], [edit(P, 1)],
+            [md("D0", P, A), md("D1", B, replace(P, uid="p11"), groups=("eu", "staff"))],
+            [edit(P, 1)],
             Answer("a0", "structured", "en", (Cite("p1", 1), Cite("p1", 0)), public),
             Answer("a1", "marker", "en", (Cite("p1", 1),), staff),
-            Answer("a2", "structured", "en", (Cite("p1", 1),))),
+            Answer("a2", "structured", "en", (Cite("p1", 1),)),
+        ),
         "audience: a paragraph moved into a staff-only workbook; a citation by document of it": script(
-            [md("D0", P, A, path="guide.md"), Doc("D1", "xlsx", "book.xlsx", "kb-book", (Container("Q3", (B,)),), staff)],
+            [
+                md("D0", P, A, path="guide.md"),
+                Doc("D1", "xlsx", "book.xlsx", "kb-book", (Container("Q3", (B,)),), staff),
+            ],
             [Move("p1", "D1", (0, 0))],
-            Answer("a0", "structured", "en", (Cite("p1", 0), Cite("p2", None),
-                                              DocCite("u1", "source_path", "book.xlsx", t.sentence("EN"), "en")), public),
-            Answer("a1", "marker", "en", (Cite("p1", 1), DocCite("u2", "doc_id", "kb-book", t.sentence("EN"), "en")), staff)),
+            Answer(
+                "a0",
+                "structured",
+                "en",
+                (Cite("p1", 0), Cite("p2", None), DocCite("u1", "source_path", "book.xlsx", t.sentence("EN"), "en")),
+                public,
+            ),
+            Answer(
+                "a1", "marker", "en", (Cite("p1", 1), DocCite("u2", "doc_id", "kb-book", t.sentence("EN"), "en")), staff
+            ),
+        ),
     }
     if BLANK_PAGES:
         out["PDF: a blank page before the second"] = script(
             [Doc("D0", "pdf", "paper.pdf", None, (Container(None, (P, A)), Container(None, (B,))))],
             [InsertBlank("D0", (1, 0), "page")],
-            Answer("a0", "structured", "en", (Cite("p1", None), Cite("p3", 0))))
+            Answer("a0", "structured", "en", (Cite("p1", None), Cite("p3", 0))),
+        )
     for name, s in out.items():
         assert not problems(s.old, s.new, s.ops), (name, problems(s.old, s.new, s.ops))
         for _, c in s.cites:
@@ -1196,11 +1329,19 @@ def _found_verbatim(new: Corpus, places: frozenset, uid: str, base: dict) -> Exp
         doc_id, start, end, chunk = place
         placed = _placed_at(new, chunk)
         return Expected(
-            "relocated", f"{uid} edited, evidence gone from it, verbatim at {placed.doc.path} chars {start}-{end}", **base,
-            new_doc_id=doc_id, new_chunk=chunk, new_start_char=start, new_end_char=end, new_locator=placed.locator,
-            new_source_path=placed.doc.path, new_text=placed.para.text, suggestions=frozenset([place]),
+            "relocated",
+            f"{uid} edited, evidence gone from it, verbatim at {placed.doc.path} chars {start}-{end}",
+            **base,
+            new_doc_id=doc_id,
+            new_chunk=chunk,
+            new_start_char=start,
+            new_end_char=end,
+            new_locator=placed.locator,
+            new_source_path=placed.doc.path,
+            new_text=placed.para.text,
+            suggestions=frozenset([place]),
             repair="repointed_successor",
-        )  # fmt: skip
+        )
 
     first, *others = [at(place) for place in sorted(places, key=lambda place: place[:3])]
     return replace(first, alternatives=tuple(others))
@@ -1210,9 +1351,15 @@ def expected_unanchored(old: Corpus, cite: DocCite) -> Expected:
     """Registration found no chunk for it: invalid, with no chunk, document or span of v1."""
     why = "v1 has no such document" if named_document(old, cite) is None else "its quote is in no text of it"
     return Expected(
-        "invalid", f"{cite.by} {cite.name!r}: {why}", doc_id=None, source_path=None, old_start_char=None,
-        old_end_char=None, old_locator=None, unanchored_name=cite.name,
-    )  # fmt: skip
+        "invalid",
+        f"{cite.by} {cite.name!r}: {why}",
+        doc_id=None,
+        source_path=None,
+        old_start_char=None,
+        old_end_char=None,
+        old_locator=None,
+        unanchored_name=cite.name,
+    )
 
 
 def _by_doc_id(corpus: Corpus, doc_id: str | None) -> Doc | None:
@@ -1258,9 +1405,11 @@ def expected_status(script: EditScript, cite: AnyCite, audience: tuple[str, ...]
     now = locate(script.new, cite.uid)
     if now is None:
         return Expected(
-            "removed", f"{cite.uid} was deleted", **base,
+            "removed",
+            f"{cite.uid} was deleted",
+            **base,
             suggestions=_verbatim(script.new, evidence, [old_place.doc.doc_id], audience),
-        )  # fmt: skip
+        )
     successor = dict(
         new_doc_id=now.doc.doc_id,
         new_chunk=(now.doc.doc_id, now.start),
@@ -1271,7 +1420,8 @@ def expected_status(script: EditScript, cite: AnyCite, audience: tuple[str, ...]
     if now.para.text == old_place.para.text:
         start, end = _span(now, evidence)
         moved = [
-            what for what, before, after in (
+            what
+            for what, before, after in (
                 ("document", old_place.doc.doc_id, now.doc.doc_id),
                 # A chunk_id numbers the copies of its text in its document: the second copy becomes the
                 # first when the first goes (the citation must then name the new id).
@@ -1279,20 +1429,32 @@ def expected_status(script: EditScript, cite: AnyCite, audience: tuple[str, ...]
                 ("offsets", (old_place.start, old_place.end), (now.start, now.end)),
                 ("native locator", old_place.locator, now.locator),
                 ("source_path", old_place.doc.path, now.doc.path),
-            ) if before != after
-        ]  # fmt: skip
+            )
+            if before != after
+        ]
         status = "relocated" if moved else "valid"
         reason = f"same text; changed: {', '.join(moved)}" if moved else "same text, same locator"
         return Expected(status, reason, **base, **successor, new_start_char=start, new_end_char=end)
     if evidence in now.para.text:
         start, end = _span(now, evidence)
-        return Expected("drifted", f"{cite.uid} edited, evidence still in it", **base, **successor, new_start_char=start, new_end_char=end)
+        return Expected(
+            "drifted",
+            f"{cite.uid} edited, evidence still in it",
+            **base,
+            **successor,
+            new_start_char=start,
+            new_end_char=end,
+        )
     if places := _verbatim(script.new, evidence, [now.doc.doc_id, old_place.doc.doc_id], audience):
         return _found_verbatim(script.new, places, cite.uid, base)
     return Expected(
-        "stale", f"{cite.uid} edited, evidence gone from it and verbatim nowhere", **base, **successor,
-        new_start_char=now.start, new_end_char=now.end,
-    )  # fmt: skip
+        "stale",
+        f"{cite.uid} edited, evidence gone from it and verbatim nowhere",
+        **base,
+        **successor,
+        new_start_char=now.start,
+        new_end_char=now.end,
+    )
 
 
 def expected_out_of_scope(script: EditScript, cite: AnyCite, door: Doc, audience: tuple[str, ...]) -> Expected:
@@ -1301,15 +1463,28 @@ def expected_out_of_scope(script: EditScript, cite: AnyCite, door: Doc, audience
     reason = f"{door.path} is open only to {list(door.access_groups)}, not to the audience {list(audience)}"
     names = (door.path, _listed(door.access_groups), _listed(audience))
     if isinstance(cite, DocCite):
-        return replace(expected_unanchored(script.old, cite), status="out_of_scope", reason=reason, unanchored_name=None,
-                       repair="out_of_scope", reason_names=names)  # fmt: skip
+        return replace(
+            expected_unanchored(script.old, cite),
+            status="out_of_scope",
+            reason=reason,
+            unanchored_name=None,
+            repair="out_of_scope",
+            reason_names=names,
+        )
     old_place = locate(script.old, cite.uid)
     quote = quote_text(script.old, cite)
     start, end = _span(old_place, quote if quote is not None else old_place.para.text)
     return Expected(
-        "out_of_scope", reason, doc_id=old_place.doc.doc_id, source_path=old_place.doc.path, old_start_char=start,
-        old_end_char=end, old_locator=old_place.locator, repair="out_of_scope", reason_names=names,
-    )  # fmt: skip
+        "out_of_scope",
+        reason,
+        doc_id=old_place.doc.doc_id,
+        source_path=old_place.doc.path,
+        old_start_char=start,
+        old_end_char=end,
+        old_locator=old_place.locator,
+        repair="out_of_scope",
+        reason_names=names,
+    )
 
 
 def _listed(names: tuple[str, ...]) -> str:
@@ -1319,13 +1494,15 @@ def _listed(names: tuple[str, ...]) -> str:
 
 def expected_rows(script: EditScript) -> dict[tuple[str, str, str | None], Expected]:
     """(answer_id, cited paragraph uid, quote) -> the row its citation must get."""
-    return {(a.answer_id, c.uid, quote_text(script.old, c)): expected_status(script, c, a.audience) for a, c in script.cites}
+    return {
+        (a.answer_id, c.uid, quote_text(script.old, c)): expected_status(script, c, a.audience) for a, c in script.cites
+    }
 
 
 # ---------------------------------------------------------------------------------------------------- files
 
 _RENDERED: dict[tuple, bytes] = {}  # the bytes of every document content written so far (rendering is slow-ish)
-_FIXED_TIME = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+_FIXED_TIME = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
 
 
 def write_corpus(corpus: Corpus, root: Path) -> None:
@@ -1333,7 +1510,10 @@ def write_corpus(corpus: Corpus, root: Path) -> None:
         path = root / doc.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(render(doc))
-        sidecar = {"doc_id": doc.explicit_id, "access_groups": None if doc.access_groups is None else list(doc.access_groups)}
+        sidecar = {
+            "doc_id": doc.explicit_id,
+            "access_groups": None if doc.access_groups is None else list(doc.access_groups),
+        }
         sidecar = {key: value for key, value in sidecar.items() if value is not None}
         if sidecar:
             Path(f"{path}{SIDECAR_SUFFIX}").write_text(json.dumps(sidecar))

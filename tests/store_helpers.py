@@ -1,5 +1,6 @@
 """Store test helpers: a crash before the manifest, a second writer (test_store, test_ingest); the chunk holding
 some words (the citation tests)."""
+
 from __future__ import annotations
 
 import subprocess

@@ -1,9 +1,10 @@
-"""citekeeper.anchor's search for the occurrence of a quote nearest the RAG system's offset hint, against a brute
+"""citekeeper.answers.anchoring's search for the occurrence of a quote nearest the RAG system's offset hint, against a brute
 force over every occurrence."""
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from citekeeper.anchor import _nearest
+from citekeeper.answers.anchoring import _nearest
 
 texts = st.text(alphabet="ab中", max_size=40)
 quotes = st.text(alphabet="ab中", min_size=1, max_size=3)

@@ -1,5 +1,6 @@
 """Answers at the edges of what registers (#30): a 10 MB quote, more citations than the limits allow, no claims at
 all. Each registers or is refused as its line, and every answers command reads back what registered."""
+
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ from click.testing import CliRunner
 
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
 from tests.store_helpers import chunk_with
@@ -22,7 +23,12 @@ def corpus(tmp_path_factory):
     """A store with one corpus version, v1, and the chunk that says PUBLIC."""
     base = tmp_path_factory.mktemp("bounds")
     store = CorpusStore(base / "store")
-    ingest(write_tree(base / "src", {"guide.md": f"# Guide\n\n{PUBLIC}\n"}), store, version="v1", config=ParseConfig(workers=1))
+    ingest(
+        write_tree(base / "src", {"guide.md": f"# Guide\n\n{PUBLIC}\n"}),
+        store,
+        version="v1",
+        config=ParseConfig(workers=1),
+    )
     return store, chunk_with(store, "v1", "Timeouts")["chunk_id"]
 
 
@@ -40,8 +46,12 @@ def test_an_answer_with_a_10_mb_quote_is_shown_and_exported(corpus, tmp_path):
     """polars compiled the quote into a regex: `Compiled regex exceeds size limit` in answers show."""
     store, chunk_id = corpus
     quote = "五秒" * (5 * 2**20)  # 10 M code points, not in the chunk: every locating tier sees it
-    record = {"answer_id": "long-quote", "answer": "x", "corpus_version": "v1",
-              "claims": [{"text": "Timeouts are five seconds.", "citations": [{"chunk_id": chunk_id, "quote": quote}]}]}  # fmt: skip
+    record = {
+        "answer_id": "long-quote",
+        "answer": "x",
+        "corpus_version": "v1",
+        "claims": [{"text": "Timeouts are five seconds.", "citations": [{"chunk_id": chunk_id, "quote": quote}]}],
+    }
     assert add(store, tmp_path, [record]).exit_code == 0
     shown = run(store, "answers", "show", "long-quote")
     assert shown.exit_code == 0, shown.output
@@ -53,7 +63,10 @@ def test_an_answer_with_a_10_mb_quote_is_shown_and_exported(corpus, tmp_path):
 def test_an_answer_with_no_claims_is_listed_and_shown(corpus, tmp_path):
     """`answers list` listed it, `answers show` said `no registered answer`."""
     store, _ = corpus
-    assert add(store, tmp_path, [{"answer_id": "empty", "answer": "", "corpus_version": "v1", "claims": []}]).exit_code == 0
+    assert (
+        add(store, tmp_path, [{"answer_id": "empty", "answer": "", "corpus_version": "v1", "claims": []}]).exit_code
+        == 0
+    )
     assert "empty  revision 1  0 claims  0 citations" in run(store, "answers", "list").output.splitlines()
     shown = run(store, "answers", "show", "empty")
     assert shown.exit_code == 0, shown.output
@@ -62,8 +75,10 @@ def test_an_answer_with_no_claims_is_listed_and_shown(corpus, tmp_path):
 
 
 def cited(n_claims: int, per_claim: int, chunk_id: str, answer_id: str) -> dict:
-    claims = [{"text": f"Claim {i}.", "citations": [{"chunk_id": chunk_id, "quote": "five seconds"}] * per_claim}
-              for i in range(n_claims)]  # fmt: skip
+    claims = [
+        {"text": f"Claim {i}.", "citations": [{"chunk_id": chunk_id, "quote": "five seconds"}] * per_claim}
+        for i in range(n_claims)
+    ]
     return {"answer_id": answer_id, "answer": "x", "corpus_version": "v1", "claims": claims}
 
 
@@ -72,12 +87,20 @@ def test_too_many_citations_are_refused_as_their_line(corpus, tmp_path):
     store, chunk_id = corpus
     result = add(store, tmp_path, [cited(1, 1_001, chunk_id, "bomb"), cited(2, 3, chunk_id, "fine")])
     assert result.exit_code == 1 and "1 added" in result.output, result.output
-    assert ("line 1: claims: claim 1 has 1,001 citations, over the limit of 1,000 (max_citations_per_claim)"
-            in result.output)  # fmt: skip
+    assert (
+        "line 1: claims: claim 1 has 1,001 citations, over the limit of 1,000 (max_citations_per_claim)"
+        in result.output
+    )
 
-    result = add(store, tmp_path, [cited(1, 3, chunk_id, "per-claim"), cited(3, 2, chunk_id, "per-answer"),
-                                   cited(2, 2, chunk_id, "within")],
-                 "--max-citations-per-claim", "2", "--max-citations-per-answer", "5")  # fmt: skip
+    result = add(
+        store,
+        tmp_path,
+        [cited(1, 3, chunk_id, "per-claim"), cited(3, 2, chunk_id, "per-answer"), cited(2, 2, chunk_id, "within")],
+        "--max-citations-per-claim",
+        "2",
+        "--max-citations-per-answer",
+        "5",
+    )
     assert result.exit_code == 1 and "1 added" in result.output, result.output
     assert "line 1: claims: claim 1 has 3 citations, over the limit of 2 (max_citations_per_claim)" in result.output
     assert "line 2: claims: the answer has 6 citations, over the limit of 5 (max_citations_per_answer)" in result.output
@@ -85,14 +108,35 @@ def test_too_many_citations_are_refused_as_their_line(corpus, tmp_path):
 
 def test_marker_form_and_api_responses_count_citations_too(corpus, tmp_path):
     store, chunk_id = corpus
-    marker = {"answer_id": "markers", "answer": "Timeouts are five seconds. [1][2][3]", "corpus_version": "v1",
-              "references": [{"ref": i, "chunk_id": chunk_id, "quote": "five seconds"} for i in (1, 2, 3)]}  # fmt: skip
+    marker = {
+        "answer_id": "markers",
+        "answer": "Timeouts are five seconds. [1][2][3]",
+        "corpus_version": "v1",
+        "references": [{"ref": i, "chunk_id": chunk_id, "quote": "five seconds"} for i in (1, 2, 3)],
+    }
     result = add(store, tmp_path, [marker], "--max-citations-per-claim", "2")
     assert "line 1: claims: claim 1 has 3 citations, over the limit of 2 (max_citations_per_claim)" in result.output
-    blocks = [{"type": "text", "text": "Timeouts are five seconds.",
-               "citations": [{"type": "char_location", "cited_text": word, "document_index": 0,
-                              "start_char_index": PUBLIC.index(word), "end_char_index": PUBLIC.index(word) + len(word)}
-                             for word in ("Timeouts", "default", "five seconds")]}]  # fmt: skip
-    line = {"answer_id": "api", "corpus_version": "v1", "documents": [{"source_path": "guide.md"}], "response": {"content": blocks}}
+    blocks = [
+        {
+            "type": "text",
+            "text": "Timeouts are five seconds.",
+            "citations": [
+                {
+                    "type": "char_location",
+                    "cited_text": word,
+                    "document_index": 0,
+                    "start_char_index": PUBLIC.index(word),
+                    "end_char_index": PUBLIC.index(word) + len(word),
+                }
+                for word in ("Timeouts", "default", "five seconds")
+            ],
+        }
+    ]
+    line = {
+        "answer_id": "api",
+        "corpus_version": "v1",
+        "documents": [{"source_path": "guide.md"}],
+        "response": {"content": blocks},
+    }
     result = add(store, tmp_path, [line], "--from", "anthropic", "--max-citations-per-claim", "2")
     assert "line 1: response: claim 1 has 3 citations, over the limit of 2 (max_citations_per_claim)" in result.output

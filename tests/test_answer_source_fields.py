@@ -1,16 +1,17 @@
 """An answer's audience, the version and scope it is about, and each citation's retrieved_at (issue 31): read from
 every input form (structured, marker, `--from` envelopes) and `answers add --audience`, stored in ANSWERS and
 CITATIONS, part of the content hash, and refused with the line and field when malformed."""
+
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from citekeeper.answer_store import AnswerStore
-from citekeeper.answers import AnswerInputError, parse_answer
+from citekeeper.answers.records import AnswerInputError, parse_answer
+from citekeeper.answers.store import AnswerStore
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
 from pipelines.cli import main
@@ -23,14 +24,18 @@ LIMITS = "每个网络操作的默认超时时间为五秒。"
 
 
 def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
 @pytest.fixture(scope="module")
 def store_root(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("source-fields")
     store = CorpusStore(base / "store")
-    ingest(write_tree(base / "v1", {"guide.md": f"# Guide\n\n{GUIDE}\n", "limits.md": f"# 限制\n\n{LIMITS}\n"}), store, version="v1")
+    ingest(
+        write_tree(base / "v1", {"guide.md": f"# Guide\n\n{GUIDE}\n", "limits.md": f"# 限制\n\n{LIMITS}\n"}),
+        store,
+        version="v1",
+    )
     return base
 
 
@@ -40,26 +45,67 @@ def chunk_of(store_root: Path, words: str) -> str:
 
 
 def structured(store_root: Path, answer_id: str, **fields) -> dict:
-    return {"answer_id": answer_id, "answer": "Connections are reused.", "corpus_version": "v1", "created_at": CREATED,
-            "claims": [{"text": "Connections are reused.", "citations": [
-                {"chunk_id": chunk_of(store_root, "keeps connections"), "quote": "keeps connections alive", "retrieved_at": RETRIEVED},
-                {"chunk_id": chunk_of(store_root, "五秒")}]}]} | fields  # fmt: skip
+    return {
+        "answer_id": answer_id,
+        "answer": "Connections are reused.",
+        "corpus_version": "v1",
+        "created_at": CREATED,
+        "claims": [
+            {
+                "text": "Connections are reused.",
+                "citations": [
+                    {
+                        "chunk_id": chunk_of(store_root, "keeps connections"),
+                        "quote": "keeps connections alive",
+                        "retrieved_at": RETRIEVED,
+                    },
+                    {"chunk_id": chunk_of(store_root, "五秒")},
+                ],
+            }
+        ],
+    } | fields
 
 
 def marker(store_root: Path, answer_id: str, **fields) -> dict:
-    return {"answer_id": answer_id, "answer": "超时为五秒 [1]。连接会复用 [2]。", "corpus_version": "v1", "created_at": CREATED,
-            "references": [{"ref": 1, "chunk_id": chunk_of(store_root, "五秒"), "quote": "默认超时时间为五秒", "retrieved_at": RETRIEVED},
-                           {"ref": 2, "chunk_id": chunk_of(store_root, "keeps connections")}]} | fields  # fmt: skip
+    return {
+        "answer_id": answer_id,
+        "answer": "超时为五秒 [1]。连接会复用 [2]。",
+        "corpus_version": "v1",
+        "created_at": CREATED,
+        "references": [
+            {
+                "ref": 1,
+                "chunk_id": chunk_of(store_root, "五秒"),
+                "quote": "默认超时时间为五秒",
+                "retrieved_at": RETRIEVED,
+            },
+            {"ref": 2, "chunk_id": chunk_of(store_root, "keeps connections")},
+        ],
+    } | fields
 
 
 def envelope(answer_id: str, **fields) -> dict:
-    return {"answer_id": answer_id, "corpus_version": "v1", "created_at": CREATED,
-            "documents": [{"source_path": "guide.md", "retrieved_at": RETRIEVED}, {"source_path": "limits.md"}],
-            "response": {"type": "message", "content": [
-                {"type": "text", "text": "Connections are reused.", "citations": [
-                    {"type": "char_location", "cited_text": GUIDE, "document_index": 0}]},
-                {"type": "text", "text": " 超时为五秒。", "citations": [
-                    {"type": "char_location", "cited_text": LIMITS, "document_index": 1}]}]}} | fields  # fmt: skip
+    return {
+        "answer_id": answer_id,
+        "corpus_version": "v1",
+        "created_at": CREATED,
+        "documents": [{"source_path": "guide.md", "retrieved_at": RETRIEVED}, {"source_path": "limits.md"}],
+        "response": {
+            "type": "message",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "Connections are reused.",
+                    "citations": [{"type": "char_location", "cited_text": GUIDE, "document_index": 0}],
+                },
+                {
+                    "type": "text",
+                    "text": " 超时为五秒。",
+                    "citations": [{"type": "char_location", "cited_text": LIMITS, "document_index": 1}],
+                },
+            ],
+        },
+    } | fields
 
 
 def run(*args) -> object:
@@ -80,16 +126,26 @@ def stored(store_root: Path, answer_id: str) -> tuple[dict, list[dict]]:
 
 
 def test_each_input_form_stores_audience_version_scope_and_retrieved_at(store_root):
-    result = add(store_root, "forms", [
-        structured(store_root, "s1", audience=["staff", "eu"], about_version="v2", scope=["http", "python"]),
-        marker(store_root, "m1", audience="staff", about_version="2.1", scope="网络"),
-    ])  # fmt: skip
+    result = add(
+        store_root,
+        "forms",
+        [
+            structured(store_root, "s1", audience=["staff", "eu"], about_version="v2", scope=["http", "python"]),
+            marker(store_root, "m1", audience="staff", about_version="2.1", scope="网络"),
+        ],
+    )
     assert result.exit_code == 0, result.output
-    record = envelope("e1", audience=["public"], about_version="v1", scope=["http"], retrieved_at="2024-06-01T00:00:00Z")
+    record = envelope(
+        "e1", audience=["public"], about_version="v1", scope=["http"], retrieved_at="2024-06-01T00:00:00Z"
+    )
     result = add(store_root, "envelopes", [record], "--from", "anthropic")
     assert result.exit_code == 0, result.output
     answer, citations = stored(store_root, "s1")
-    assert (answer["audience"], answer["about_version"], answer["scope_labels"]) == (["eu", "staff"], "v2", ["http", "python"])
+    assert (answer["audience"], answer["about_version"], answer["scope_labels"]) == (
+        ["eu", "staff"],
+        "v2",
+        ["http", "python"],
+    )
     assert [c["retrieved_at"] for c in citations] == [utc(RETRIEVED), utc(CREATED)]  # given, else created_at
     answer, citations = stored(store_root, "m1")
     assert (answer["audience"], answer["about_version"], answer["scope_labels"]) == (["staff"], "2.1", ["网络"])
@@ -98,7 +154,10 @@ def test_each_input_form_stores_audience_version_scope_and_retrieved_at(store_ro
     answer, citations = stored(store_root, "e1")
     assert (answer["audience"], answer["about_version"], answer["scope_labels"]) == (["public"], "v1", ["http"])
     # the document entry's own retrieved_at, else the envelope's (not created_at)
-    assert {c["quote"]: c["retrieved_at"] for c in citations} == {GUIDE: utc(RETRIEVED), LIMITS: utc("2024-06-01T00:00:00Z")}
+    assert {c["quote"]: c["retrieved_at"] for c in citations} == {
+        GUIDE: utc(RETRIEVED),
+        LIMITS: utc("2024-06-01T00:00:00Z"),
+    }
 
 
 def test_without_them_the_columns_are_null_and_retrieved_at_is_created_at(store_root):
@@ -116,15 +175,21 @@ def test_a_changed_audience_scope_version_or_retrieval_is_a_new_revision_their_o
     reordered = structured(store_root, "rev", audience=["b", "a", "a"], scope=["y", "x"])
     assert "0 added, 0 revised, 1 unchanged" in add(store_root, "rev2", [reordered]).output
     for change in ({"audience": ["a"]}, {"about_version": "v9"}, {"scope": ["x"]}):
-        assert "1 revised" in add(store_root, "rev3", [structured(store_root, "rev", **{"audience": ["a"], **change})]).output
+        assert (
+            "1 revised"
+            in add(store_root, "rev3", [structured(store_root, "rev", **{"audience": ["a"], **change})]).output
+        )
     moved = structured(store_root, "rev", audience=["a"], about_version="v9")
     moved["claims"][0]["citations"][0]["retrieved_at"] = "2025-01-01T00:00:00Z"
     assert "1 revised" in add(store_root, "rev4", [moved]).output
 
 
 def test_cli_audience_applies_where_none_is_given_and_never_widens_one(store_root):
-    records = [structured(store_root, "none"), structured(store_root, "own", audience=["eu", "staff"]),
-               structured(store_root, "apart", audience=["partners"])]  # fmt: skip
+    records = [
+        structured(store_root, "none"),
+        structured(store_root, "own", audience=["eu", "staff"]),
+        structured(store_root, "apart", audience=["partners"]),
+    ]
     result = add(store_root, "cli", records, "--audience", "staff, public")
     assert result.exit_code == 0, result.output
     audiences = {a: stored(store_root, a)[0]["audience"] for a in ("none", "own", "apart")}
@@ -134,13 +199,19 @@ def test_cli_audience_applies_where_none_is_given_and_never_widens_one(store_roo
     assert bad.exit_code == 2 and "names an empty group" in bad.output
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    (lambda r: r.update(audience=[1]), "audience"),
-    (lambda r: r.update(audience={"group": "x"}), "audience"),
-    (lambda r: r.update(scope=[" "]), "scope"),
-    (lambda r: r.update(about_version=""), "about_version"),
-    (lambda r: r["claims"][0]["citations"][1].update(retrieved_at="last week"), "claims.0.citations.1.retrieved_at"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda r: r.update(audience=[1]), "audience"),
+        (lambda r: r.update(audience={"group": "x"}), "audience"),
+        (lambda r: r.update(scope=[" "]), "scope"),
+        (lambda r: r.update(about_version=""), "about_version"),
+        (
+            lambda r: r["claims"][0]["citations"][1].update(retrieved_at="last week"),
+            "claims.0.citations.1.retrieved_at",
+        ),
+    ],
+)
 def test_malformed_fields_are_named(store_root, change, field):
     record = structured(store_root, "bad")
     change(record)

@@ -1,4 +1,5 @@
 """The answer store commits atomically: a reader sees an add whole or not at all, even when the add is killed."""
+
 import json
 import signal
 import subprocess
@@ -9,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from polars.testing import assert_frame_equal
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from tests.conftest import REPO
 from tests.test_answers import MARKER, STRUCTURED, write_jsonl
@@ -25,7 +26,7 @@ NEW = dict(MARKER, answer_id="n1")
 #   at_manifest_replace: the whole part and the manifest temp file written, the rename not done.
 KILLED_ADD = """
 import os, signal, sys, types
-from citekeeper import answer_store
+from citekeeper.answers import store as answer_store
 
 store, answers_file, kill_at = sys.argv[1:]
 
@@ -56,14 +57,22 @@ answer_store.AnswerStore(store).add(answers_file)
 def killed_add(store_root, answers_file, kill_at: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", KILLED_ADD, str(store_root), str(answers_file), kill_at],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
 
 
 def tables(store: AnswerStore) -> dict[str, pl.DataFrame]:
     snapshot = store.snapshot()
-    return {"all_answers": snapshot.all_answers(), "answers": snapshot.answers(), "claims": snapshot.claims(), "citations": snapshot.citations()}  # fmt: skip
+    return {
+        "all_answers": snapshot.all_answers(),
+        "answers": snapshot.answers(),
+        "claims": snapshot.claims(),
+        "citations": snapshot.citations(),
+    }
 
 
 def assert_consistent(store: AnswerStore) -> None:
@@ -100,7 +109,10 @@ def test_killed_add_leaves_the_previous_state_and_the_next_add_commits_whole(tmp
     result = store.add(second)
     assert result.revised == [("a1", 2)] and result.added == ["n1"]
     assert sorted(store.answers().select("answer_id", "revision").iter_rows()) == [("a1", 2), ("m1", 1), ("n1", 1)]
-    assert store.claims().filter(pl.col("answer_id") == "a1")["text"].to_list() == ["X is a thing.", "It has many parts."]
+    assert store.claims().filter(pl.col("answer_id") == "a1")["text"].to_list() == [
+        "X is a thing.",
+        "It has many parts.",
+    ]
     assert_consistent(store)
     # The dead add's part and manifest temp file are gone; every part left is committed.
     assert sorted(f"parts/{p.name}" for p in store.parts_dir.iterdir()) == sorted(store.snapshot().parts)
@@ -130,7 +142,7 @@ def test_each_add_writes_only_its_own_part(tmp_path):
 WRITER = """
 import json, sys
 from pathlib import Path
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 
 store, record_file, rounds = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 records = [json.loads(line) for line in record_file.read_text().splitlines()]
@@ -148,7 +160,9 @@ def test_reader_never_sees_an_answer_without_its_claims_while_adds_run(tmp_path)
     records = write_jsonl(tmp_path / "records.jsonl", [STRUCTURED, MARKER])
     store.add(records)
     rounds = 15
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "store"), str(records), str(rounds)], cwd=REPO)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(tmp_path / "store"), str(records), str(rounds)], cwd=REPO
+    )
     reads = 0
     while writer.poll() is None:
         assert_consistent(store)
@@ -164,6 +178,12 @@ def test_an_add_read_in_batches_registers_what_one_batch_does(tmp_path):
     lines = [STRUCTURED, MARKER, NEW, REVISED, STRUCTURED, dict(MARKER, answer_id="n2")]
     path = write_jsonl(tmp_path / "in.jsonl", [json.dumps(line) for line in lines])
     one, batched = AnswerStore(tmp_path / "one"), AnswerStore(tmp_path / "batched")
-    assert one.add(path).summary() == batched.add(path, batch_size=2).summary() == "4 added, 2 revised, 0 unchanged, 0 error(s)"
+    assert (
+        one.add(path).summary()
+        == batched.add(path, batch_size=2).summary()
+        == "4 added, 2 revised, 0 unchanged, 0 error(s)"
+    )
     for name, frame in tables(one).items():
-        assert_frame_equal(frame.drop("registered_at", strict=False), tables(batched)[name].drop("registered_at", strict=False))
+        assert_frame_equal(
+            frame.drop("registered_at", strict=False), tables(batched)[name].drop("registered_at", strict=False)
+        )

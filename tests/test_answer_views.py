@@ -1,5 +1,6 @@
 """Answers read back (`citekeeper answers list | show | export`): every claim and citation of the current
 revisions, each citation located in the version it cites; internal_only quotes withheld unless asked for."""
+
 from __future__ import annotations
 
 import json
@@ -8,13 +9,13 @@ import polars as pl
 import pyarrow.parquet as pq
 from click.testing import CliRunner
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 from citekeeper.api import answer_citations, register_answers
 from citekeeper.schema import ANSWER_EXPORT
 from citekeeper.scope import RAW_TEXT_KEY, REDACTED
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
 from tests.store_helpers import chunk_with
@@ -25,17 +26,37 @@ SECRET = "The acquisition closes in March."
 
 def test_export_show_and_list(tmp_path):
     store = CorpusStore(tmp_path / "store")
-    source = write_tree(tmp_path / "src", {"guide.md": f"# Guide\n\n{PUBLIC}\n",
-                                           "plan.md": f"---\naccess_scope: internal_only\n---\n# Plan\n\n{SECRET}\n"})  # fmt: skip
+    source = write_tree(
+        tmp_path / "src",
+        {
+            "guide.md": f"# Guide\n\n{PUBLIC}\n",
+            "plan.md": f"---\naccess_scope: internal_only\n---\n# Plan\n\n{SECRET}\n",
+        },
+    )
     ingest(source, store, version="v1", config=ParseConfig(workers=1))
     guide, plan = chunk_with(store, "v1", "Timeouts"), chunk_with(store, "v1", "acquisition")
     records = [
-        {"answer_id": "m", "answer": "Timeouts are five seconds. [1] Nothing else is said.", "corpus_version": "v1",
-         "references": [{"ref": 1, "chunk_id": guide["chunk_id"], "quote": "five seconds"}]},
-        {"answer_id": "s", "answer": "...", "corpus_version": "v1", "claims": [
-            {"text": "It closes in March.", "citations": [{"chunk_id": plan["chunk_id"], "quote": "closes in March"},
-                                                          {"chunk_id": "ck_invented"}]}]},
-    ]  # fmt: skip
+        {
+            "answer_id": "m",
+            "answer": "Timeouts are five seconds. [1] Nothing else is said.",
+            "corpus_version": "v1",
+            "references": [{"ref": 1, "chunk_id": guide["chunk_id"], "quote": "five seconds"}],
+        },
+        {
+            "answer_id": "s",
+            "answer": "...",
+            "corpus_version": "v1",
+            "claims": [
+                {
+                    "text": "It closes in March.",
+                    "citations": [
+                        {"chunk_id": plan["chunk_id"], "quote": "closes in March"},
+                        {"chunk_id": "ck_invented"},
+                    ],
+                }
+            ],
+        },
+    ]
     (tmp_path / "answers.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
     AnswerStore(store.root).add(tmp_path / "answers.jsonl")
     run = lambda *args: CliRunner().invoke(main, [*args, "--store", str(store.root)])  # noqa: E731
@@ -71,10 +92,19 @@ def test_export_show_and_list(tmp_path):
 
 def test_the_python_api_registers_records_and_reads_them_back(tmp_path):
     store = CorpusStore(tmp_path / "store")
-    ingest(write_tree(tmp_path / "src", {"guide.md": f"# Guide\n\n{PUBLIC}\n"}), store, version="v1", config=ParseConfig(workers=1))
+    ingest(
+        write_tree(tmp_path / "src", {"guide.md": f"# Guide\n\n{PUBLIC}\n"}),
+        store,
+        version="v1",
+        config=ParseConfig(workers=1),
+    )
     chunk = chunk_with(store, "v1", "Timeouts")
-    good = {"answer_id": "a1", "answer": "Timeouts are five seconds. [1]", "corpus_version": "v1",
-            "references": [{"ref": 1, "chunk_id": chunk["chunk_id"], "quote": "five seconds"}]}  # fmt: skip
+    good = {
+        "answer_id": "a1",
+        "answer": "Timeouts are five seconds. [1]",
+        "corpus_version": "v1",
+        "references": [{"ref": 1, "chunk_id": chunk["chunk_id"], "quote": "five seconds"}],
+    }
     result = register_answers(store.root, iter([good, {"answer_id": "bad"}]))
     assert result.added == ["a1"] and [e.line for e in result.errors] and all(e.line == 2 for e in result.errors)
     assert register_answers(store.root, [good]).unchanged == ["a1"]

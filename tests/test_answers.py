@@ -1,4 +1,5 @@
 """Answer input parsing (both forms), malformed lines, revisions and the answer store files."""
+
 import datetime as dt
 import json
 from decimal import Decimal
@@ -9,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.files import read_answer_records
+from citekeeper.answers.records import AnswerInputError, Issue, parse_answer
+from citekeeper.answers.store import AnswerStore
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from citekeeper.text import split_sentences
-from citekeeper.answer_files import read_answer_records
-from citekeeper.answers import AnswerInputError, Issue, parse_answer
 
 STRUCTURED = {
     "answer_id": "a1",
@@ -23,7 +24,11 @@ STRUCTURED = {
     "created_at": "2025-01-02T03:04:05Z",
     "claims": [
         {"claim_id": "c1", "text": "X is a thing.", "citations": [{"chunk_id": "k1", "quote": "X is a thing"}]},
-        {"claim_id": "c2", "text": "It has parts.", "citations": [{"chunk_id": "k2", "text_hash": "sha256:ab"}, {"chunk_id": "k3"}]},
+        {
+            "claim_id": "c2",
+            "text": "It has parts.",
+            "citations": [{"chunk_id": "k2", "text_hash": "sha256:ab"}, {"chunk_id": "k3"}],
+        },
     ],
 }
 
@@ -152,11 +157,19 @@ def test_chinese_marker_answer_gives_one_claim_per_sentence():
         "answer": "Vite 是一种新型前端构建工具。[1] 它使用 Rollup 打包代码【2】。它很快！[1,2] 没有引用的一句。见^[D1]。",
         "corpus_version": "v1",
         "references": [
-            {"ref": 1, "chunk_id": "k1"}, {"ref": "2", "chunk_id": "k2"}, {"ref": "D1", "chunk_id": "k3"},
+            {"ref": 1, "chunk_id": "k1"},
+            {"ref": "2", "chunk_id": "k2"},
+            {"ref": "D1", "chunk_id": "k3"},
         ],
-    }  # fmt: skip
+    }
     answer = parse_answer(record)
-    assert [c.text for c in answer.claims] == ["Vite 是一种新型前端构建工具。", "它使用 Rollup 打包代码。", "它很快！", "没有引用的一句。", "见。"]
+    assert [c.text for c in answer.claims] == [
+        "Vite 是一种新型前端构建工具。",
+        "它使用 Rollup 打包代码。",
+        "它很快！",
+        "没有引用的一句。",
+        "见。",
+    ]
     assert [[x.chunk_id for x in c.citations] for c in answer.claims] == [["k1"], ["k2"], ["k1", "k2"], [], ["k3"]]
     with pytest.raises(AnswerInputError) as exc:
         parse_answer(dict(record, answer="它很快。[S9]"))
@@ -187,14 +200,29 @@ def test_errors_name_the_line_the_dotted_path_and_what_is_wrong(tmp_path):
 @pytest.mark.parametrize(
     ("record", "issue"),
     [
-        (dict(STRUCTURED, created_at="yesterday"), Issue("created_at", "Input should be an ISO-8601 timestamp, got 'yesterday'")),
+        (
+            dict(STRUCTURED, created_at="yesterday"),
+            Issue("created_at", "Input should be an ISO-8601 timestamp, got 'yesterday'"),
+        ),
         (dict(STRUCTURED, corpus_version=3), Issue("corpus_version", "Input should be a valid string")),
-        ({k: v for k, v in STRUCTURED.items() if k != "claims"}, Issue("claims", "missing: give claims (structured) or references (marker form)")),
-        (dict(STRUCTURED, references=MARKER["references"]), Issue("claims", "give either claims (structured) or references (marker form), not both")),
-        (dict(MARKER, references=[{"ref": 1, "chunk_id": "k1"}, {"ref": "01", "chunk_id": "k2"}]), Issue("references.1.ref", "duplicate reference 1")),
-        (dict(MARKER, references=[{"ref": "one", "chunk_id": "k1"}]), Issue("references.0.ref", "Input should be an integer or a marker id such as 'D1', got 'one'")),
+        (
+            {k: v for k, v in STRUCTURED.items() if k != "claims"},
+            Issue("claims", "missing: give claims (structured) or references (marker form)"),
+        ),
+        (
+            dict(STRUCTURED, references=MARKER["references"]),
+            Issue("claims", "give either claims (structured) or references (marker form), not both"),
+        ),
+        (
+            dict(MARKER, references=[{"ref": 1, "chunk_id": "k1"}, {"ref": "01", "chunk_id": "k2"}]),
+            Issue("references.1.ref", "duplicate reference 1"),
+        ),
+        (
+            dict(MARKER, references=[{"ref": "one", "chunk_id": "k1"}]),
+            Issue("references.0.ref", "Input should be an integer or a marker id such as 'D1', got 'one'"),
+        ),
     ],
-)  # fmt: skip
+)
 def test_record_rule_messages(record, issue):
     with pytest.raises(AnswerInputError) as exc:
         parse_answer(record)
@@ -203,8 +231,13 @@ def test_record_rule_messages(record, issue):
 
 def test_content_hash_is_stable():
     """Stores compare it to tell an identical re-add: a changed hash would make every re-add a new revision."""
-    assert parse_answer(STRUCTURED).content_hash == "sha256:8dfc1aa7582907952eb515924166dad8e92ef5bb31cc995ff3554e6e7d9692a8"
-    assert parse_answer(MARKER).content_hash == "sha256:6d6a1c3e172a4a8277b2a619b0f286ce77eed6ab8e7e728b53211e0a6b8402cb"
+    assert (
+        parse_answer(STRUCTURED).content_hash
+        == "sha256:8dfc1aa7582907952eb515924166dad8e92ef5bb31cc995ff3554e6e7d9692a8"
+    )
+    assert (
+        parse_answer(MARKER).content_hash == "sha256:6d6a1c3e172a4a8277b2a619b0f286ce77eed6ab8e7e728b53211e0a6b8402cb"
+    )
 
 
 def test_parquet_rows_of_both_forms_read_like_jsonl(tmp_path):
@@ -213,15 +246,23 @@ def test_parquet_rows_of_both_forms_read_like_jsonl(tmp_path):
     pl.DataFrame([STRUCTURED, MARKER]).write_parquet(path)
     answers, errors = read_answer_records(path)
     assert not errors
-    assert [a.content_hash for a in answers] == [parse_answer(STRUCTURED).content_hash, parse_answer(MARKER).content_hash]
+    assert [a.content_hash for a in answers] == [
+        parse_answer(STRUCTURED).content_hash,
+        parse_answer(MARKER).content_hash,
+    ]
 
 
 def test_parquet_extra_columns_of_any_type_are_kept_and_never_sink_the_add(tmp_path):
     """A date, a Decimal and bytes in extra columns (#20: `date is not JSON serializable` sank the whole add)."""
-    rows = [dict(MARKER, answer_id=f"m{i}", asked_on=dt.date(2026, 1, i + 1), cost=Decimal("0.10"), blob=b"\x00\xff") for i in range(2)]
+    rows = [
+        dict(MARKER, answer_id=f"m{i}", asked_on=dt.date(2026, 1, i + 1), cost=Decimal("0.10"), blob=b"\x00\xff")
+        for i in range(2)
+    ]
     path = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
     result = AnswerStore(tmp_path / "store").add(path)
     assert result.added == ["m0", "m1"] and not result.errors
-    kept = json.loads(AnswerStore(tmp_path / "store").answers().filter(pl.col("answer_id") == "m1")["source_record"].item())
+    kept = json.loads(
+        AnswerStore(tmp_path / "store").answers().filter(pl.col("answer_id") == "m1")["source_record"].item()
+    )
     assert (kept["asked_on"], kept["cost"], kept["blob"]) == ("2026-01-02", "0.10", "AP8=")

@@ -1,4 +1,5 @@
 """chunk_diff, citation_status and stale_report materialized by Dagster against a real store."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ from assets import corpus as ingest_assets
 from assets.partitions import corpus_versions
 from citekeeper.schema import BLAST_RADIUS, CHUNK_DIFF, CITATION_STATUS, DOC_DIFF
 from citekeeper.store import CorpusStore
-from tests.dagster_settings import settings
 from tests.chunk_frames import write_tree
+from tests.dagster_settings import settings
 
 ASSETS = [
     ingest_assets.ingested_corpus,
@@ -38,10 +39,13 @@ def check_metadata(result) -> dict:
 def test_materialize_diff_status_report_and_check(tmp_path: Path) -> None:
     store_dir = tmp_path / "store"
     instance = dg.DagsterInstance.ephemeral()
-    v1 = write_tree(tmp_path / "v1", {
-        "a.md": "# A\n\nAlpha keeps its words exactly.\n\n## B\n\nBeta will change in the next version of a.\n",
-        "gone.md": "# Gone\n\nThis whole document is deleted later.\n",
-    })
+    v1 = write_tree(
+        tmp_path / "v1",
+        {
+            "a.md": "# A\n\nAlpha keeps its words exactly.\n\n## B\n\nBeta will change in the next version of a.\n",
+            "gone.md": "# Gone\n\nThis whole document is deleted later.\n",
+        },
+    )
     first = materialize(instance, v1, store_dir, "v1")
     first_diff = {e.asset_key.path[-1]: e.materialization.metadata for e in first.get_asset_materialization_events()}
     assert first_diff["chunk_diff"]["parent"].value == ""
@@ -55,13 +59,41 @@ def test_materialize_diff_status_report_and_check(tmp_path: Path) -> None:
         return chunks.filter(pl.col("text").str.contains(words, literal=True))["chunk_id"].item()
 
     answers = tmp_path / "answers.jsonl"
-    answers.write_text("\n".join(json.dumps(a) for a in [
-        {"answer_id": "alpha", "answer": "Alpha [1].", "corpus_version": "v1", "references": [{"ref": 1, "chunk_id": cid("Alpha keeps")}]},
-        {"answer_id": "beta", "answer": "Beta [1].", "corpus_version": "v1", "references": [{"ref": 1, "chunk_id": cid("Beta will"), "quote": "Beta will change"}]},
-        {"answer_id": "gone", "answer": "Gone [1].", "corpus_version": "v1", "references": [{"ref": 1, "chunk_id": cid("whole document")}]},
-        {"answer_id": "phantom", "answer": "Made up [1].", "corpus_version": "v1", "references": [{"ref": 1, "chunk_id": "chk_invented"}]},
-    ]))
-    v2 = write_tree(tmp_path / "v2", {"a.md": "# A\n\nAlpha keeps its words exactly.\n\n## B\n\nBeta has changed in this version of a.\n"})
+    answers.write_text(
+        "\n".join(
+            json.dumps(a)
+            for a in [
+                {
+                    "answer_id": "alpha",
+                    "answer": "Alpha [1].",
+                    "corpus_version": "v1",
+                    "references": [{"ref": 1, "chunk_id": cid("Alpha keeps")}],
+                },
+                {
+                    "answer_id": "beta",
+                    "answer": "Beta [1].",
+                    "corpus_version": "v1",
+                    "references": [{"ref": 1, "chunk_id": cid("Beta will"), "quote": "Beta will change"}],
+                },
+                {
+                    "answer_id": "gone",
+                    "answer": "Gone [1].",
+                    "corpus_version": "v1",
+                    "references": [{"ref": 1, "chunk_id": cid("whole document")}],
+                },
+                {
+                    "answer_id": "phantom",
+                    "answer": "Made up [1].",
+                    "corpus_version": "v1",
+                    "references": [{"ref": 1, "chunk_id": "chk_invented"}],
+                },
+            ]
+        )
+    )
+    v2 = write_tree(
+        tmp_path / "v2",
+        {"a.md": "# A\n\nAlpha keeps its words exactly.\n\n## B\n\nBeta has changed in this version of a.\n"},
+    )
     second = materialize(instance, v2, store_dir, "v2", answers=answers)
 
     diff_dir = store_dir / "diffs" / "v1__v2"
@@ -74,7 +106,10 @@ def test_materialize_diff_status_report_and_check(tmp_path: Path) -> None:
     status = pl.read_parquet(status_dir / "citation_status.parquet")
     assert status.columns == CITATION_STATUS.names
     assert dict(status.select("answer_id", "status").iter_rows()) == {
-        "alpha": "valid", "beta": "stale", "gone": "removed", "phantom": "invalid",
+        "alpha": "valid",
+        "beta": "stale",
+        "gone": "removed",
+        "phantom": "invalid",
     }
     radius = pl.read_parquet(status_dir / "blast_radius.parquet")
     assert radius.columns == BLAST_RADIUS.names
@@ -88,10 +123,18 @@ def test_materialize_diff_status_report_and_check(tmp_path: Path) -> None:
     assert materialized["chunk_diff"]["documents_removed"].value == 1
     changed = materialized["chunk_diff"]["changed_documents"]
     assert [c.name for c in changed.schema.columns] == ["change", "old_source_path", "new_source_path"]
-    assert sorted(list(r.data.values()) for r in changed.records) == [["modified", "a.md", "a.md"], ["removed", "gone.md", None]]
+    assert sorted(list(r.data.values()) for r in changed.records) == [
+        ["modified", "a.md", "a.md"],
+        ["removed", "gone.md", None],
+    ]
     blast_radius = materialized["citation_status"]["blast_radius"]
     assert ("rank", "int") in [(c.name, c.type) for c in blast_radius.schema.columns]
-    assert sorted((r.data["source_path"], r.data["n_citations"]) for r in blast_radius.records) == [("a.md", 1), ("gone.md", 1)]
+    assert sorted((r.data["source_path"], r.data["n_citations"]) for r in blast_radius.records) == [
+        ("a.md", 1),
+        ("gone.md", 1),
+    ]
     metadata = check_metadata(second)
     assert metadata["passed"] is False and metadata["n_phantom_citations"] == 1
-    assert [(r.data["answer_id"], r.data["chunk_id"]) for r in metadata["phantom_citations"].records] == [("phantom", "chk_invented")]
+    assert [(r.data["answer_id"], r.data["chunk_id"]) for r in metadata["phantom_citations"].records] == [
+        ("phantom", "chk_invented")
+    ]

@@ -1,4 +1,5 @@
 """The ingest assets and their blocking checks, materialized by Dagster against a real store."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,8 +19,9 @@ from tests.dagster_settings import settings
 CHECKS = [ingest_assets.chunk_integrity_checks]
 
 
-def materialize(instance: dg.DagsterInstance, source: Path, store_dir: Path, version: str,
-                raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
+def materialize(
+    instance: dg.DagsterInstance, source: Path, store_dir: Path, version: str, raise_on_error: bool = True
+) -> dg.ExecuteInProcessResult:
     instance.add_dynamic_partitions(corpus_versions.name, [version])
     return dg.materialize(
         [ingest_assets.ingested_corpus, *CHECKS, downstream_of_chunks],
@@ -98,10 +100,15 @@ def test_checks_fail_on_a_version_with_broken_offsets(source: Path, store_dir: P
     assert checks["offsets_reproduce_text"].metadata["n_misplaced_chunks"].value == chunks.height
     misplaced = checks["offsets_reproduce_text"].metadata["misplaced_chunks"]
     assert [(c.name, c.type) for c in misplaced.schema.columns] == [
-        ("chunk_id", "string"), ("doc_id", "string"), ("start_char", "int"), ("end_char", "int"),
+        ("chunk_id", "string"),
+        ("doc_id", "string"),
+        ("start_char", "int"),
+        ("end_char", "int"),
     ]
     assert sorted(r.data["chunk_id"] for r in misplaced.records) == sorted(chunks["chunk_id"])
-    assert {(r.data["doc_id"], r.data["start_char"]) for r in misplaced.records} == {("alpha.md", s) for s in chunks["start_char"]}
+    assert {(r.data["doc_id"], r.data["start_char"]) for r in misplaced.records} == {
+        ("alpha.md", s) for s in chunks["start_char"]
+    }
     assert checks["chunk_ids_unique"].passed and checks["text_hash_matches_text"].passed
     no_duplicates = checks["chunk_ids_unique"].metadata["duplicate_chunk_ids"]  # a passing check: an empty table
     assert no_duplicates.records == [] and [c.name for c in no_duplicates.schema.columns] == ["chunk_id", "len"]

@@ -1,6 +1,7 @@
 """Writes that must appear whole or not at all, checked by SIGKILLing a real process midway: the ONNX int8
 export (killed after quantising, before the rename) and the LanceDB chunk table with its full-text index
 (killed after creating the table, before indexing it)."""
+
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ import signal
 import polars as pl
 import pytest
 
-from citekeeper.embeddings import EmbeddingModelUnavailable, EmbeddingStore
+from citekeeper.search_index import EmbeddingModelUnavailable, EmbeddingStore
 from tests.chunk_frames import build_version
 from tests.hub_server import run_python
 from tests.random_models import save_random_nli_model
@@ -53,7 +54,7 @@ DOCS = {
 INDEX_KILLED_BEFORE_FTS = """
 import json, os, signal, sys
 from lancedb.table import LanceTable
-from citekeeper.embeddings import EmbeddingStore
+from citekeeper.search_index import EmbeddingStore
 from tests.chunk_frames import build_version
 
 def die(self, *args, **kwargs):

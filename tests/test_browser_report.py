@@ -1,5 +1,6 @@
 """The stale-citation report of the sample corpus v1 -> v2, opened in headless Chromium: it renders its
 sections and plots, and a <script> planted in a cited document is shown as text, never run."""
+
 import json
 import os
 import shutil
@@ -23,9 +24,17 @@ NOTE_V2 = f"NOTES\n\nOperators sometimes paste {PAYLOAD} into ticket notes; supp
 
 
 def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+    ]
     return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120, check=True)
 
 
@@ -51,14 +60,24 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store_dir = str(base / "store")
     _cli("ingest", str(base / "v1"), "--version", "v1", "--store", store_dir)
     chunks = CorpusStore(store_dir).read_chunks("v1")
-    planted = chunks.filter(pl.col("text").str.contains("<script>", literal=True) & (pl.col("source_path") == "sla.txt"))
+    planted = chunks.filter(
+        pl.col("text").str.contains("<script>", literal=True) & (pl.col("source_path") == "sla.txt")
+    )
     assert planted.height == 1, "the planted script must survive parsing as text"
     quote = "Operators sometimes paste " + PAYLOAD
-    answers = SAMPLE_CORPUS.joinpath("answers.jsonl").read_text() + json.dumps({
-        "answer_id": "pasted-notes", "question": "What should support do with pasted notes?",
-        "answer": "Support staff must retype pasted notes [1].", "corpus_version": "v1",
-        "references": [{"ref": 1, "chunk_id": planted["chunk_id"][0], "quote": quote}],
-    }) + "\n"
+    answers = (
+        SAMPLE_CORPUS.joinpath("answers.jsonl").read_text()
+        + json.dumps(
+            {
+                "answer_id": "pasted-notes",
+                "question": "What should support do with pasted notes?",
+                "answer": "Support staff must retype pasted notes [1].",
+                "corpus_version": "v1",
+                "references": [{"ref": 1, "chunk_id": planted["chunk_id"][0], "quote": quote}],
+            }
+        )
+        + "\n"
+    )
     (base / "answers.jsonl").write_text(answers)
     _cli("answers", "add", str(base / "answers.jsonl"), "--store", store_dir)
     _cli("stale", "--against", "v1", "--store", store_dir)
@@ -89,8 +108,10 @@ def test_report_renders_in_chromium_and_planted_script_does_not_run(report: Path
     assert "&lt;script&gt;document.title='PWNED'" in dom  # shown as text in the evidence card
 
     screenshot = tmp_path / "report.png"
-    _chromium(["--window-size=1280,2000", "--hide-scrollbars", f"--screenshot={screenshot}", report.as_uri()],
-              tmp_path / "profile-shot")
+    _chromium(
+        ["--window-size=1280,2000", "--hide-scrollbars", f"--screenshot={screenshot}", report.as_uri()],
+        tmp_path / "profile-shot",
+    )
     with Image.open(screenshot) as image:
         assert image.size == (1280, 2000)
         colours = image.convert("RGB").getcolors(maxcolors=1 << 20)

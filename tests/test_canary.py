@@ -7,6 +7,7 @@ page said so (its quote anchors nowhere). Every CLI command and every Dagster as
 --apply and verification included; the canary, and the aggregate_only page's doc_id, must appear in no shared output
 file and no line printed or recorded as metadata, unless --include-internal-text was given (and then the file says
 so)."""
+
 from __future__ import annotations
 
 import json
@@ -23,10 +24,10 @@ from assets import citations as citation_assets
 from assets import corpus as ingest_assets
 from assets import verification as verification_assets
 from assets.partitions import corpus_versions
-from tests.dagster_settings import settings
 from citekeeper.scope import AGGREGATE_MARK, RAW_TEXT_KEY, REDACTED, WITHHELD_TEXT
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
+from tests.dagster_settings import settings
 
 CANARY = "QUOKKA-7F3A-CANARY"
 PUBLIC = "Deploys run on Fridays after a second review of every change."
@@ -48,13 +49,14 @@ def tree(version: int) -> dict[str, str | None]:
         "public/later.md": "# Later\n\nQuarterly budget reviews are held in the main office.\n",
         # front matter and sidecar disagree: the strictest holds; the front matter itself is the document's words
         "internal/board.md": f"---\naccess_scope: internal_only\ndescription: {CANARY} board notes\nmenu:\n  main:\n    "
-                             f"weight: 3\n---\n# Board\n\nThe board approved {CANARY} on Monday.\n",
+        f"weight: 3\n---\n# Board\n\nThe board approved {CANARY} on Monday.\n",
         "internal/board.md.citekeeper.json": '{"access_scope": "user_visible"}',
         "redacted/pricing.md": f"# Pricing\n\nThe {CANARY} discount applies to annual plans only.\n",
         "redacted/pricing.md.citekeeper.json": json.dumps(
-            {"access_scope": "redacted", "title": PRICING_TITLE, "source_url": PRICING_URL, "summary": PRICING_SUMMARY}),
+            {"access_scope": "redacted", "title": PRICING_TITLE, "source_url": PRICING_URL, "summary": PRICING_SUMMARY}
+        ),
         AGGREGATE_PATH: f"---\naccess_scope: aggregate_only\ntitle: {CANARY} usage\nurl: https://metrics.example.com/{CANARY}/\n"
-                        f"---\n# {CANARY} usage\n\nWeekly active seats of {CANARY} rose by a tenth.\n",
+        f"---\n# {CANARY} usage\n\nWeekly active seats of {CANARY} rose by a tenth.\n",
         f"{AGGREGATE_PATH}.citekeeper.json": '{"access_scope": "user_visible"}',
         # aggregate_only files named in no listing: one with nothing to cite, one of a type no parser reads and one
         # that fails to parse (their level from a sidecar), and one removed in v2
@@ -105,49 +107,126 @@ def answers(store: CorpusStore) -> list[dict]:
     chunks = store.read_chunks("v1", columns=["chunk_id", "text", "source_path"])
 
     def cid(words: str) -> str:  # the real file's chunk, not the link's copy
-        found = chunks.filter(pl.col("text").str.contains(words, literal=True) & (pl.col("source_path") != "public/plan-link.md"))
+        found = chunks.filter(
+            pl.col("text").str.contains(words, literal=True) & (pl.col("source_path") != "public/plan-link.md")
+        )
         return found["chunk_id"].item()
 
     return [
-        {"answer_id": "public", "answer": "Deploys wait for review [1]. Rollbacks are rehearsed [2]. Budgets are reviewed [3].",
-         "corpus_version": "v1", "references": [
-             {"ref": 1, "chunk_id": cid("Deploys run"), "quote": PUBLIC},
-             {"ref": 2, "chunk_id": cid("Rollbacks"), "quote": MOVED},
-             {"ref": 3, "chunk_id": cid("Quarterly budget")}]},
-        {"answer_id": "internal", "answer": "...", "corpus_version": "v1", "claims": [
-            {"text": "The plan has a code name.", "citations": [{"chunk_id": cid("acquisition")}]},
-            {"text": "Owners sign off.", "citations": [{"chunk_id": cid("Budget owners"), "quote": "Budget owners sign off on"}]}]},
-        {"answer_id": "restricted", "answer": "...", "corpus_version": "v1", "claims": [
-            {"text": "Annual plans get a discount.", "citations": [{"chunk_id": cid("discount applies"), "quote": f"The {CANARY} discount"}]},
-            {"text": "Seats rose.", "citations": [{"chunk_id": cid("Weekly active seats"), "quote": f"seats of {CANARY} rose"}]}]},
-    ]  # fmt: skip
+        {
+            "answer_id": "public",
+            "answer": "Deploys wait for review [1]. Rollbacks are rehearsed [2]. Budgets are reviewed [3].",
+            "corpus_version": "v1",
+            "references": [
+                {"ref": 1, "chunk_id": cid("Deploys run"), "quote": PUBLIC},
+                {"ref": 2, "chunk_id": cid("Rollbacks"), "quote": MOVED},
+                {"ref": 3, "chunk_id": cid("Quarterly budget")},
+            ],
+        },
+        {
+            "answer_id": "internal",
+            "answer": "...",
+            "corpus_version": "v1",
+            "claims": [
+                {"text": "The plan has a code name.", "citations": [{"chunk_id": cid("acquisition")}]},
+                {
+                    "text": "Owners sign off.",
+                    "citations": [{"chunk_id": cid("Budget owners"), "quote": "Budget owners sign off on"}],
+                },
+            ],
+        },
+        {
+            "answer_id": "restricted",
+            "answer": "...",
+            "corpus_version": "v1",
+            "claims": [
+                {
+                    "text": "Annual plans get a discount.",
+                    "citations": [{"chunk_id": cid("discount applies"), "quote": f"The {CANARY} discount"}],
+                },
+                {
+                    "text": "Seats rose.",
+                    "citations": [{"chunk_id": cid("Weekly active seats"), "quote": f"seats of {CANARY} rose"}],
+                },
+            ],
+        },
+    ]
 
 
 ANTHROPIC_ANSWER = {
-    "answer_id": "from-api", "corpus_version": "v1", "documents": [{"source_path": "internal/plan.md"}, {"source_path": "public/guide.md"}],
-    "response": {"type": "message", "role": "assistant", "content": [
-        {"type": "text", "text": "The plan has a code name.", "citations": [
-            {"type": "char_location", "cited_text": f"The acquisition is code-named {CANARY} in every memo.", "document_index": 0}]},
-        {"type": "text", "text": " Deploys wait for review.", "citations": [
-            {"type": "char_location", "cited_text": PUBLIC, "document_index": 1}]}]},
-}  # fmt: skip
+    "answer_id": "from-api",
+    "corpus_version": "v1",
+    "documents": [{"source_path": "internal/plan.md"}, {"source_path": "public/guide.md"}],
+    "response": {
+        "type": "message",
+        "role": "assistant",
+        "content": [
+            {
+                "type": "text",
+                "text": "The plan has a code name.",
+                "citations": [
+                    {
+                        "type": "char_location",
+                        "cited_text": f"The acquisition is code-named {CANARY} in every memo.",
+                        "document_index": 0,
+                    }
+                ],
+            },
+            {
+                "type": "text",
+                "text": " Deploys wait for review.",
+                "citations": [{"type": "char_location", "cited_text": PUBLIC, "document_index": 1}],
+            },
+        ],
+    },
+}
 # A public answer quoting internal text as if a public page said it: the quote anchors nowhere in that page, and
 # is withheld all the same, because it is internal_only text of the version.
 UNANCHORED_ANSWER = {
-    "answer_id": "claims-public", "corpus_version": "v1", "documents": [{"source_path": "public/guide.md"}],
-    "response": {"type": "message", "role": "assistant", "content": [
-        {"type": "text", "text": "The plan has a code name.", "citations": [
-            {"type": "char_location", "cited_text": f"The acquisition is code-named {CANARY} in every memo.", "document_index": 0}]}]},
-}  # fmt: skip
+    "answer_id": "claims-public",
+    "corpus_version": "v1",
+    "documents": [{"source_path": "public/guide.md"}],
+    "response": {
+        "type": "message",
+        "role": "assistant",
+        "content": [
+            {
+                "type": "text",
+                "text": "The plan has a code name.",
+                "citations": [
+                    {
+                        "type": "char_location",
+                        "cited_text": f"The acquisition is code-named {CANARY} in every memo.",
+                        "document_index": 0,
+                    }
+                ],
+            }
+        ],
+    },
+}
 # ... and quoting the redacted and the aggregate_only page the same way: withheld at their levels.
-QUOTED_ELSEWHERE = {"claims-redacted": f"The {CANARY} discount applies to annual plans only.",
-                    "claims-aggregate": f"Weekly active seats of {CANARY} rose by a tenth."}
+QUOTED_ELSEWHERE = {
+    "claims-redacted": f"The {CANARY} discount applies to annual plans only.",
+    "claims-aggregate": f"Weekly active seats of {CANARY} rose by a tenth.",
+}
 UNANCHORED_ELSEWHERE = [
-    {**UNANCHORED_ANSWER, "answer_id": answer_id, "response": {"type": "message", "role": "assistant", "content": [
-        {"type": "text", "text": "Something was said.", "citations": [
-            {"type": "char_location", "cited_text": quote, "document_index": 0}]}]}}
+    {
+        **UNANCHORED_ANSWER,
+        "answer_id": answer_id,
+        "response": {
+            "type": "message",
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "Something was said.",
+                    "citations": [{"type": "char_location", "cited_text": quote, "document_index": 0}],
+                }
+            ],
+        },
+    }
     for answer_id, quote in QUOTED_ELSEWHERE.items()
-]  # fmt: skip
+]
 
 
 def shared_files(*roots: Path) -> list[Path]:
@@ -212,9 +291,17 @@ def test_no_cli_output_file_or_printed_line_holds_the_canary(world):
     store = world["store"]
     docs = store.read_documents("v2", columns=["source_path", "access_scope"])
     internal = set(docs.filter(pl.col("access_scope") == "internal_only")["source_path"])
-    assert {"internal/plan.md", "internal/memo.md", "internal/board.md", "public/plan-link.md", "public/later.md"} <= internal
+    assert {
+        "internal/plan.md",
+        "internal/memo.md",
+        "internal/board.md",
+        "public/plan-link.md",
+        "public/later.md",
+    } <= internal
     assert dict(docs.filter(pl.col("source_path").str.contains("pricing|metrics")).iter_rows()) == {
-        "redacted/pricing.md": "redacted", AGGREGATE_PATH: "aggregate_only"}
+        "redacted/pricing.md": "redacted",
+        AGGREGATE_PATH: "aggregate_only",
+    }
     report = store.layout.citation_status_file("v2").parent / "report.html"
     files = [*shared_files(world["out"]), report] if report.exists() else shared_files(world["out"])
     secrets = (CANARY, *aggregate_doc_ids(store))
@@ -228,10 +315,16 @@ def test_a_redacted_source_shows_its_title_link_and_summary_an_aggregate_one_onl
     assert f"{PRICING_TITLE} — {PRICING_URL} — {PRICING_SUMMARY}" in report
     assert f"{PRICING_TITLE} — {PRICING_URL} — {PRICING_SUMMARY}" in world["run"]("answers", "show", "restricted")
     assert "an aggregate_only source: counted, never quoted" in report
-    rows = pl.read_parquet(world["out"] / "answers.parquet").filter(pl.col("answer_id") == "restricted").sort("claim_index")
+    rows = (
+        pl.read_parquet(world["out"] / "answers.parquet")
+        .filter(pl.col("answer_id") == "restricted")
+        .sort("claim_index")
+    )
     shown = rows.select("access_scope", "title", "source_url", "summary", "source_path").rows()
-    assert shown == [("redacted", PRICING_TITLE, PRICING_URL, PRICING_SUMMARY, "redacted/pricing.md"),
-                     ("aggregate_only", AGGREGATE_MARK, AGGREGATE_MARK, None, AGGREGATE_MARK)]  # fmt: skip
+    assert shown == [
+        ("redacted", PRICING_TITLE, PRICING_URL, PRICING_SUMMARY, "redacted/pricing.md"),
+        ("aggregate_only", AGGREGATE_MARK, AGGREGATE_MARK, None, AGGREGATE_MARK),
+    ]
     assert rows["quote"].to_list() == [WITHHELD_TEXT["redacted"], WITHHELD_TEXT["aggregate_only"]]
     status = pl.read_parquet(world["out"] / "status.parquet").filter(pl.col("answer_id") == "restricted")
     assert set(status["access_scope"]) == {"redacted", "aggregate_only"} and status.height == 2
@@ -239,12 +332,17 @@ def test_a_redacted_source_shows_its_title_link_and_summary_an_aggregate_one_onl
 
 def test_a_public_citation_is_never_re_pointed_into_internal_text(world):
     repairs = pl.read_parquet(world["store"].layout.repairs_file("v2"))
-    public = {r["old_quote"] or r["old_chunk_id"]: r for r in repairs.filter(pl.col("answer_id") == "public").iter_rows(named=True)}
+    public = {
+        r["old_quote"] or r["old_chunk_id"]: r
+        for r in repairs.filter(pl.col("answer_id") == "public").iter_rows(named=True)
+    }
     assert public[MOVED]["repair"] == "unresolved" and public[MOVED]["new_chunk_id"] is None
     assert public[MOVED]["reason"].endswith("evidence is now only in text of a stricter level")
     status = pl.read_parquet(world["out"] / "status.parquet")
     moved = status.filter(pl.col("quote") == MOVED).row(0, named=True)
-    assert moved["status"] in ("stale", "removed") and moved["suggested_chunk_id"] is None and moved["evidence_internal"]
+    assert (
+        moved["status"] in ("stale", "removed") and moved["suggested_chunk_id"] is None and moved["evidence_internal"]
+    )
     stored = [json.loads(line) for line in world["store"].layout.repaired_answers_file("v2").read_text().splitlines()]
     assert CANARY not in json.dumps([r for r in stored if r["answer_id"] == "public"])
 
@@ -264,10 +362,14 @@ def test_no_dagster_asset_or_its_metadata_holds_the_canary(tmp_path):
     store_dir = base / "store"
     instance = dg.DagsterInstance.ephemeral()
     assets = [
-        ingest_assets.ingested_corpus, citation_assets.chunk_diff, citation_assets.citation_status,
-        citation_assets.repaired_answers, citation_assets.stale_report, verification_assets.verification,
+        ingest_assets.ingested_corpus,
+        citation_assets.chunk_diff,
+        citation_assets.citation_status,
+        citation_assets.repaired_answers,
+        citation_assets.stale_report,
+        verification_assets.verification,
         *dg.load_asset_checks_from_modules([ingest_assets, citation_assets, verification_assets]),
-    ]  # fmt: skip
+    ]
     seen = []
     for version in (1, 2):
         name = f"v{version}"
@@ -276,10 +378,19 @@ def test_no_dagster_asset_or_its_metadata_holds_the_canary(tmp_path):
         if version == 2:
             answers_path = base / "answers.jsonl"
             answers_path.write_text("\n".join(json.dumps(a) for a in answers(CorpusStore(store_dir))) + "\n")
-        config = settings(store_dir=str(store_dir), source_dir=str(source), parse_workers=1,
-                                  answers_path=str(answers_path) if version == 2 else None)  # fmt: skip
-        result = dg.materialize(assets, instance=instance, partition_key=name, resources=config.resources(),
-                                run_config={"ops": {"repaired_answers": {"config": {"apply": True, "min_score": 0.5}}}})  # fmt: skip
+        config = settings(
+            store_dir=str(store_dir),
+            source_dir=str(source),
+            parse_workers=1,
+            answers_path=str(answers_path) if version == 2 else None,
+        )
+        result = dg.materialize(
+            assets,
+            instance=instance,
+            partition_key=name,
+            resources=config.resources(),
+            run_config={"ops": {"repaired_answers": {"config": {"apply": True, "min_score": 0.5}}}},
+        )
         assert result.success
         for event in result.all_events:
             seen.append(str(event.event_specific_data))
@@ -305,7 +416,9 @@ def test_an_unanchored_quote_of_internal_text_is_withheld_and_says_why(world):
 def test_an_unanchored_quote_of_redacted_or_aggregate_text_is_withheld_at_its_level(world):
     rows = pl.read_parquet(world["out"] / "answers.parquet").filter(pl.col("answer_id").is_in(list(QUOTED_ELSEWHERE)))
     found = {r["answer_id"]: (r["access_scope"], r["quote"]) for r in rows.iter_rows(named=True)}
-    assert found == {"claims-redacted": ("redacted", WITHHELD_TEXT["redacted"]),
-                     "claims-aggregate": ("aggregate_only", WITHHELD_TEXT["aggregate_only"])}
+    assert found == {
+        "claims-redacted": ("redacted", WITHHELD_TEXT["redacted"]),
+        "claims-aggregate": ("aggregate_only", WITHHELD_TEXT["aggregate_only"]),
+    }
     status = pl.read_parquet(world["out"] / "status.parquet").filter(pl.col("answer_id").is_in(list(QUOTED_ELSEWHERE)))
     assert sorted(status["quote"].to_list()) == sorted([WITHHELD_TEXT["redacted"], WITHHELD_TEXT["aggregate_only"]])

@@ -1,6 +1,7 @@
 """The fact-checker protocols (verifiers.checkers) on random-weight models of each published shape, through the CLI
 and Dagster's verification asset. The expected scores are computed here the way MiniCheck's own inference code
 (minicheck/inference.py) computes them, with plain transformers: not by citekeeper's code."""
+
 from __future__ import annotations
 
 import json
@@ -14,18 +15,20 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 from citekeeper.layout import StoreLayout
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
 from tests.random_models import save_random_checker
 from verifiers.checkers import MINICHECK_SYSTEM_PROMPT, MINICHECK_USER_PROMPT
 
 SHORT = "The client keeps four connections alive for every host it talks to."
-LONG = " ".join(f"Section {i} explains that retry number {i} waits {i * 2} seconds before the next attempt." for i in range(30))
+LONG = " ".join(
+    f"Section {i} explains that retry number {i} waits {i * 2} seconds before the next attempt." for i in range(30)
+)
 DOCS = {"short.md": f"# Short\n\n{SHORT}\n", "long.md": f"# Long\n\n{LONG}\n"}
 CLAIMS = ["Idle sockets are closed quickly.", "Backoff grows between attempts."]  # not decided by the lexical tier
 SHAPES = {"roberta": "binary", "deberta": "binary", "t5": "seq2seq", "qwen2": "causal-lm"}
@@ -37,13 +40,22 @@ def world(tmp_path_factory) -> dict:
     store = CorpusStore(base / "store")
     ingest(write_tree(base / "src", DOCS), store, version="v1", config=ParseConfig(workers=1))
     chunks = store.read_chunks("v1", columns=["chunk_id", "source_path"]).sort("chunk_id")
-    records = [{"answer_id": f"a-{i}", "answer": "...", "corpus_version": "v1",
-                "claims": [{"text": claim, "citations": [{"chunk_id": row["chunk_id"]}]} for claim in CLAIMS]}
-               for i, row in enumerate(chunks.iter_rows(named=True))]  # fmt: skip
+    records = [
+        {
+            "answer_id": f"a-{i}",
+            "answer": "...",
+            "corpus_version": "v1",
+            "claims": [{"text": claim, "citations": [{"chunk_id": row["chunk_id"]}]} for claim in CLAIMS],
+        }
+        for i, row in enumerate(chunks.iter_rows(named=True))
+    ]
     (base / "answers.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
     assert AnswerStore(store.root).add(base / "answers.jsonl").n_registered == len(records)
     texts = [SHORT, LONG, *CLAIMS]
-    models = {shape: save_random_checker(base / shape, texts, shape, max_positions=256 if shape == "qwen2" else 128) for shape in SHAPES}  # qwen2: room for its prompt
+    models = {
+        shape: save_random_checker(base / shape, texts, shape, max_positions=256 if shape == "qwen2" else 128)
+        for shape in SHAPES
+    }  # qwen2: room for its prompt
     return {"base": base, "store": store, "models": models, "n_chunks": chunks.height}
 
 
@@ -60,27 +72,47 @@ def verified_pairs(world, model: Path, out: Path, *options, store_root: Path | N
 
 def reference_score(shape: str, model_dir: Path, document: str, claim: str, supported_label: int = 1) -> float:
     """MiniCheck's inference, step by step (Liyan06/MiniCheck, minicheck/inference.py)."""
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoModelForSeq2SeqLM,
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+    )
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     with torch.no_grad():
         if SHAPES[shape] == "binary":  # document + eos + claim, one sequence; softmax, index 1
             model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2).eval()
-            inputs = tokenizer([tokenizer.eos_token.join([document, claim])], truncation=True, max_length=128, return_tensors="pt")
+            inputs = tokenizer(
+                [tokenizer.eos_token.join([document, claim])], truncation=True, max_length=128, return_tensors="pt"
+            )
             return torch.softmax(model(**inputs).logits, dim=-1)[0, supported_label].item()
         if SHAPES[shape] == "seq2seq":  # "predict: " + document + eos + claim; one decoder step from token 0
             model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
-            inputs = tokenizer(["predict: " + tokenizer.eos_token.join([document, claim])], truncation=True, max_length=128, return_tensors="pt")
+            inputs = tokenizer(
+                ["predict: " + tokenizer.eos_token.join([document, claim])],
+                truncation=True,
+                max_length=128,
+                return_tensors="pt",
+            )
             logits = model(**inputs, decoder_input_ids=torch.zeros((1, 1), dtype=torch.long)).logits.squeeze(1)
-            label_ids = [tokenizer("0", add_special_tokens=False)["input_ids"][0], tokenizer("1", add_special_tokens=False)["input_ids"][0]]
+            label_ids = [
+                tokenizer("0", add_special_tokens=False)["input_ids"][0],
+                tokenizer("1", add_special_tokens=False)["input_ids"][0],
+            ]
             return torch.softmax(logits[:, label_ids], dim=-1)[0, 1].item()
         # causal LM: the chat template of MiniCheck's prompts; P(yes) against P(no) of the next token, summed over
         # every token that spells them
         model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
         user = MINICHECK_USER_PROMPT.replace("[DOCUMENT]", document).replace("[CLAIM]", claim)
-        text = tokenizer.apply_chat_template([{"role": "system", "content": MINICHECK_SYSTEM_PROMPT}, {"role": "user", "content": user}],
-                                             add_generation_prompt=True, tokenize=False)  # fmt: skip
-        probs = torch.softmax(model(**tokenizer(text, add_special_tokens=False, return_tensors="pt")).logits[0, -1].double(), dim=-1)
+        text = tokenizer.apply_chat_template(
+            [{"role": "system", "content": MINICHECK_SYSTEM_PROMPT}, {"role": "user", "content": user}],
+            add_generation_prompt=True,
+            tokenize=False,
+        )
+        probs = torch.softmax(
+            model(**tokenizer(text, add_special_tokens=False, return_tensors="pt")).logits[0, -1].double(), dim=-1
+        )
         decoded = [tokenizer.decode([i]).strip().lower() for i in range(len(tokenizer))]
         yes = sum(probs[i].item() for i, word in enumerate(decoded) if word == "yes")
         no = sum(probs[i].item() for i, word in enumerate(decoded) if word == "no")
@@ -88,7 +120,9 @@ def reference_score(shape: str, model_dir: Path, document: str, claim: str, supp
 
 
 def window_text(store: CorpusStore, pair: dict) -> str:
-    text = store.read_documents("v1", columns=["doc_id", "text"]).filter(pl.col("doc_id") == pair["doc_id"])["text"].item()
+    text = (
+        store.read_documents("v1", columns=["doc_id", "text"]).filter(pl.col("doc_id") == pair["doc_id"])["text"].item()
+    )
     return text[pair["window_start_char"] : pair["window_end_char"]]
 
 
@@ -112,11 +146,16 @@ def test_the_score_is_the_maximum_over_the_chunks(world, tmp_path):
     pairs = verified_pairs(world, world["models"]["t5"], tmp_path / "out")
     store, scorer = world["store"], load_scorer(str(world["models"]["t5"]))
     long = pairs.filter(pl.col("n_windows") > 1).row(0, named=True)
-    evidence = store.read_documents("v1", columns=["doc_id", "text"]).filter(pl.col("doc_id") == long["doc_id"])["text"].item()
+    evidence = (
+        store.read_documents("v1", columns=["doc_id", "text"]).filter(pl.col("doc_id") == long["doc_id"])["text"].item()
+    )
     evidence = evidence[long["evidence_start_char"] : long["evidence_end_char"]]
     windows = evidence_windows([evidence], scorer, VerifySettings())
     assert windows.height == long["n_windows"]
-    scores = [reference_score("t5", world["models"]["t5"], evidence[s:e], long["sentence"]) for s, e in windows.select("window_start", "window_end").iter_rows()]
+    scores = [
+        reference_score("t5", world["models"]["t5"], evidence[s:e], long["sentence"])
+        for s, e in windows.select("window_start", "window_end").iter_rows()
+    ]
     assert long["p_entailment"] == pytest.approx(max(scores), abs=1e-4)  # ...and its score is the best window's
     assert len(set(np.round(scores, 6))) > 1
 
@@ -127,16 +166,33 @@ def test_the_supported_label_and_the_protocol_are_in_the_cache_key(world, tmp_pa
     first = verified_pairs(world, world["models"]["roberta"], tmp_path / "one", store_root=store_root)
     again = verified_pairs(world, world["models"]["roberta"], tmp_path / "two", store_root=store_root)
     assert not first["from_cache"].any() and again["from_cache"].all()
-    flipped = verified_pairs(world, world["models"]["roberta"], tmp_path / "three", "--supported-label", "0", store_root=store_root)
+    flipped = verified_pairs(
+        world, world["models"]["roberta"], tmp_path / "three", "--supported-label", "0", store_root=store_root
+    )
     assert not flipped["from_cache"].any()  # another key: no verdict of index 1 is reused
     key = ["claim_id", "citation_id"]
     both = first.join(flipped, on=key, suffix="_flipped")
     assert both.height == first.height
-    one_window = both.filter(pl.col("n_windows") == 1)  # with several, each label's maximum may come from another window
+    one_window = both.filter(
+        pl.col("n_windows") == 1
+    )  # with several, each label's maximum may come from another window
     assert one_window.height and np.allclose(one_window["p_entailment"] + one_window["p_entailment_flipped"], 1.0)
-    as_nli = run("verify", "--store", world["store"].root, "--version", "v1", "--model", world["models"]["roberta"],
-                 "--out", tmp_path / "four", "--checker", "nli")  # fmt: skip
-    assert as_nli.exit_code == 1 and "not a known NLI label set" in as_nli.output  # LABEL_0 / LABEL_1 are not NLI labels
+    as_nli = run(
+        "verify",
+        "--store",
+        world["store"].root,
+        "--version",
+        "v1",
+        "--model",
+        world["models"]["roberta"],
+        "--out",
+        tmp_path / "four",
+        "--checker",
+        "nli",
+    )
+    assert (
+        as_nli.exit_code == 1 and "not a known NLI label set" in as_nli.output
+    )  # LABEL_0 / LABEL_1 are not NLI labels
 
 
 def test_bad_checkers_fail_before_any_pair_is_scored(world, tmp_path):
@@ -170,8 +226,8 @@ def test_bad_checkers_fail_before_any_pair_is_scored(world, tmp_path):
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_the_dagster_verification_asset_runs_each_checker(world, shape, tmp_path):
-    from tests.dagster_settings import settings
     from assets.verification import verification
+    from tests.dagster_settings import settings
 
     store_root = shutil.copytree(world["store"].root, tmp_path / "store")  # runs of its own
     instance = dg.DagsterInstance.ephemeral()
@@ -185,8 +241,13 @@ def test_the_dagster_verification_asset_runs_each_checker(world, shape, tmp_path
     pairs = pl.read_parquet(Path(metadata["output_dir"].value) / "pairs.parquet").filter(pl.col("tier") == "nli")
     assert set(pairs["checker"]) == {SHAPES[shape]} and pairs.height == len(CLAIMS) * world["n_chunks"]
     for pair in pairs.head(2).iter_rows(named=True):
-        expected = reference_score(shape, world["models"][shape], window_text(world["store"], pair), pair["sentence"],
-                                   supported_label=1 if label is None else label)  # fmt: skip
+        expected = reference_score(
+            shape,
+            world["models"][shape],
+            window_text(world["store"], pair),
+            pair["sentence"],
+            supported_label=1 if label is None else label,
+        )
         assert pair["p_entailment"] == pytest.approx(expected, abs=1e-4)
 
 
@@ -213,7 +274,7 @@ def test_the_binary_checker_runs_on_onnx_int8(world, tmp_path):
 def test_a_pulled_preset_keeps_its_window_and_licence(tmp_path, monkeypatch):
     """A directory `citekeeper models pull` saved from a preset's hub id runs with the preset (window, chunk,
     protocol), and a non-commercial licence is printed."""
-    from citekeeper.models import PULLED_FROM
+    from citekeeper.model_sources import PULLED_FROM
     from verifiers.checkers import PRESETS, licence_notice
     from verifiers.nli import load_scorer
 
@@ -237,10 +298,14 @@ def test_claims_that_share_evidence_share_its_kv_cache(world):
     assert scorer.protocol.split_prompt(SHORT, [CLAIMS[0]]) is not None
     calls = []  # (rows, tokens, padded) of each run of the whole model: a prefix, or a batch of full prompts
     scorer.model.register_forward_hook(
-        lambda module, args, kwargs, output: calls.append((*kwargs["input_ids"].shape, "attention_mask" in kwargs)), with_kwargs=True
+        lambda module, args, kwargs, output: calls.append((*kwargs["input_ids"].shape, "attention_mask" in kwargs)),
+        with_kwargs=True,
     )
     shared = scorer.score(premises, hypotheses)
-    assert [padded for _, _, padded in calls] == [False, True]  # SHORT's prefix once for its 3 claims; the lone pair whole
+    assert [padded for _, _, padded in calls] == [
+        False,
+        True,
+    ]  # SHORT's prefix once for its 3 claims; the lone pair whole
     assert calls[1][0] == 1
     assert np.allclose(shared, HFScorer.score(scorer, premises, hypotheses), atol=1e-6, equal_nan=True)
 
@@ -259,4 +324,6 @@ def test_the_default_checker_depends_on_the_language_and_the_device():
     assert chinese.model == "MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7"
     from verifiers.checkers import PRESETS
 
-    assert all(PRESETS[m].commercial for m in (on_gpu.model, on_cpu.model, chinese.model))  # no default is non-commercial
+    assert all(
+        PRESETS[m].commercial for m in (on_gpu.model, on_cpu.model, chinese.model)
+    )  # no default is non-commercial

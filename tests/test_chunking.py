@@ -1,4 +1,5 @@
 """Chunking and identity: offsets, sections, sizes, sentences, and chunk_id stability (inline docs and real httpx docs)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -8,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from citekeeper.identity import chunk_id, chunk_ids, text_hash
 from citekeeper.text import normalize_text, sentence_spans
 from parsers.chunking import Block, chunk_document
 from parsers.discover import discover_sources
 from parsers.document import extract_blocks, parse_document
-from citekeeper.identity import chunk_id, chunk_ids, text_hash
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 
 from .conftest import HTTPX_DOCS, SAMPLE_CORPUS, require_eval
 
@@ -74,7 +75,9 @@ def md_chunks(tmp_path: Path, markdown: str, max_chars: int = 1000, name: str = 
 
 
 def paragraph(topic: str, n_sentences: int = 4) -> str:
-    return " ".join(f"The {topic} sentence number {i} explains one more detail about {topic}." for i in range(n_sentences))
+    return " ".join(
+        f"The {topic} sentence number {i} explains one more detail about {topic}." for i in range(n_sentences)
+    )
 
 
 # ------------------------------------------------------------------ invariants on every real document
@@ -179,7 +182,9 @@ def test_unchanged_sections_chunk_identically_across_httpx_releases(httpx_versio
             old_sections = sections(httpx_versions[old_tag][doc_id])
             for key, (section_text, chunk_list) in sections(httpx_versions[new_tag][doc_id]).items():
                 if key in old_sections and old_sections[key][0] == section_text:
-                    assert [(c.chunk_id, c.text) for c in chunk_list] == [(c.chunk_id, c.text) for c in old_sections[key][1]]
+                    assert [(c.chunk_id, c.text) for c in chunk_list] == [
+                        (c.chunk_id, c.text) for c in old_sections[key][1]
+                    ]
                     compared += 1
     assert compared >= 500
 
@@ -198,7 +203,10 @@ def sections(doc: Parsed) -> dict:
 
 def test_sample_corpus_v1_to_v2(sample_versions):
     v1, v2 = sample_versions["v1"], sample_versions["v2"]
-    ids = {version: {doc_id: [c.chunk_id for c in doc.chunks] for doc_id, doc in docs.items()} for version, docs in sample_versions.items()}
+    ids = {
+        version: {doc_id: [c.chunk_id for c in doc.chunks] for doc_id, doc in docs.items()}
+        for version, docs in sample_versions.items()
+    }
     assert ids["v1"]["sla.txt"] == ids["v2"]["sla.txt"]
     assert v1["sla.txt"].source.content_hash == v2["sla.txt"].source.content_hash
     # moved section: same ids, different order
@@ -262,7 +270,10 @@ def test_moved_section_keeps_ids(tmp_path):
 
 
 def test_edit_changes_only_chunks_of_its_section(tmp_path):
-    edited = SECTIONS_MD.replace("sentence number 2 explains one more detail about alpha two", "sentence number 2 explains a much longer and different detail about alpha two")
+    edited = SECTIONS_MD.replace(
+        "sentence number 2 explains one more detail about alpha two",
+        "sentence number 2 explains a much longer and different detail about alpha two",
+    )
     before, after = by_section(md_chunks(tmp_path / "a", SECTIONS_MD)), by_section(md_chunks(tmp_path / "b", edited))
     assert {c.chunk_id for c in before[("Handbook", "Alpha")]} != {c.chunk_id for c in after[("Handbook", "Alpha")]}
     for section in before:
@@ -281,7 +292,7 @@ def test_repeated_text_gets_occurrence_counter(tmp_path):
 
 def test_sentences_are_not_cut(tmp_path):
     sentences = [f"Sentence {i} covers topic {i} in some depth, e.g. the part about item {i}." for i in range(40)]
-    sentences[7] = "Dr. Smith said: \"Quoted speech ends here.\""
+    sentences[7] = 'Dr. Smith said: "Quoted speech ends here."'
     sentences[8] = "Why does it matter? It matters."
     chunks = md_chunks(tmp_path, "# Long\n\n" + " ".join(sentences) + "\n", max_chars=300)
     assert len(chunks) > 5

@@ -1,4 +1,5 @@
 """Citation status: every status on hand-built versions, then real data (two httpx-docs tags)."""
+
 import json
 import shutil
 
@@ -6,16 +7,15 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from citekeeper.answer_store import AnswerStore
+from changes.citation_status import CHUNK_COLUMNS, check_citations, judge
+from citekeeper.answers.records import answer_rows, parse_answer
+from citekeeper.answers.store import AnswerStore
+from citekeeper.identity import text_hash
 from citekeeper.schema import CITATION_STATUS, CITATIONS
 from citekeeper.tables import from_rows
 from citekeeper.text import split_sentences
-from citekeeper.identity import text_hash
-from tests.chunk_frames import build_version, doc_id_of
+from tests.chunk_frames import build_version, diff_frames, doc_id_of
 from tests.conftest import HTTPX_DOCS, require_eval
-from citekeeper.answers import answer_rows, parse_answer
-from changes.citation_status import CHUNK_COLUMNS, check_citations, judge
-from tests.chunk_frames import diff_frames
 
 STABLE = "HTTPX is a fully featured HTTP client for Python 3."
 SHIFT = "Requests are sent with the client.get method and friends."
@@ -26,7 +26,10 @@ STALE_NEW = "Redirects are not followed by default for any request you make."
 GONE = "The legacy dispatcher interface was removed in this release entirely."
 TRAVEL = "Environment variables configure proxies for all clients."
 
-OLD = {"guide.md": f"{STABLE}\n\n{SHIFT}\n\n{DRIFT_OLD}\n\n{STALE_OLD}\n\n{GONE}\n\n{TRAVEL}", "env.md": "Environment notes."}
+OLD = {
+    "guide.md": f"{STABLE}\n\n{SHIFT}\n\n{DRIFT_OLD}\n\n{STALE_OLD}\n\n{GONE}\n\n{TRAVEL}",
+    "env.md": "Environment notes.",
+}
 NEW = {
     "guide.md": f"{STABLE}\n\nA new paragraph pushes the rest down.\n\n{SHIFT}\n\n{DRIFT_NEW}\n\n{STALE_NEW}",
     "env.md": f"Environment notes.\n\n{TRAVEL}",
@@ -99,17 +102,24 @@ def test_every_status_with_locators():
 
 
 def test_text_hash_checks():
-    rows = judged([
-        {"chunk_id": old_chunk(STABLE), "text_hash": "sha256:0000"},
-        {"chunk_id": old_chunk(SHIFT), "text_hash": text_hash(SHIFT)},
-    ])
+    rows = judged(
+        [
+            {"chunk_id": old_chunk(STABLE), "text_hash": "sha256:0000"},
+            {"chunk_id": old_chunk(SHIFT), "text_hash": text_hash(SHIFT)},
+        ]
+    )
     assert rows[old_chunk(STABLE)]["status"] == "invalid" and "text_hash" in rows[old_chunk(STABLE)]["reason"]
     assert rows[old_chunk(SHIFT)]["status"] == "relocated"
 
 
 def test_unknown_cited_version_is_invalid():
     _, new_chunks = build_version("v2", NEW)
-    record = {"answer_id": "a", "answer": ".", "corpus_version": "v0", "claims": [{"text": "c", "citations": [{"chunk_id": "x"}]}]}
+    record = {
+        "answer_id": "a",
+        "answer": ".",
+        "corpus_version": "v0",
+        "claims": [{"text": "c", "citations": [{"chunk_id": "x"}]}],
+    }
     rows = from_rows(answer_rows(parse_answer(record), 1, None, None)["citations"], CITATIONS)
     status = judge(rows, None, None, new_chunks.select(CHUNK_COLUMNS), "v2")
     assert status["status"].to_list() == ["invalid"]
@@ -124,8 +134,8 @@ OLD_TAG, NEW_TAG = "0.23.0", "0.28.1"
 @pytest.fixture(scope="module")
 def httpx_check(tmp_path_factory):
     """Ingest two httpx-docs tags; cite one sentence of every old chunk; judge against the new tag."""
-    from parsers.ingest import ingest
     from citekeeper.store import CorpusStore
+    from parsers.ingest import ingest
 
     require_eval(HTTPX_DOCS)
     store = CorpusStore(tmp_path_factory.mktemp("httpx") / "store")
@@ -140,7 +150,9 @@ def httpx_check(tmp_path_factory):
                     "answer_id": f"ans-{chunk['chunk_id']}",
                     "answer": sentences[0],
                     "corpus_version": OLD_TAG,
-                    "claims": [{"text": sentences[0], "citations": [{"chunk_id": chunk["chunk_id"], "quote": sentences[0]}]}],
+                    "claims": [
+                        {"text": sentences[0], "citations": [{"chunk_id": chunk["chunk_id"], "quote": sentences[0]}]}
+                    ],
                 }
             )
     path = store.root.parent / "answers.jsonl"
@@ -202,12 +214,17 @@ def test_real_httpx_outputs_are_stored(httpx_check):
 def test_real_httpx_store_diff_reads_only_changed_documents(httpx_check, monkeypatch):
     """diff_versions reads chunks through the doc_id index for changed documents only, and finds what a
     diff of the two whole versions finds."""
-    from citekeeper.store import CorpusStore
     from changes.diff import diff_versions
+    from citekeeper.store import CorpusStore
 
     store, _ = httpx_check
     whole = diff_frames(
-        OLD_TAG, NEW_TAG, store.read_documents(OLD_TAG), store.read_documents(NEW_TAG), store.read_chunks(OLD_TAG), store.read_chunks(NEW_TAG)
+        OLD_TAG,
+        NEW_TAG,
+        store.read_documents(OLD_TAG),
+        store.read_documents(NEW_TAG),
+        store.read_chunks(OLD_TAG),
+        store.read_chunks(NEW_TAG),
     )
     requested = []
     read_chunks = CorpusStore.read_chunks
@@ -227,21 +244,44 @@ def test_real_httpx_store_diff_reads_only_changed_documents(httpx_check, monkeyp
         assert asked[0] == set(changed[side].drop_nulls()) and all(a <= asked[0] for a in asked)
     order = ["change", "old_chunk_id", "new_chunk_id"]
     assert diff.chunks.sort(order, nulls_last=True).equals(whole.chunks.sort(order, nulls_last=True))
-    assert diff.chunk_counts() == whole.chunk_counts() and {"unchanged", "moved", "modified", "added", "removed"} <= set(diff.chunk_counts())
+    assert diff.chunk_counts() == whole.chunk_counts() and {
+        "unchanged",
+        "moved",
+        "modified",
+        "added",
+        "removed",
+    } <= set(diff.chunk_counts())
 
 
 def test_quote_differing_only_in_forms_is_found_normalised_not_invalid():
-    docs = {"zh.md": "Vue（发音为 /vjuː/，类似 view）是一款用于构建用户界面的 JavaScript 框架。\n它基于标准 HTML、CSS 和 JavaScript 构建。"}
+    docs = {
+        "zh.md": "Vue（发音为 /vjuː/，类似 view）是一款用于构建用户界面的 JavaScript 框架。\n它基于标准 HTML、CSS 和 JavaScript 构建。"
+    }
     old_docs, old_chunks = build_version("v1", docs)
     diff = diff_frames("v1", "v1b", old_docs, old_docs, old_chunks, old_chunks)
     chunk_id = old_chunks["chunk_id"][0]
-    quotes = ["Vue(发音为 /vjuː/,类似 view)是一款用于构建用户界面的JavaScript 框架", "它基于标准 HTML、CSS 和 JavaScript 构建。", "它基于 Rust 构建"]
-    record = {"answer_id": "a", "answer": ".", "corpus_version": "v1",
-              "claims": [{"text": f"c{i}", "citations": [{"chunk_id": chunk_id, "quote": q}]} for i, q in enumerate(quotes)]}  # fmt: skip
+    quotes = [
+        "Vue(发音为 /vjuː/,类似 view)是一款用于构建用户界面的JavaScript 框架",
+        "它基于标准 HTML、CSS 和 JavaScript 构建。",
+        "它基于 Rust 构建",
+    ]
+    record = {
+        "answer_id": "a",
+        "answer": ".",
+        "corpus_version": "v1",
+        "claims": [{"text": f"c{i}", "citations": [{"chunk_id": chunk_id, "quote": q}]} for i, q in enumerate(quotes)],
+    }
     rows = from_rows(answer_rows(parse_answer(record), 1, None, None)["citations"], CITATIONS)
-    status = {r["quote"]: r for r in judge(rows, old_chunks.select(CHUNK_COLUMNS), diff, old_chunks.select(CHUNK_COLUMNS), "v1b").to_dicts()}
+    status = {
+        r["quote"]: r
+        for r in judge(rows, old_chunks.select(CHUNK_COLUMNS), diff, old_chunks.select(CHUNK_COLUMNS), "v1b").to_dicts()
+    }
     normalised, exact, absent = (status[q] for q in quotes)
-    assert (normalised["status"], normalised["quote_match"], normalised["new_match"]) == ("valid", "normalized", "normalized")
+    assert (normalised["status"], normalised["quote_match"], normalised["new_match"]) == (
+        "valid",
+        "normalized",
+        "normalized",
+    )
     text = old_docs["text"][0]
     assert text[normalised["old_start_char"] : normalised["old_end_char"]].startswith("Vue（发音为")
     assert (exact["status"], exact["quote_match"]) == ("valid", "exact")

@@ -1,4 +1,5 @@
 """`citekeeper answers add | diff | stale` against a real store built from small markdown corpora."""
+
 import json
 from pathlib import Path
 
@@ -36,14 +37,33 @@ def store_root(tmp_path_factory) -> Path:
         return chunks.filter(pl.col("text").str.contains(words, literal=True))["chunk_id"].item()
 
     answers = [
-        {"answer_id": "keepalive", "answer": "Connections are reused [1].", "corpus_version": "v1",
-         "references": [{"ref": 1, "chunk_id": chunk_with("keeps connections alive"), "quote": "keeps connections alive"}]},
-        {"answer_id": "timeout", "answer": "The timeout is five seconds [1].", "corpus_version": "v1",
-         "references": [{"ref": 1, "chunk_id": chunk_with("five seconds"), "quote": "default timeout is five seconds"}]},
-        {"answer_id": "legacy", "question": "Dispatcher?", "answer": "x", "corpus_version": "v1",
-         "claims": [{"text": "There is a dispatcher API.", "citations": [{"chunk_id": chunk_with("dispatcher")}]}]},
+        {
+            "answer_id": "keepalive",
+            "answer": "Connections are reused [1].",
+            "corpus_version": "v1",
+            "references": [
+                {"ref": 1, "chunk_id": chunk_with("keeps connections alive"), "quote": "keeps connections alive"}
+            ],
+        },
+        {
+            "answer_id": "timeout",
+            "answer": "The timeout is five seconds [1].",
+            "corpus_version": "v1",
+            "references": [
+                {"ref": 1, "chunk_id": chunk_with("five seconds"), "quote": "default timeout is five seconds"}
+            ],
+        },
+        {
+            "answer_id": "legacy",
+            "question": "Dispatcher?",
+            "answer": "x",
+            "corpus_version": "v1",
+            "claims": [{"text": "There is a dispatcher API.", "citations": [{"chunk_id": chunk_with("dispatcher")}]}],
+        },
     ]
-    lines = [json.dumps(a) for a in answers] + ['{"answer_id": "broken", "answer": "y", "corpus_version": "v1", "claims": [{"citations": []}]}']
+    lines = [json.dumps(a) for a in answers] + [
+        '{"answer_id": "broken", "answer": "y", "corpus_version": "v1", "claims": [{"citations": []}]}'
+    ]
     (base / "answers.jsonl").write_text("\n".join(lines) + "\n")
     return store.root
 
@@ -83,7 +103,9 @@ def test_stale_exit_codes_and_outputs(store_root, tmp_path):
     assert "valid 3  relocated 0" in same.output
 
     out, report = tmp_path / "status.parquet", tmp_path / "report.html"
-    changed = run("stale", "--against", "v2", "--store", str(store_root), "--out", str(out), "--report", str(report), *gate)
+    changed = run(
+        "stale", "--against", "v2", "--store", str(store_root), "--out", str(out), "--report", str(report), *gate
+    )
     assert changed.exit_code == 1
     status = dict(pl.read_parquet(out).select("answer_id", "status").iter_rows())
     assert status == {"keepalive": "valid", "timeout": "stale", "legacy": "removed"}
@@ -93,8 +115,14 @@ def test_stale_exit_codes_and_outputs(store_root, tmp_path):
     assert 'id="summary"' in html and 'id="answer-timeout"' in html
 
     assert run("stale", "--against", "v2", "--store", str(store_root), "--no-reanchor").exit_code == 0
-    assert run("stale", "--against", "v2", "--store", str(store_root), "--no-reanchor", "--fail-on", "invalid").exit_code == 0
-    assert run("stale", "--against", "v2", "--store", str(store_root), "--no-reanchor", "--fail-on", "removed").exit_code == 1
+    assert (
+        run("stale", "--against", "v2", "--store", str(store_root), "--no-reanchor", "--fail-on", "invalid").exit_code
+        == 0
+    )
+    assert (
+        run("stale", "--against", "v2", "--store", str(store_root), "--no-reanchor", "--fail-on", "removed").exit_code
+        == 1
+    )
 
 
 def test_stale_rejects_unknown_status_and_version(store_root):

@@ -1,4 +1,5 @@
 """citekeeper ingest | versions | export through the real click group."""
+
 from __future__ import annotations
 
 import json
@@ -47,21 +48,26 @@ def test_ingest_versions_and_export(source: Path, store_dir: Path, tmp_path: Pat
     listing = run("versions", "--json", "--store", str(store_dir))
     versions = json.loads(listing.output)
     assert [(v["name"], v["parent"], v["n_documents"], v["n_errors"]) for v in versions] == [
-        ("r1", None, 2, 0), ("v0001", "r1", 2, 1)
+        ("r1", None, 2, 0),
+        ("v0001", "r1", 2, 1),
     ]
     assert "r1" in run("versions", "--store", str(store_dir)).output
 
     r1 = CorpusStore(store_dir).manifest("r1")
     assert r1.n_chunks >= 2
-    for table, expected, rows in (("chunks", schema.CHUNKS, r1.n_chunks), ("documents", schema.DOCUMENTS, 2),
-                                  ("errors", schema.INGEST_ERRORS, 0)):
+    for table, expected, rows in (
+        ("chunks", schema.CHUNKS, r1.n_chunks),
+        ("documents", schema.DOCUMENTS, 2),
+        ("errors", schema.INGEST_ERRORS, 0),
+    ):
         out = tmp_path / f"{table}.parquet"
         exported = run("export", table, "--version", "r1", "--out", str(out), "--store", str(store_dir))
         assert exported.exit_code == 0, exported.output
         written = pq.read_table(out)
         assert written.schema.remove_metadata().equals(expected) and written.num_rows == rows
-    exported = run("export", "errors", "--version", "v0001", "--out", str(tmp_path / "e.parquet"),
-                   "--store", str(store_dir))
+    exported = run(
+        "export", "errors", "--version", "v0001", "--out", str(tmp_path / "e.parquet"), "--store", str(store_dir)
+    )
     assert exported.exit_code == 0, exported.output
     assert pq.read_table(tmp_path / "e.parquet").column("source_path").to_pylist() == ["empty.md"]
 
@@ -74,8 +80,9 @@ def test_store_from_environment(source: Path, store_dir: Path, monkeypatch: pyte
 
 def test_unknown_version_is_a_clear_error(source: Path, store_dir: Path, tmp_path: Path) -> None:
     run("ingest", str(source), "--store", str(store_dir), "--version", "r1")
-    result = run("export", "chunks", "--version", "nope", "--out", str(tmp_path / "x.parquet"),
-                 "--store", str(store_dir))
+    result = run(
+        "export", "chunks", "--version", "nope", "--out", str(tmp_path / "x.parquet"), "--store", str(store_dir)
+    )
     assert result.exit_code == 1
     assert "unknown corpus version 'nope'" in result.output and "known: r1" in result.output
     assert not (tmp_path / "x.parquet").exists()
@@ -106,8 +113,19 @@ def test_include_and_exclude_skip_files_and_keep_strict_usable(source: Path, sto
     quarantining = run("ingest", str(source), "--strict", "--store", str(store_dir / "all"))
     assert quarantining.exit_code == 1 and "Makefile" in quarantining.output and "scan.svg" in quarantining.output
 
-    selected = run("ingest", str(source), "--strict", "--include", "**/*.md", "--exclude", "drafts/**",
-                   "--workers", "1", "--store", str(store_dir / "selected"))
+    selected = run(
+        "ingest",
+        str(source),
+        "--strict",
+        "--include",
+        "**/*.md",
+        "--exclude",
+        "drafts/**",
+        "--workers",
+        "1",
+        "--store",
+        str(store_dir / "selected"),
+    )
     assert selected.exit_code == 0, selected.output
     assert "parsed 2, reused 0, removed 0, quarantined 0, skipped 3" in selected.output
     documents = CorpusStore(store_dir / "selected").read_documents("v0001")
@@ -131,7 +149,9 @@ def test_ocr_languages_come_from_the_command_line(tmp_path: Path, store_dir: Pat
     source = tmp_path / "scans"
     source.mkdir()
     Image.new("RGB", (64, 32), "white").save(source / "blank.png")
-    result = run("ingest", str(source), "--store", str(store_dir), "--ocr-lang", "eng", "--ocr-lang", "zzz", "--workers", "1")
+    result = run(
+        "ingest", str(source), "--store", str(store_dir), "--ocr-lang", "eng", "--ocr-lang", "zzz", "--workers", "1"
+    )
     store = CorpusStore(store_dir)
     (error,) = store.read_errors(store.latest().name).to_dicts()
     assert error["error_type"] == "MissingSystemTool" and "zzz" in error["reason"], result.output

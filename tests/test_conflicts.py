@@ -5,18 +5,19 @@ verdicts are known per pair (a verbatim quote is entailed by the lexical tier be
 conflicts (authority, time and scope decide; nothing decides) and an out-of-scope citation, asserted on the stored
 Parquet, once through verify_store and once through Dagster. Then the decision function against an oracle written
 from the definition in docs/verification.md, on seeded random pairs."""
+
 from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 import pytest
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS, authority_weight
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
@@ -88,7 +89,9 @@ def world(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def run(world) -> StoredRun:
-    result, _ = verify_store(world["store"], world["base"] / "out", version="v1", scorer=load_scorer(str(world["model"])))
+    result, _ = verify_store(
+        world["store"], world["base"] / "out", version="v1", scorer=load_scorer(str(world["model"]))
+    )
     return result
 
 
@@ -114,10 +117,14 @@ def test_authority_decides(run):
     assert claim["status"] == "contradicted" and claim["conflict"] == "decided"
     assert sides["contradiction"]["rank_authority"] == 1.0 and sides["entailment"]["rank_authority"] == 0.0
     assert sides["contradiction"]["authority"] == "official_spec" and sides["entailment"]["authority"] == "community"
-    assert claim["conflict_margin"] == pytest.approx(sides["entailment"]["rank_score"] - sides["contradiction"]["rank_score"])
+    assert claim["conflict_margin"] == pytest.approx(
+        sides["entailment"]["rank_score"] - sides["contradiction"]["rank_score"]
+    )
     assert claim["conflict_margin"] == pytest.approx(-1.0, abs=0.01)  # w_a * 1, supports all but equal
-    assert ('the contradicting evidence of official_spec "Quota API" (no stated version, updated 2024-05-01) '
-            'outranks community "Quota tips"') in claim["reason"]  # fmt: skip
+    assert (
+        'the contradicting evidence of official_spec "Quota API" (no stated version, updated 2024-05-01) '
+        'outranks community "Quota tips"'
+    ) in claim["reason"]
     assert claim["reason"].endswith("decided by authority)")
 
 
@@ -128,7 +135,10 @@ def test_time_decides_for_the_version_asked_about(run):
     assert (sides["entailment"]["rank_time"], sides["contradiction"]["rank_time"]) == (1.0, 0.0)
     assert (sides["entailment"]["source_version"], sides["contradiction"]["source_version"]) == ("v1", "v2")
     assert claim["conflict_margin"] == pytest.approx(0.5, abs=0.01)  # w_t * (1 - 0)
-    assert 'official_spec "Quotas v1" (version v1, published 2022-03-01) outranks official_spec "Quotas v2"' in claim["reason"]
+    assert (
+        'official_spec "Quotas v1" (version v1, published 2022-03-01) outranks official_spec "Quotas v2"'
+        in claim["reason"]
+    )
     assert claim["reason"].startswith("all 1 sentence(s) entailed") and claim["reason"].endswith("decided by time)")
 
 
@@ -168,8 +178,12 @@ def test_the_run_counts_the_source_model(run):
     assert row["out_of_scope_rate"] == pytest.approx(1 / 9)
     answers = run.answers.select("answer_id", "n_conflicts_decided", "n_conflicts_open", "n_citations_out_of_scope")
     assert answers.sort("answer_id").rows() == [
-        ("a-authority", 1, 0, 0), ("a-open", 0, 1, 0), ("a-scope", 1, 0, 0), ("a-staff", 0, 0, 1), ("a-time", 1, 0, 0),
-    ]  # fmt: skip
+        ("a-authority", 1, 0, 0),
+        ("a-open", 0, 1, 0),
+        ("a-scope", 1, 0, 0),
+        ("a-staff", 0, 0, 1),
+        ("a-time", 1, 0, 0),
+    ]
     stored = pl.read_parquet(run.directory / "run.parquet")
     assert stored.select("n_conflicts_decided", "n_conflicts_open", "n_citations_out_of_scope").row(0) == (3, 1, 1)
     assert "rank(authority=1.0" in row["thresholds"]
@@ -179,9 +193,12 @@ DAGSTER_CASES = {
     # without the authority term the official spec no longer outranks the community article: that conflict stays open
     "no authority weight": ({"rank_weights": {"authority": 0.0}}, ("conflicted", "open"), "authority=0.0"),
     # the ingest resource's vocabulary reversed: the community article outranks the official spec
-    "reversed authority": ({"authority_levels": list(reversed(DEFAULT_AUTHORITY_LEVELS))}, ("supported", "decided"),
-                           "authority=community>"),
-}  # fmt: skip
+    "reversed authority": (
+        {"authority_levels": list(reversed(DEFAULT_AUTHORITY_LEVELS))},
+        ("supported", "decided"),
+        "authority=community>",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", DAGSTER_CASES)
@@ -224,7 +241,9 @@ def test_the_cli_ranks_by_the_environments_authority_vocabulary(world, tmp_path)
     expected = {"env": ("supported", "decided"), "no-weight": ("conflicted", "open")}
     for name, extra in {"env": [], "no-weight": ["--rank-weight", "authority=0"]}.items():
         out = tmp_path / name
-        result = CliRunner().invoke(main, [*base, "--out", str(out), *extra], env={"CITEKEEPER_AUTHORITY_LEVELS": reversed_levels})
+        result = CliRunner().invoke(
+            main, [*base, "--out", str(out), *extra], env={"CITEKEEPER_AUTHORITY_LEVELS": reversed_levels}
+        )
         assert result.exit_code == 0, result.output
         (claims,) = [pl.read_parquet(p) for p in out.rglob("claims.parquet")]
         row = claims_by_answer(claims)["a-authority"]
@@ -234,7 +253,7 @@ def test_the_cli_ranks_by_the_environments_authority_vocabulary(world, tmp_path)
 
 # ------------------------------------------------------------------------------------------ against an oracle
 
-T0 = datetime(2024, 6, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 6, 1, tzinfo=UTC)
 TERM_ORDER = ("authority", "time", "scope", "support", "penalty")
 
 
@@ -262,8 +281,13 @@ def oracle_terms(pair: dict, settings: RankingSettings) -> dict[str, float]:
 
 
 def oracle_score(terms: dict[str, float], s: RankingSettings) -> float:
-    return (s.w_authority * terms["authority"] + s.w_time * terms["time"] + s.w_scope * terms["scope"]
-            + s.w_support * terms["support"] - s.w_penalty * terms["penalty"])  # fmt: skip
+    return (
+        s.w_authority * terms["authority"]
+        + s.w_time * terms["time"]
+        + s.w_scope * terms["scope"]
+        + s.w_support * terms["support"]
+        - s.w_penalty * terms["penalty"]
+    )
 
 
 def oracle_decision(sentence: list[dict], s: RankingSettings) -> dict | None:
@@ -278,8 +302,18 @@ def oracle_decision(sentence: list[dict], s: RankingSettings) -> dict | None:
     lead = best["entailment"][0] - best["contradiction"][0]
     if abs(lead) < s.margin - 1e-9:
         return {"conflict": "open", "label": None, "lead": lead, "term": None}
-    winner, loser = (best["entailment"][1], best["contradiction"][1]) if lead > 0 else (best["contradiction"][1], best["entailment"][1])
-    weight = {"authority": s.w_authority, "time": s.w_time, "scope": s.w_scope, "support": s.w_support, "penalty": -s.w_penalty}
+    winner, loser = (
+        (best["entailment"][1], best["contradiction"][1])
+        if lead > 0
+        else (best["contradiction"][1], best["entailment"][1])
+    )
+    weight = {
+        "authority": s.w_authority,
+        "time": s.w_time,
+        "scope": s.w_scope,
+        "support": s.w_support,
+        "penalty": -s.w_penalty,
+    }
     shares = sorted(((weight[t] * (winner[t] - loser[t]), t) for t in TERM_ORDER), key=lambda item: -item[0])
     term = shares[0][1] if shares[0][0] - shares[1][0] > 1e-9 else None
     return {"conflict": "decided", "label": "entailed" if lead > 0 else "contradicted", "lead": lead, "term": term}
@@ -296,43 +330,69 @@ def random_pair(rng: random.Random, answer: dict, sentence_index: int, citation_
     tier = "lexical" if label != "neutral" and rng.random() < 0.2 else "nli"
     p_entailment, p_contradiction = rng.random(), rng.random()
     return {
-        **answer, "sentence_index": sentence_index, "citation_index": citation_index, "citation_id": f"k{citation_index}",
-        "label": label, "tier": tier, "p_entailment": p_entailment, "p_contradiction": p_contradiction,
+        **answer,
+        "sentence_index": sentence_index,
+        "citation_index": citation_index,
+        "citation_id": f"k{citation_index}",
+        "label": label,
+        "tier": tier,
+        "p_entailment": p_entailment,
+        "p_contradiction": p_contradiction,
         "score": rng.uniform(0.8, 1.0) if tier == "lexical" else p_entailment,
-        "authority": rng.choice([*DEFAULT_AUTHORITY_LEVELS, None, "blog"]), "source_version": maybe(rng.choice(["v1", "v2"])),
-        "updated_at": when(), "published_at": when(), "retrieved_at": when(),
+        "authority": rng.choice([*DEFAULT_AUTHORITY_LEVELS, None, "blog"]),
+        "source_version": maybe(rng.choice(["v1", "v2"])),
+        "updated_at": when(),
+        "published_at": when(),
+        "retrieved_at": when(),
         "citation_status": rng.choice([None, "valid", "drifted", "relocated"]),
         "scope_labels": maybe(rng.sample(["cloud", "eu", "api", "cli"], rng.randint(0, 3))),
-        "title": f"doc {citation_index}", "source_path": f"d{citation_index}.md",
+        "title": f"doc {citation_index}",
+        "source_path": f"d{citation_index}.md",
         "access_scope": rng.choice(["user_visible", "redacted", "internal_only", "aggregate_only"]),
-    }  # fmt: skip
+    }
 
 
 def random_sentences(seed: int) -> tuple[list[dict], RankingSettings]:
     rng = random.Random(seed)
     settings = RankingSettings(
-        w_authority=rng.choice([0.0, 1.0, 2.0]), w_time=rng.choice([0.0, 0.5, 1.0]), w_scope=rng.choice([0.0, 0.5]),
-        w_support=rng.choice([0.5, 1.0]), w_penalty=rng.choice([0.0, 0.5]), margin=rng.choice([0.0, 0.1, 0.3]),
+        w_authority=rng.choice([0.0, 1.0, 2.0]),
+        w_time=rng.choice([0.0, 0.5, 1.0]),
+        w_scope=rng.choice([0.0, 0.5]),
+        w_support=rng.choice([0.5, 1.0]),
+        w_penalty=rng.choice([0.0, 0.5]),
+        margin=rng.choice([0.0, 0.1, 0.3]),
         half_life_days=rng.choice([30.0, 365.0]),
-    )  # fmt: skip
+    )
     rows = []
     for claim in range(12):
         answer = {
-            "answer_id": f"a{claim}", "revision": 1, "claim_id": f"c{claim}",
-            "about_version": rng.choice([None, "v1", "v2"]), "answer_created_at": rng.choice([None, T0]),
+            "answer_id": f"a{claim}",
+            "revision": 1,
+            "claim_id": f"c{claim}",
+            "about_version": rng.choice([None, "v1", "v2"]),
+            "answer_created_at": rng.choice([None, T0]),
             "answer_scope_labels": rng.choice([None, [], ["cloud"], ["cloud", "eu"], ["api", "cli", "eu"]]),
-        }  # fmt: skip
+        }
         for sentence in range(rng.randint(1, 2)):
             rows += [random_pair(rng, answer, sentence, i) for i in range(rng.randint(1, 5))]
     return rows, settings
 
 
 PAIR_SCHEMA = {
-    "revision": pl.Int32, "sentence_index": pl.Int32, "citation_index": pl.Int32,
-    "updated_at": pl.Datetime("us", "UTC"), "published_at": pl.Datetime("us", "UTC"), "retrieved_at": pl.Datetime("us", "UTC"),
-    "answer_created_at": pl.Datetime("us", "UTC"), "scope_labels": pl.List(pl.String), "answer_scope_labels": pl.List(pl.String),
-    "about_version": pl.String, "source_version": pl.String, "authority": pl.String, "citation_status": pl.String,
-}  # fmt: skip
+    "revision": pl.Int32,
+    "sentence_index": pl.Int32,
+    "citation_index": pl.Int32,
+    "updated_at": pl.Datetime("us", "UTC"),
+    "published_at": pl.Datetime("us", "UTC"),
+    "retrieved_at": pl.Datetime("us", "UTC"),
+    "answer_created_at": pl.Datetime("us", "UTC"),
+    "scope_labels": pl.List(pl.String),
+    "answer_scope_labels": pl.List(pl.String),
+    "about_version": pl.String,
+    "source_version": pl.String,
+    "authority": pl.String,
+    "citation_status": pl.String,
+}
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -342,7 +402,9 @@ def test_the_decision_function_against_an_oracle_of_its_definition(seed):
     for pair, score in zip(rows, ranked["rank_score"].to_list()):
         expected = oracle_score(oracle_terms(pair, settings), settings) if pair["label"] != "neutral" else None
         assert score == pytest.approx(expected, abs=1e-9)
-    decided = {(r["claim_id"], r["sentence_index"]): r for r in decide_sentences(ranked, settings).iter_rows(named=True)}
+    decided = {
+        (r["claim_id"], r["sentence_index"]): r for r in decide_sentences(ranked, settings).iter_rows(named=True)
+    }
     sentences: dict[tuple, list[dict]] = {}
     for pair in rows:
         sentences.setdefault((pair["claim_id"], pair["sentence_index"]), []).append(pair)
@@ -358,4 +420,7 @@ def test_the_decision_function_against_an_oracle_of_its_definition(seed):
             assert got["conflict_reason"].endswith(f"decided by {expected['term']})")
         for pair in sentence:  # an aggregate_only source is never named
             if pair["access_scope"] == "aggregate_only":
-                assert f'"{pair["title"]}"' not in got["conflict_reason"] and pair["source_path"] not in got["conflict_reason"]
+                assert (
+                    f'"{pair["title"]}"' not in got["conflict_reason"]
+                    and pair["source_path"] not in got["conflict_reason"]
+                )

@@ -1,4 +1,5 @@
 """The one test that loads the Definitions: the code location `dagster dev` would load, and dagster.yaml."""
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,14 @@ def test_code_location_loads_with_the_repo_instance_config(tmp_path: Path) -> No
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     dagster_cli = Path(sys.executable).parent / "dagster"
-    validated = subprocess.run([str(dagster_cli), "definitions", "validate"], cwd=tmp_path, env=env,
-                               capture_output=True, text=True, timeout=300)
+    validated = subprocess.run(
+        [str(dagster_cli), "definitions", "validate"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert validated.returncode == 0, validated.stdout + validated.stderr
     assert "Validation successful for code location citekeeper" in validated.stderr + validated.stdout
 
@@ -33,14 +40,16 @@ def test_code_location_loads_with_the_repo_instance_config(tmp_path: Path) -> No
     graph = defs.resolve_asset_graph()
     assert {dg.AssetKey("documents"), dg.AssetKey("chunks")} <= set(graph.get_all_asset_keys())
     assert {k.name for k in graph.asset_check_keys if k.asset_key == dg.AssetKey("chunks")} >= {
-        "chunk_ids_unique", "text_hash_matches_text", "offsets_reproduce_text"
+        "chunk_ids_unique",
+        "text_hash_matches_text",
+        "offsets_reproduce_text",
     }
     ingest_node = graph.get(dg.AssetKey("chunks")).assets_def.node_def
     assert ingest_node.pool == "citekeeper_store_writer"
     assert set(defs.resources) == {"store", "ingest", "answers", "verifier"}
 
-    from tests.dagster_settings import settings
     from pipelines.definitions import build_definitions
+    from tests.dagster_settings import settings
 
     def verification_code_version(config) -> str:
         graph = build_definitions(config).resolve_asset_graph()
@@ -55,16 +64,25 @@ def test_code_location_loads_with_the_repo_instance_config(tmp_path: Path) -> No
     shaped = build_definitions(settings(ingest_shards=3, verify_shards=5))
     stage = shaped.resolve_job_def("citekeeper_ingest_sharded")
     assert sorted(node.name for node in stage.nodes if node.name.startswith("stage_doc_shard_")) == [
-        f"stage_doc_shard_{i}" for i in range(3)]
-    assert len([n for n in shaped.resolve_job_def("citekeeper_verify_sharded").nodes if n.name.startswith("verify_")]) == 5
+        f"stage_doc_shard_{i}" for i in range(3)
+    ]
+    assert (
+        len([n for n in shaped.resolve_job_def("citekeeper_verify_sharded").nodes if n.name.startswith("verify_")]) == 5
+    )
     partitions = shaped.resolve_assets_def("ingest_shard_stage").partitions_def
-    assert [d.partitions_def.get_partition_keys() for d in partitions.partitions_defs if d.name == "doc_shard"] == [["0", "1", "2"]]
+    assert [d.partitions_def.get_partition_keys() for d in partitions.partitions_defs if d.name == "doc_shard"] == [
+        ["0", "1", "2"]
+    ]
 
 
 def test_below_the_code_location_nothing_reads_the_environment() -> None:
     """Configuration is read in one place, pipelines/definitions.py; the assets take it from the Definitions."""
-    readers = [f"{path.relative_to(REPO)}:{number}" for path in sorted((REPO / "assets").glob("*.py"))
-               for number, line in enumerate(path.read_text().splitlines(), 1) if "os.environ" in line or "getenv" in line]
+    readers = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in sorted((REPO / "assets").glob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "os.environ" in line or "getenv" in line
+    ]
     assert readers == []
 
 

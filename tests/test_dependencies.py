@@ -7,6 +7,7 @@ other direction, every declared distribution is imported by that code or is list
 it is needed without being imported. Modules are mapped to distributions with
 importlib.metadata.packages_distributions(), so the check runs against what is installed.
 """
+
 from __future__ import annotations
 
 import ast
@@ -30,7 +31,11 @@ OPTIONAL_IMPORTS = {"dagster_k8s": "k8s"}  # pipelines/definitions.py, only with
 
 # The bench extra: bench/bench_peers.py's peers (LangChain, LlamaIndex), never a runtime dependency. scripts/setup.sh
 # does not install it, so where it is not installed its modules are mapped to its distributions by name.
-BENCH_ONLY = {"langchain_core": "langchain-core", "langchain_classic": "langchain-classic", "llama_index": "llama-index-core"}
+BENCH_ONLY = {
+    "langchain_core": "langchain-core",
+    "langchain_classic": "langchain-classic",
+    "llama_index": "llama-index-core",
+}
 
 # Declared and needed, though no code here imports them by name.
 NOT_IMPORTED = {
@@ -39,7 +44,7 @@ NOT_IMPORTED = {
     **dict.fromkeys(
         ["pdfminer-six", "pikepdf", "pypdfium2", "opencv-python", "pandas", "scipy", "matplotlib"],
         "unstructured's PDF text layer",
-    ),  # fmt: skip
+    ),
     "pylance": "lancedb's Table.to_lance(), which citekeeper/store.py calls",
     "onnx": "torch.onnx.export and onnxruntime.quantization (verify --backend onnx)",
     "dagster-webserver": "dagster dev and the UI (tests/test_webserver.py)",

@@ -1,4 +1,5 @@
 """Instance and deployment configs: valid for dagster-k8s, and every one of them keeps the one-writer rule."""
+
 import dagster as dg
 import pytest
 import yaml
@@ -24,7 +25,9 @@ def test_k8s_run_launcher_and_executor_configs_are_valid():
 
 def _writer_limits(instance_yaml: dict) -> list[dict]:
     """tag_concurrency_limits from either config style (run_coordinator config or concurrency.runs)."""
-    runs = instance_yaml.get("concurrency", {}).get("runs") or instance_yaml.get("run_coordinator", {}).get("config", {})
+    runs = instance_yaml.get("concurrency", {}).get("runs") or instance_yaml.get("run_coordinator", {}).get(
+        "config", {}
+    )
     return [limit for limit in runs.get("tag_concurrency_limits", []) if limit["key"] == STORE_WRITER_TAG]
 
 

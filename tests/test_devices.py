@@ -1,5 +1,6 @@
 """Where the NLI model runs: device resolution and its CPU fallback (a stand-in torch.cuda, and the real CPU path),
 the halve-on-out-of-memory batch size on a real tiny model, and precision in the verdict cache key."""
+
 from __future__ import annotations
 
 import logging
@@ -10,9 +11,8 @@ import pytest
 import torch
 
 from tests.random_models import save_random_nli_model
-from tests.verify_helpers import TableScorer, citations_frame, claims_frame
+from tests.verify_helpers import TableScorer, citations_frame, claims_frame, verify
 from verifiers.devices import resolve_device
-from tests.verify_helpers import verify
 from verifiers.nli import TorchScorer, load_scorer, model_key, onnx_providers
 from verifiers.verdict_cache import VerdictCache
 
@@ -70,9 +70,14 @@ def test_real_cpu_path(tmp_path):
     scorer = load_scorer(str(save_random_nli_model(tmp_path / "m", TEXTS)), device="cpu")
     assert (scorer.placement.device, scorer.precision, scorer.batch_size) == ("cpu", "fp32", 32)
     assert scorer.score(TEXTS[:3], TEXTS[3:6]).shape == (3, 3)
-    assert onnx_providers(resolve_device("cpu"), ["CUDAExecutionProvider", "CPUExecutionProvider"]) == ["CPUExecutionProvider"]
+    assert onnx_providers(resolve_device("cpu"), ["CUDAExecutionProvider", "CPUExecutionProvider"]) == [
+        "CPUExecutionProvider"
+    ]
     on_gpu = resolve_device("cuda", FakeCuda([("NVIDIA H200", (9, 0))]))
-    assert onnx_providers(on_gpu, ["CUDAExecutionProvider", "CPUExecutionProvider"])[0] == ("CUDAExecutionProvider", {"device_id": 0})
+    assert onnx_providers(on_gpu, ["CUDAExecutionProvider", "CPUExecutionProvider"])[0] == (
+        "CUDAExecutionProvider",
+        {"device_id": 0},
+    )
 
 
 class OutOfMemoryAbove(TorchScorer):
@@ -112,7 +117,9 @@ def test_precision_is_in_the_cache_key(tmp_path):
     bf16 = TableScorer({}, precision="bf16")
     assert model_key(fp32) == "table-scorer@1/torch/fp32/nli" and model_key(bf16) == "table-scorer@1/torch/bf16/nli"
     claims = claims_frame([("a", "c", "The client keeps ten connections.", 1)])
-    citations = citations_frame([{"answer_id": "a", "claim_id": "c", "citation_id": "k", "chunk_text": "The pool is small."}])
+    citations = citations_frame(
+        [{"answer_id": "a", "claim_id": "c", "citation_id": "k", "chunk_text": "The pool is small."}]
+    )
     cache = VerdictCache(tmp_path / "cache")
     runs = {}
     for name, scorer in (("fp32", fp32), ("bf16", bf16), ("fp32 again", fp32)):

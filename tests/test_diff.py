@@ -1,10 +1,10 @@
 """Chunk- and document-level diff on small hand-built versions."""
+
 import polars as pl
 
-from citekeeper.schema import CHUNK_DIFF, DOC_DIFF
 from citekeeper.identity import text_hash
-from tests.chunk_frames import build_version, doc_id_of
-from tests.chunk_frames import diff_frames
+from citekeeper.schema import CHUNK_DIFF, DOC_DIFF
+from tests.chunk_frames import build_version, diff_frames, doc_id_of
 
 INTRO = "Intro paragraph that stays exactly as it is."
 SHIFT = "A paragraph that will be pushed down by an insertion above it."
@@ -44,7 +44,9 @@ def row(chunks: pl.DataFrame, column: str, text_hash_of: str) -> dict:
 def test_document_changes():
     docs = run_diff().docs
     assert docs.columns == DOC_DIFF.names
-    by_change = {r["change"]: r for r in docs.filter(pl.col("change") != "unchanged").to_dicts() if r["change"] != "modified"}
+    by_change = {
+        r["change"]: r for r in docs.filter(pl.col("change") != "unchanged").to_dicts() if r["change"] != "modified"
+    }
     assert by_change["renamed"]["old_source_path"] == "old_name.md"
     assert by_change["renamed"]["new_source_path"] == "new_name.md"
     assert by_change["removed"]["old_source_path"] == "dropped.md"
@@ -79,7 +81,14 @@ def test_only_changed_documents_are_compared():
     chunks = run_diff().chunks
     untouched = doc_id_of("same.md")
     assert chunks.filter((pl.col("old_doc_id") == untouched) | (pl.col("new_doc_id") == untouched)).height == 0
-    assert run_diff().chunk_counts() == {"added": 2, "modified": 1, "moved": 1, "relocated": 2, "removed": 2, "unchanged": 2}
+    assert run_diff().chunk_counts() == {
+        "added": 2,
+        "modified": 1,
+        "moved": 1,
+        "relocated": 2,
+        "removed": 2,
+        "unchanged": 2,
+    }
 
 
 def test_dissimilar_rewrite_is_removed_plus_added():

@@ -1,4 +1,5 @@
 """discover_sources: naming, hashing, explicit metadata, and quarantine of every kind of unusable file."""
+
 from __future__ import annotations
 
 import hashlib
@@ -11,7 +12,7 @@ import pytest
 
 from parsers.discover import discover, discover_sources, selector
 from parsers.ingest import Shard
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 
 from .conftest import SAMPLE_CORPUS
 
@@ -65,7 +66,10 @@ def test_hidden_skipped_unsupported_recorded(tmp_path):
 
 
 def test_sidecar_overrides_front_matter(tmp_path):
-    write(tmp_path / "fm.md", "---\ndoc_id: handbook/intro\ntitle: \"Intro to Acme\"\naccess_scope: internal_only\nauthor: x\n---\n# Heading\n\nBody.\n")
+    write(
+        tmp_path / "fm.md",
+        '---\ndoc_id: handbook/intro\ntitle: "Intro to Acme"\naccess_scope: internal_only\nauthor: x\n---\n# Heading\n\nBody.\n',
+    )
     write(tmp_path / "both.md", "---\ndoc_id: from-front-matter\ntitle: FM title\n---\nBody.\n")
     write(tmp_path / "both.md.citekeeper.json", json.dumps({"doc_id": "from-sidecar", "access_scope": "internal_only"}))
     sources, errors = discover_sources(tmp_path, CONFIG)
@@ -94,7 +98,10 @@ def test_front_matter_after_byte_order_mark(tmp_path):
         ("title: 'It''s here'", {"title": "It's here"}),
         ("title: >\n  A folded\n  long title", {"title": "A folded long title"}),
         ("doc_id: 007\ntitle: No", {"doc_id": "007", "title": "No"}),  # kept as written, not 7 and False
-        ("title: 运维手册\ndoc_id: 手册/简介\naccess_scope: internal_only", {"title": "运维手册", "doc_id": "手册/简介", "access_scope": "internal_only"}),
+        (
+            "title: 运维手册\ndoc_id: 手册/简介\naccess_scope: internal_only",
+            {"title": "运维手册", "doc_id": "手册/简介", "access_scope": "internal_only"},
+        ),
         ("title: A\r\ndoc_id: crlf\r\nauthor: [x, y]", {"title": "A", "doc_id": "crlf"}),  # unknown keys ignored
         # a title that is empty or not plain text leaves the title to the parser's first heading
         ("title: ''\ndoc_id: t", {"doc_id": "t"}),
@@ -115,16 +122,24 @@ def test_front_matter_is_yaml(tmp_path, front_matter, expected):
     [
         # the keys that decide identity and access fail closed on anything but plain text
         ("doc_id: [a, b]", "front matter line 2: doc_id must be plain text, not a list"),
-        ("title: T\naccess_scope:\n  level: internal_only", "front matter line 3: access_scope must be plain text, not a mapping"),
-        ("doc_id: ok\ntitle: 'unclosed", "front matter line 3, column 17: invalid YAML: while scanning a quoted scalar found unexpected end"),
+        (
+            "title: T\naccess_scope:\n  level: internal_only",
+            "front matter line 3: access_scope must be plain text, not a mapping",
+        ),
+        (
+            "doc_id: ok\ntitle: 'unclosed",
+            "front matter line 3, column 17: invalid YAML: while scanning a quoted scalar found unexpected end",
+        ),
         ("title: a: b", "front matter line 2, column 9: invalid YAML: mapping values are not allowed here"),
         ("title: ok\ndoc_id: bell\x07", "front matter line 3: invalid YAML: character U+0007 is not allowed"),
         ("access_scope:internal_only", "front matter must be `key: value` lines (a space after each colon)"),
         ("access_scope: secret", "front matter: access_scope 'secret' is not one of"),
         ("doc_id: ''", "front matter: doc_id must be a non-empty string"),
         # YAML alone would keep the last one: an internal document must not turn user-visible by accident
-        ("access_scope: internal\naccess_scope: user_visible",
-         "front matter line 3, column 1: invalid YAML: key 'access_scope' is given twice"),
+        (
+            "access_scope: internal\naccess_scope: user_visible",
+            "front matter line 3, column 1: invalid YAML: key 'access_scope' is given twice",
+        ),
     ],
 )
 def test_invalid_front_matter_quarantines_the_document(tmp_path, front_matter, reason):
@@ -147,7 +162,9 @@ def test_sample_corpus_internal_document():
     assert errors == []
     scopes = {s.doc_id: s.access_scope for s in sources}
     assert scopes["internal/db-failover-runbook.md"] == "internal_only"
-    assert [doc_id for doc_id, scope in scopes.items() if scope == "internal_only"] == ["internal/db-failover-runbook.md"]
+    assert [doc_id for doc_id, scope in scopes.items() if scope == "internal_only"] == [
+        "internal/db-failover-runbook.md"
+    ]
     assert {s.filetype for s in sources} == {"md", "html", "pdf", "docx", "txt"}
 
 
@@ -170,8 +187,11 @@ SCOPE_SOURCES = ("front matter", "sidecar", "override")
 VISIBILITY = ("user_visible", "redacted", "internal_only", "aggregate_only")
 
 
-@pytest.mark.parametrize("scopes", list(itertools.product((None, *VISIBILITY), repeat=3)),
-                         ids=lambda scopes: "-".join(scope or "unset" for scope in scopes))
+@pytest.mark.parametrize(
+    "scopes",
+    list(itertools.product((None, *VISIBILITY), repeat=3)),
+    ids=lambda scopes: "-".join(scope or "unset" for scope in scopes),
+)
 def test_sources_of_scope_that_disagree_give_the_strictest(tmp_path, scopes):
     """Every combination of front matter, sidecar and override (each unset or one of the four levels); the
     oracle: the least visible level any of them says, else the default."""
@@ -181,7 +201,9 @@ def test_sources_of_scope_that_disagree_give_the_strictest(tmp_path, scopes):
     if sidecar:
         write(tmp_path / "doc.md.citekeeper.json", json.dumps({"access_scope": sidecar}))
     for default in ("user_visible", "internal_only"):
-        config = ParseConfig(default_access_scope=default, access_scope_overrides=(("doc.*", override),) if override else ())
+        config = ParseConfig(
+            default_access_scope=default, access_scope_overrides=(("doc.*", override),) if override else ()
+        )
         (source,), errors = discover_sources(tmp_path, config)
         said = [VISIBILITY.index(scope) for scope in scopes if scope]
         expected = VISIBILITY[max(said)] if said else default
@@ -292,7 +314,10 @@ def test_directory_links_into_each_other_terminate(tmp_path):
     (tmp_path / "b" / "to_a").symlink_to(tmp_path / "a", target_is_directory=True)
     sources, errors = discover_sources(tmp_path, CONFIG)
     assert [s.source_path for s in sources] == ["a/to_b/y.md", "a/x.md", "b/to_a/x.md", "b/y.md"]
-    assert [(e.source_path, e.error_type) for e in errors] == [("a/to_b/to_a", "SymlinkLoop"), ("b/to_a/to_b", "SymlinkLoop")]
+    assert [(e.source_path, e.error_type) for e in errors] == [
+        ("a/to_b/to_a", "SymlinkLoop"),
+        ("b/to_a/to_b", "SymlinkLoop"),
+    ]
 
 
 def test_missing_root_is_a_clear_error(tmp_path):
@@ -333,7 +358,11 @@ def test_include_and_exclude_skip_files_instead_of_quarantining_them(tmp_path):
     (tmp_path / "drafts" / "dangling.md").symlink_to(tmp_path / "drafts" / "missing.md")
 
     everything = discover(tmp_path, CONFIG)
-    assert {e.source_path for e in everything.errors} == {"docs/logo.svg", "drafts/orphan.md.citekeeper.json", "drafts/dangling.md"}
+    assert {e.source_path for e in everything.errors} == {
+        "docs/logo.svg",
+        "drafts/orphan.md.citekeeper.json",
+        "drafts/dangling.md",
+    }
     assert everything.n_skipped == 0
 
     excluded = discover(tmp_path, ParseConfig(exclude=("drafts/**", "**/*.svg")))

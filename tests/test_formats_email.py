@@ -5,6 +5,7 @@ The .eml files are built here with the standard library's email package. No .msg
 is tested through its quarantine path and, for the mapping from a message to parts, with a stand-in for the
 object oxmsg loads.
 """
+
 from __future__ import annotations
 
 import base64
@@ -22,7 +23,7 @@ from citekeeper.store import CorpusStore
 from parsers.discover import discover_sources
 from parsers.document import parse_document
 from parsers.ingest import ingest
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 
 CONFIG = ParseConfig()
 GBK_BODY = "各位同事：\n\n本季度销售额增长了百分之十二。朱镕基的报告见附件。\n"  # 镕 is GBK, not GB2312
@@ -53,7 +54,10 @@ def message_with_attachments() -> bytes:
     message["From"] = "Ann Lee <ann@acme.com>"
     message["Date"] = "Wed, 06 Mar 2024 17:05:00 -0500"
     message.set_content("Hi team,\n\nThe Q3 numbers are in. Revenue grew twelve percent.\n")
-    message.add_alternative("<html><body><p>Hi team,</p><p>The Q3 numbers are in. Revenue grew twelve percent.</p></body></html>", subtype="html")
+    message.add_alternative(
+        "<html><body><p>Hi team,</p><p>The Q3 numbers are in. Revenue grew twelve percent.</p></body></html>",
+        subtype="html",
+    )
     message.add_attachment(MINUTES.encode("utf-8"), maintype="text", subtype="plain", filename="会议纪要.txt")
     message.add_attachment(b"PK\x03\x04 not for citekeeper", maintype="application", subtype="zip", filename="data.zip")
     return message.as_bytes()
@@ -107,7 +111,11 @@ def test_gb2312_quoted_printable_message(ingested):
 
 def test_body_and_attachment_are_separate_parts(ingested):
     (doc,) = rows(ingested, "documents", "review.eml")
-    assert (doc["email_subject"], doc["email_from"], doc["email_date"]) == ("Q3 review", "Ann Lee <ann@acme.com>", "2024-03-06T17:05:00-05:00")
+    assert (doc["email_subject"], doc["email_from"], doc["email_date"]) == (
+        "Q3 review",
+        "Ann Lee <ann@acme.com>",
+        "2024-03-06T17:05:00-05:00",
+    )
     chunks = rows(ingested, "chunks", "review.eml")
     assert {c["email_part"] for c in chunks} == {"body", "会议纪要.txt"}  # data.zip: no format for it, skipped
     attachment_start = doc["text"].index("会议纪要")
@@ -156,7 +164,11 @@ def test_forwarded_message_parts_are_named_inside_it(tmp_path):
     (tmp_path / "fwd.eml").write_bytes(outer.as_bytes())
     doc = parse_file(tmp_path / "fwd.eml")
     parts = {chunk.email_part: chunk.text for chunk in doc.chunks}
-    assert parts == {"body": "See below.", "original.eml": "The original message body.", "original.eml/numbers.txt": "Numbers for the board."}
+    assert parts == {
+        "body": "See below.",
+        "original.eml": "The original message body.",
+        "original.eml/numbers.txt": "Numbers for the board.",
+    }
     assert doc.email.subject == "Fwd: original"
 
 
@@ -165,7 +177,9 @@ def test_images_shown_in_the_html_body_are_not_attachments(tmp_path):
     message["Subject"] = "signature"
     message["From"] = "ann@acme.com"
     message.set_content("<html><body><p>Thanks.</p><img src='cid:logo'></body></html>", subtype="html")
-    message.add_related(b"\x89PNG not even an image", maintype="image", subtype="png", cid="<logo>", filename="image001.png")
+    message.add_related(
+        b"\x89PNG not even an image", maintype="image", subtype="png", cid="<logo>", filename="image001.png"
+    )
     (tmp_path / "signed.eml").write_bytes(message.as_bytes())
     doc = parse_file(tmp_path / "signed.eml")
     assert [(chunk.email_part, chunk.text) for chunk in doc.chunks] == [("body", "Thanks.")]
@@ -177,26 +191,41 @@ def test_raw_8bit_headers(tmp_path, charset):
     raw = f"Subject: 部署前请备份数据库\nFrom: 王喆 <wang.zhe@acme.cn>\nContent-Type: text/plain; charset={charset}\n\n正文。\n"
     (tmp_path / "raw.eml").write_bytes(raw.encode(charset))
     doc = parse_file(tmp_path / "raw.eml")
-    assert (doc.email.subject, doc.email.sender, doc.text) == ("部署前请备份数据库", "王喆 <wang.zhe@acme.cn>", "正文。")
+    assert (doc.email.subject, doc.email.sender, doc.text) == (
+        "部署前请备份数据库",
+        "王喆 <wang.zhe@acme.cn>",
+        "正文。",
+    )
+
 
 def test_msg_maps_header_body_and_attachments(tmp_path, monkeypatch):
     """A stand-in for oxmsg's Message (see the module docstring): what partition_msg reads from it."""
     attachment = SimpleNamespace(
-        file_name="minutes.txt", file_bytes=MINUTES.encode("gbk"), attached_by_value=True, mime_type="text/plain",
+        file_name="minutes.txt",
+        file_bytes=MINUTES.encode("gbk"),
+        attached_by_value=True,
+        mime_type="text/plain",
         properties=SimpleNamespace(str_prop_value=lambda pid: None),
-    )  # fmt: skip
+    )
     loaded = SimpleNamespace(
-        subject="季度报告", sender='"王喆" <wang.zhe@acme.cn>', body="本季度销售额增长了百分之十二。",
-        html_body=None, sent_date=dt.datetime(2024, 3, 5, 1, 30, tzinfo=dt.timezone.utc), attachments=(attachment,),
-    )  # fmt: skip
+        subject="季度报告",
+        sender='"王喆" <wang.zhe@acme.cn>',
+        body="本季度销售额增长了百分之十二。",
+        html_body=None,
+        sent_date=dt.datetime(2024, 3, 5, 1, 30, tzinfo=dt.UTC),
+        attachments=(attachment,),
+    )
     monkeypatch.setattr(oxmsg.Message, "load", classmethod(lambda cls, raw: loaded))
     (tmp_path / "report.msg").write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1 stand-in")
     doc = parse_file(tmp_path / "report.msg")
-    assert (doc.email.subject, doc.email.sender, doc.email.sent_at) == ("季度报告", '"王喆" <wang.zhe@acme.cn>', "2024-03-05T01:30:00+00:00")
+    assert (doc.email.subject, doc.email.sender, doc.email.sent_at) == (
+        "季度报告",
+        '"王喆" <wang.zhe@acme.cn>',
+        "2024-03-05T01:30:00+00:00",
+    )
     assert [(c.email_part, c.text) for c in doc.chunks] == [
         ("body", "本季度销售额增长了百分之十二。"),
         ("minutes.txt", "会议纪要"),
         ("minutes.txt", "部署前请备份数据库。回滚步骤见第三节。"),
     ]
     assert doc.encoding is None
-

@@ -4,6 +4,7 @@ The images and PDFs are drawn here: Latin text in Pillow's bundled font, Chinese
 (fonts-wqy-microhei in CI). One ingest reads them all, to keep OCR time down. HEIC is not among them:
 pi-heif decodes HEIC but has no encoder to make one.
 """
+
 from __future__ import annotations
 
 import io
@@ -24,7 +25,7 @@ from citekeeper.integrity import misplaced_offsets
 from citekeeper.store import CorpusStore
 from citekeeper.text import HAN
 from parsers.ingest import IngestResult, ingest
-from parsers.model import IngestError, ParseConfig
+from parsers.records import IngestError, ParseConfig
 from tests.conftest import require_service
 
 ENGLISH = ["Quarterly revenue grew by twelve percent.", "The warehouse in Leeds closes on Friday."]
@@ -35,7 +36,9 @@ DPI = 300  # image pixels per PDF inch: Poppler renders the page back at the siz
 # a PATH a test sets applies (pool workers fork from a server started earlier), and each pool worker would
 # import the PDF and OCR stack again (seconds), which costs more than it saves on these few documents.
 CONFIG = ParseConfig(max_chunk_chars=60, workers=1)
-OCR_TOOLS = "Tesseract OCR (eng, chi_sim) and Poppler (apt-get install tesseract-ocr tesseract-ocr-chi-sim poppler-utils)"
+OCR_TOOLS = (
+    "Tesseract OCR (eng, chi_sim) and Poppler (apt-get install tesseract-ocr tesseract-ocr-chi-sim poppler-utils)"
+)
 
 
 def ocr_installed() -> bool:
@@ -138,8 +141,17 @@ def assert_ocr_chunks_index(chunks: pl.DataFrame, text: str) -> None:
 def test_every_ocr_document_is_ingested(ocred):
     result, _, texts = ocred
     assert result.errors == []
-    assert sorted(texts) == ["chinese.png", "english.bmp", "english.jpg", "english.png", "mixed.pdf", "pages.tiff",
-                             "scan-chinese.pdf", "scan-english.pdf", "transparent.png"]  # fmt: skip
+    assert sorted(texts) == [
+        "chinese.png",
+        "english.bmp",
+        "english.jpg",
+        "english.png",
+        "mixed.pdf",
+        "pages.tiff",
+        "scan-chinese.pdf",
+        "scan-english.pdf",
+        "transparent.png",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -248,7 +260,9 @@ def test_a_worker_killed_while_it_ocrs_leaves_no_temp_files(tmp_path, ocr_tools,
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "scan.pdf").write_bytes(pdf([scan] * 30))
     # 6 s: past rendering, most likely while Tesseract reads a page (3 s killed it before it began: no tess_ files)
-    result = ingest(tmp_path / "src", CorpusStore(tmp_path / "store"), config=ParseConfig(workers=2, parse_timeout_s=6.0))
+    result = ingest(
+        tmp_path / "src", CorpusStore(tmp_path / "store"), config=ParseConfig(workers=2, parse_timeout_s=6.0)
+    )
     assert [e.error_type for e in result.errors] == ["ParseTimeout"]
     left = [path.name for path in (tmp_path / "temp").iterdir() if not path.name.startswith("pymp-")]
     assert left == []  # (pymp-*: multiprocessing's own dir of this process, removed when it exits)

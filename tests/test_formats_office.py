@@ -4,6 +4,7 @@ Every chunk must quote its document exactly (text[start_char:end_char]), carry i
 path, slide number, sheet name and rows) and hold the expected text. The .doc, .ppt, .xls and .odt files are made by
 LibreOffice from the .docx/.pptx/.xlsx built here, so their tests need `soffice`.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -25,7 +26,7 @@ from parsers.discover import discover_sources
 from parsers.document import ELEMENT_SEPARATOR, parse_document
 from parsers.formats.base import OLE2_SIGNATURE
 from parsers.ingest import ingest
-from parsers.model import DocumentError, ParseConfig, ParsedDocument
+from parsers.records import DocumentError, ParseConfig, ParsedDocument
 from tests.conftest import require_service
 
 HAS_SOFFICE = shutil.which("soffice") is not None
@@ -97,7 +98,9 @@ def rtf(paragraphs: list[str], code_page: int = 1252) -> bytes:
 def write_rtf(path: Path) -> None:
     """As Word writes headings: \\outlinelevelN (0 for level 1) on the paragraph."""
     paragraphs = [
-        f"{{\\pard\\outlinelevel{level - 1}\\b {rtf_escape(text)}\\par}}" if level else f"{{\\pard {rtf_escape(text)}\\par}}"
+        f"{{\\pard\\outlinelevel{level - 1}\\b {rtf_escape(text)}\\par}}"
+        if level
+        else f"{{\\pard {rtf_escape(text)}\\par}}"
         for level, text in HANDBOOK
     ]
     path.write_bytes(rtf(paragraphs))
@@ -166,8 +169,16 @@ def write_delimited(path: Path, delimiter: str) -> None:
 
 def soffice_convert(source: Path, target_format: str, profile: Path) -> None:
     """LibreOffice writes source's stem + the new extension beside it; its own profile keeps it off other runs'."""
-    command = ["soffice", f"-env:UserInstallation={profile.as_uri()}", "--headless", "--convert-to", target_format,
-               "--outdir", str(source.parent), str(source)]  # fmt: skip
+    command = [
+        "soffice",
+        f"-env:UserInstallation={profile.as_uri()}",
+        "--headless",
+        "--convert-to",
+        target_format,
+        "--outdir",
+        str(source.parent),
+        str(source),
+    ]
     subprocess.run(command, check=True, capture_output=True, timeout=180)
     assert source.with_suffix(f".{target_format}").exists(), f"soffice did not convert {source.name} to {target_format}"
 
@@ -297,11 +308,20 @@ def parse_one(path: Path, config: ParseConfig = ParseConfig()) -> ParsedDocument
 
 
 def as_rows(doc: ParsedDocument) -> list[dict]:
-    return [{"text": c.text, "sheet_name": c.sheet_name, "row_start": c.row_start, "row_end": c.row_end} for c in doc.chunks]
+    return [
+        {"text": c.text, "sheet_name": c.sheet_name, "row_start": c.row_start, "row_end": c.row_end} for c in doc.chunks
+    ]
 
 
-@pytest.mark.parametrize(("doc_id", "rows"), [("budget.xlsx", WORKBOOK_ROWS), ("budget.xls", WORKBOOK_ROWS),
-                                              ("staff.csv", DELIMITED_ROWS), ("staff.tsv", DELIMITED_ROWS)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("doc_id", "rows"),
+    [
+        ("budget.xlsx", WORKBOOK_ROWS),
+        ("budget.xls", WORKBOOK_ROWS),
+        ("staff.csv", DELIMITED_ROWS),
+        ("staff.tsv", DELIMITED_ROWS),
+    ],
+)
 def test_small_chunks_have_exact_row_ranges(source_root, doc_id, rows):
     needs_soffice(doc_id)
     doc = parse_one(source_root / doc_id, ParseConfig(max_chunk_chars=25))

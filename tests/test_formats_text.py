@@ -1,4 +1,5 @@
 """Text formats end to end: encodings other than UTF-8 come out as the right characters, XML and Org parse."""
+
 from __future__ import annotations
 
 import pytest
@@ -113,19 +114,22 @@ def test_undecodable_bytes_are_quarantined_with_their_offset(ingested):
 @pytest.mark.parametrize(
     ("raw", "declared", "expected"),
     [
-        ("caf\xe9".encode("utf-8"), None, ("caf\xe9", "utf-8")),
+        ("caf\xe9".encode(), None, ("caf\xe9", "utf-8")),
         (b"plain ASCII", None, ("plain ASCII", "utf-8")),
         ("\ufeffcaf\xe9".encode("utf-8"), "iso-8859-1", ("caf\xe9", "utf-8-sig")),  # a BOM outranks a declaration
-        ("caf\xe9".encode("utf-8"), "iso-8859-1", ("caf\xc3\xa9", "cp1252")),  # the declaration is followed
+        ("caf\xe9".encode(), "iso-8859-1", ("caf\xc3\xa9", "cp1252")),  # the declaration is followed
         ("王喆".encode("gbk"), "gb2312", ("王喆", "gb18030")),  # 喆 is GBK, not GB2312
-        ("caf\xe9".encode("utf-8"), "utf-16", ("caf\xe9", "utf-8")),  # a UTF-16 <meta> was read as ASCII: ignored
-        ("caf\xe9".encode("utf-8"), "no-such-charset", ("caf\xe9", "utf-8")),
+        ("caf\xe9".encode(), "utf-16", ("caf\xe9", "utf-8")),  # a UTF-16 <meta> was read as ASCII: ignored
+        ("caf\xe9".encode(), "no-such-charset", ("caf\xe9", "utf-8")),
         ("Hello, world".encode("utf-16-le"), None, ("Hello, world", "utf-16-le")),  # NULs: UTF-16 without a BOM
         ("Hello, world".encode("utf-16-be"), None, ("Hello, world", "utf-16-be")),
         ("Hi".encode("utf-16-le"), None, ("Hi", "utf-16-le")),
         (("部署前请备份数据库。\n" * 8).encode("utf-16-le"), None, ("部署前请备份数据库。\n" * 8, "utf-16-le")),
-        (b"# Notes\n\nThe deploy runs nightly.\x00 Back up first.\n", None,
-         ("# Notes\n\nThe deploy runs nightly.\x00 Back up first.\n", "utf-8")),  # a stray NUL is not UTF-16
+        (
+            b"# Notes\n\nThe deploy runs nightly.\x00 Back up first.\n",
+            None,
+            ("# Notes\n\nThe deploy runs nightly.\x00 Back up first.\n", "utf-8"),
+        ),  # a stray NUL is not UTF-16
         (b"ab\x00\x00\x00\x00cd", None, ("ab\x00\x00\x00\x00cd", "utf-8")),  # NULs on both parities
         ("你好，世界。".encode("gbk"), None, ("你好，世界。", "gb18030")),
         ("It\u2019s the team\u2019s job.".encode("cp1252"), None, ("It\u2019s the team\u2019s job.", "cp1252")),

@@ -1,5 +1,6 @@
 """Front matter as real generators write it (Hugo, MkDocs, VitePress, dumi): read whole and kept as JSON, within
 bounds that still refuse bombs; pages of front matter only are skipped as no_text, not quarantined."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ from citekeeper.store import CorpusStore
 from parsers.discover import discover_sources
 from parsers.ingest import ingest
 from parsers.metadata import MAX_FRONT_MATTER_DEPTH, MAX_FRONT_MATTER_NODES, MetadataError, read_front_matter
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 from pipelines.cli import main
 
 SERIAL = ParseConfig(workers=1)
@@ -84,17 +85,34 @@ def test_nested_front_matter_of_real_generators_is_read_whole(front_matter):
 def _expected(front_matter: str) -> dict:
     """What each block says, written out by hand: scalars typed as YAML 1.2 reads them, dates as written."""
     return {
-        HUGO: {"title": "Hugo Modules", "linkTitle": "Modules", "date": "2019-07-24", "draft": False, "weight": 50,
-               "menu": {"docs": {"parent": "modules", "weight": 10}},
-               "params": {"functions_and_methods": {"aliases": ["absURL"], "returnType": "template.HTML",
-                                                    "signatures": ["urls.AbsURL INPUT"]}}},
-        MKDOCS: {"search": {"exclude": True}, "hide": ["navigation", "toc"],
-                 "social": {"cards_layout_options": {"background_color": "#ff1493", "font_family": "Noto Sans SC"}}},
-        VITEPRESS: {"title": "组合式 API 常见问答", "author": {"name": "尤雨溪", "link": "https://github.com/yyx990803"},
-                    "head": [["meta", {"name": "description", "content": "常见问答"}]],
-                    "hero": {"actions": [{"theme": "brand", "text": "快速上手"}]}},
+        HUGO: {
+            "title": "Hugo Modules",
+            "linkTitle": "Modules",
+            "date": "2019-07-24",
+            "draft": False,
+            "weight": 50,
+            "menu": {"docs": {"parent": "modules", "weight": 10}},
+            "params": {
+                "functions_and_methods": {
+                    "aliases": ["absURL"],
+                    "returnType": "template.HTML",
+                    "signatures": ["urls.AbsURL INPUT"],
+                }
+            },
+        },
+        MKDOCS: {
+            "search": {"exclude": True},
+            "hide": ["navigation", "toc"],
+            "social": {"cards_layout_options": {"background_color": "#ff1493", "font_family": "Noto Sans SC"}},
+        },
+        VITEPRESS: {
+            "title": "组合式 API 常见问答",
+            "author": {"name": "尤雨溪", "link": "https://github.com/yyx990803"},
+            "head": [["meta", {"name": "description", "content": "常见问答"}]],
+            "hero": {"actions": [{"theme": "brand", "text": "快速上手"}]},
+        },
         DUMI: {"group": {"title": "高级特性", "order": 3}, "demo": {"cols": 2}, "order": 1.5},
-    }[front_matter]  # fmt: skip
+    }[front_matter]
 
 
 def test_identity_keys_are_kept_as_written():
@@ -107,11 +125,18 @@ def test_hugo_toml_front_matter_and_leading_blank_lines():
     read = read_front_matter('\n+++\ntitle = "发布说明"\ndate = 2024-01-02\n[menu.docs]\nweight = 5\n+++\nBody.\n')
     assert read.body == "Body.\n" and read.explicit == {"title": "发布说明"}
     assert json.loads(read.as_json) == {"title": "发布说明", "date": "2024-01-02", "menu": {"docs": {"weight": 5}}}
-    assert read_front_matter("\n---\ntitle: After a blank line\n---\nBody.\n").explicit == {"title": "After a blank line"}
+    assert read_front_matter("\n---\ntitle: After a blank line\n---\nBody.\n").explicit == {
+        "title": "After a blank line"
+    }
 
 
 def nested(levels: int) -> str:
-    return "---\ntitle: t\nx:\n" + "".join("  " * i + f"k{i}:\n" for i in range(levels - 1)) + "  " * levels + "v: 1\n---\nB\n"
+    return (
+        "---\ntitle: t\nx:\n"
+        + "".join("  " * i + f"k{i}:\n" for i in range(levels - 1))
+        + "  " * levels
+        + "v: 1\n---\nB\n"
+    )
 
 
 def test_the_bounds_admit_what_they_name_and_refuse_past_it():
@@ -123,8 +148,10 @@ def test_the_bounds_admit_what_they_name_and_refuse_past_it():
         read_front_matter("---\n" + many + "---\nB\n")
     with pytest.raises(MetadataError, match="over the limit of 65,536"):
         read_front_matter("---\ntitle: " + "x" * 70_000 + "\n---\nB\n")
-    for bomb in ("---\ntitle: " + "[" * 100_000 + "]" * 100_000 + "\n---\nB\n",
-                 '+++\ntitle = "t"\nx = ' + "[" * 30_000 + "]" * 30_000 + "\n+++\nB\n"):
+    for bomb in (
+        "---\ntitle: " + "[" * 100_000 + "]" * 100_000 + "\n---\nB\n",
+        '+++\ntitle = "t"\nx = ' + "[" * 30_000 + "]" * 30_000 + "\n+++\nB\n",
+    ):
         with pytest.raises(MetadataError, match="nested over|over the limit"):
             read_front_matter(bomb)
 
@@ -151,13 +178,16 @@ def write_tree(root: Path, files: dict[str, str]) -> Path:
 
 def test_a_site_of_nested_front_matter_is_ingested_whole(tmp_path):
     """A Hugo-like site: pages with nested front matter, and section pages of front matter only."""
-    root = write_tree(tmp_path / "site", {
-        "modules.md": HUGO + "# Modules\n\nHugo Modules are the core building blocks in Hugo.\n",
-        "social.md": MKDOCS + "Social cards are generated for every page.\n",
-        "zh/faq.md": VITEPRESS + "组合式 API 是一系列 API 的集合。\n",
-        "_index.md": "---\ntitle: Documentation\nmenu:\n  main:\n    weight: 1\n---\n",
-        "zh/_index.md": "---\ntitle: 文档\n---\n\n   \n",
-    })  # fmt: skip
+    root = write_tree(
+        tmp_path / "site",
+        {
+            "modules.md": HUGO + "# Modules\n\nHugo Modules are the core building blocks in Hugo.\n",
+            "social.md": MKDOCS + "Social cards are generated for every page.\n",
+            "zh/faq.md": VITEPRESS + "组合式 API 是一系列 API 的集合。\n",
+            "_index.md": "---\ntitle: Documentation\nmenu:\n  main:\n    weight: 1\n---\n",
+            "zh/_index.md": "---\ntitle: 文档\n---\n\n   \n",
+        },
+    )
     store = CorpusStore(tmp_path / "store")
     result = ingest(root, store, version="v1", config=SERIAL, strict=True)
     assert result.errors == [] and result.no_text == ["_index.md", "zh/_index.md"]
@@ -165,7 +195,11 @@ def test_a_site_of_nested_front_matter_is_ingested_whole(tmp_path):
     documents = store.read_documents("v1", columns=["source_path", "title", "front_matter", "text"]).sort("source_path")
     assert documents["source_path"].to_list() == ["modules.md", "social.md", "zh/faq.md"]
     assert documents["title"].to_list() == ["Hugo Modules", None, "组合式 API 常见问答"]
-    assert [json.loads(fm) for fm in documents["front_matter"]] == [_expected(HUGO), _expected(MKDOCS), _expected(VITEPRESS)]
+    assert [json.loads(fm) for fm in documents["front_matter"]] == [
+        _expected(HUGO),
+        _expected(MKDOCS),
+        _expected(VITEPRESS),
+    ]
     assert not any("weight" in text for text in documents["text"])  # front matter is metadata, not text
 
     printed = CliRunner().invoke(main, ["ingest", str(root), "--store", str(tmp_path / "cli"), "--strict"])
@@ -173,8 +207,9 @@ def test_a_site_of_nested_front_matter_is_ingested_whole(tmp_path):
     assert "quarantined 0, skipped 2" in printed.output
     assert "skipped _index.md: no_text" in printed.output and "skipped zh/_index.md: no_text" in printed.output
     exported = tmp_path / "documents.parquet"
-    out = CliRunner().invoke(main, ["export", "documents", "--version", "v0001", "--out", str(exported),
-                                    "--store", str(tmp_path / "cli")])  # fmt: skip
+    out = CliRunner().invoke(
+        main, ["export", "documents", "--version", "v0001", "--out", str(exported), "--store", str(tmp_path / "cli")]
+    )
     assert out.exit_code == 0, out.output
     front_matter = dict(pl.read_parquet(exported).select("source_path", "front_matter").iter_rows())
     assert json.loads(front_matter["modules.md"])["menu"] == {"docs": {"parent": "modules", "weight": 10}}
@@ -199,16 +234,26 @@ def test_a_store_from_before_the_front_matter_column_takes_the_next_ingest(tmp_p
     (root / "social.md").write_text(MKDOCS + "Social cards.\n", encoding="utf-8")
     store = CorpusStore(tmp_path / "store")
     assert ingest(root, store, version="v2", config=SERIAL).created
-    front_matter = {version: dict(store.read_documents(version, columns=["source_path", "front_matter"]).iter_rows())
-                    for version in ("v1", "v2")}  # fmt: skip
+    front_matter = {
+        version: dict(store.read_documents(version, columns=["source_path", "front_matter"]).iter_rows())
+        for version in ("v1", "v2")
+    }
     assert front_matter["v1"] == {"modules.md": None}
-    assert {path: json.loads(value) for path, value in front_matter["v2"].items()} == {"modules.md": _expected(HUGO), "social.md": _expected(MKDOCS)}
+    assert {path: json.loads(value) for path, value in front_matter["v2"].items()} == {
+        "modules.md": _expected(HUGO),
+        "social.md": _expected(MKDOCS),
+    }
 
 
 def test_mdx_front_matter_is_read_like_markdown(tmp_path):
     """A format declares its front matter (Format.front_matter): an .mdx page's access_scope holds, or it would
     be published."""
-    write_tree(tmp_path, {"page.mdx": "---\ntitle: 内部页面\naccess_scope: internal_only\n---\nimport X from './x'\n\n# Page\n\nBody.\n"})
+    write_tree(
+        tmp_path,
+        {
+            "page.mdx": "---\ntitle: 内部页面\naccess_scope: internal_only\n---\nimport X from './x'\n\n# Page\n\nBody.\n"
+        },
+    )
     (source,), errors = discover_sources(tmp_path, SERIAL)
     assert errors == [] and (source.filetype, source.access_scope, source.title) == ("mdx", "internal_only", "内部页面")
     assert json.loads(source.front_matter) == {"title": "内部页面", "access_scope": "internal_only"}

@@ -7,6 +7,7 @@ Real processes on a store built by the real ingest: v0, v1 (which the registered
 rename, or not at all while gc starts first) until gc has finished or waits for it. The cited text is the same in
 every version, so no reader loads the re-anchoring model.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,11 +25,11 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 from citekeeper.files import atomic_open, atomic_write_text
 from citekeeper.store import CorpusStore, StoreLocked
 from parsers.ingest import ingest
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
 from tests.conftest import REPO
@@ -87,8 +88,10 @@ def tree(revision: int) -> dict[str, str]:
     """The cited sentence of a.md gains a second one after v1 (a repair re-points the citation at its successor);
     b.md says which revision it is."""
     added = "" if revision == 1 else " Ask support for the form."
-    return {"a.md": f"# A\n\nRefunds are possible within 30 days of purchase.{added}\n",
-            "b.md": f"# B\n\nThis is revision {revision} of b.\n"}  # fmt: skip
+    return {
+        "a.md": f"# A\n\nRefunds are possible within 30 days of purchase.{added}\n",
+        "b.md": f"# B\n\nThis is revision {revision} of b.\n",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -99,9 +102,19 @@ def built(tmp_path_factory) -> Path:
         source = write_tree(tmp_path_factory.mktemp(f"src-{name}"), tree(revision))
         assert ingest(source, store, version=name, config=ParseConfig(workers=1)).created
     cited = chunk_with(store, "v1", "Refunds are possible")
-    answer = {"answer_id": "a1", "question": "Refunds?", "answer": "Within 30 days.", "corpus_version": "v1",
-              "claims": [{"claim_id": "c1", "text": "Refunds are possible within 30 days.",
-                          "citations": [{"chunk_id": cited["chunk_id"], "quote": "within 30 days of purchase"}]}]}  # fmt: skip
+    answer = {
+        "answer_id": "a1",
+        "question": "Refunds?",
+        "answer": "Within 30 days.",
+        "corpus_version": "v1",
+        "claims": [
+            {
+                "claim_id": "c1",
+                "text": "Refunds are possible within 30 days.",
+                "citations": [{"chunk_id": cited["chunk_id"], "quote": "within 30 days of purchase"}],
+            }
+        ],
+    }
     answers = root.parent / "answers.jsonl"
     answers.write_text(json.dumps(answer) + "\n")
     assert AnswerStore(root).add(answers).n_registered == 1
@@ -117,13 +130,21 @@ def copy_of(built: Path, tmp_path: Path) -> Path:
 def start_reader(args: list[str], pause_at: str, work: Path, release: str = "release") -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", READER, pause_at, str(work / "reached"), str(work / release), *args],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def start_gc(root: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", CLI, "gc", "--keep-last", "1", "--store", str(root)],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-c", CLI, "gc", "--keep-last", "1", "--store", str(root)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def gc_holds_the_writer_lock(root: Path) -> bool:
@@ -199,18 +220,28 @@ def temp_files(root: Path) -> list[Path]:
 
 # (command line, its outputs outside the store) under a work folder `w`; v0 is the version gc prunes
 READERS = {
-    "stale_pruned": (lambda w: ["stale", "--against", "v0", "--no-reanchor", "--out", str(w / "status.parquet")],
-                     lambda w: [w / "status.parquet"]),
-    "stale_kept": (lambda w: ["stale", "--against", "v2", "--no-reanchor", "--out", str(w / "status.parquet")],
-                   lambda w: [w / "status.parquet"]),
+    "stale_pruned": (
+        lambda w: ["stale", "--against", "v0", "--no-reanchor", "--out", str(w / "status.parquet")],
+        lambda w: [w / "status.parquet"],
+    ),
+    "stale_kept": (
+        lambda w: ["stale", "--against", "v2", "--no-reanchor", "--out", str(w / "status.parquet")],
+        lambda w: [w / "status.parquet"],
+    ),
     "verify_pruned": (lambda w: ["verify", "--no-model", "--version", "v0", "--out", str(w / "runs")], lambda w: []),
-    "repair_pruned": (lambda w: ["repair", "--against", "v0", "--out", str(w / "repaired.jsonl")],
-                      lambda w: [w / "repaired.jsonl"]),
-}  # fmt: skip
+    "repair_pruned": (
+        lambda w: ["repair", "--against", "v0", "--out", str(w / "repaired.jsonl")],
+        lambda w: [w / "repaired.jsonl"],
+    ),
+}
 CASES = [
-    ("stale_pruned", "gc_first"), ("stale_pruned", "first_read"), ("stale_pruned", "first_output"),
-    ("stale_kept", "first_read"), ("verify_pruned", "first_output"), ("repair_pruned", "first_output"),
-]  # fmt: skip
+    ("stale_pruned", "gc_first"),
+    ("stale_pruned", "first_read"),
+    ("stale_pruned", "first_output"),
+    ("stale_kept", "first_read"),
+    ("verify_pruned", "first_output"),
+    ("repair_pruned", "first_output"),
+]
 
 
 def run_case(built: Path, tmp_path: Path, reader_name: str, timing: str) -> str:

@@ -1,6 +1,7 @@
 """`citekeeper history` and changes.history on a real store of three versions, where one citation goes
 valid -> drifted -> stale: from stored citation statuses and computed ones, with and without a verification run,
 across a repair revision, and as the report's #history section."""
+
 import json
 import shutil
 from pathlib import Path
@@ -9,27 +10,39 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from citekeeper.answer_store import AnswerStore
+from changes.history import answer_history
+from citekeeper.answers.store import AnswerStore
 from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
 from citekeeper.store import CorpusStore
 from citekeeper.tables import read_parquet
 from pipelines.cli import main
-from tests.chunk_frames import write_tree
-from changes.history import answer_history
 from reports.history import format_history
+from tests.chunk_frames import write_tree
 
 INTRO = "# Guide\n\nThe client keeps connections alive for reuse across requests.\n\n## Timeouts\n\n"
 FAQ = {"faq.md": "# FAQ\n\nProxies are read from the environment.\n"}
 VERSIONS = {
     "v1": {"guide.md": INTRO + "The default timeout is five seconds for every network operation.\n", **FAQ},
     # the chunk changes, the quote stays: drifted
-    "v2": {"guide.md": INTRO + "The default timeout is five seconds for every network operation, connects included.\n", **FAQ},
+    "v2": {
+        "guide.md": INTRO + "The default timeout is five seconds for every network operation, connects included.\n",
+        **FAQ,
+    },
     # the quote is gone: stale
-    "v3": {"guide.md": INTRO + "The default timeout is now ten seconds for every network operation, connects included.\n", **FAQ},
+    "v3": {
+        "guide.md": INTRO + "The default timeout is now ten seconds for every network operation, connects included.\n",
+        **FAQ,
+    },
 }
 QUOTE = "The default timeout is five seconds"
 TIMEOUT_CLAIM = "The default timeout is five seconds."
-GUIDE_MODIFIED = {"kind": "document", "change": "modified", "old_source_path": "guide.md", "new_source_path": "guide.md", "chunk_change": "modified"}
+GUIDE_MODIFIED = {
+    "kind": "document",
+    "change": "modified",
+    "old_source_path": "guide.md",
+    "new_source_path": "guide.md",
+    "chunk_change": "modified",
+}
 
 
 def chunk_with(store: CorpusStore, version: str, words: str) -> str:
@@ -51,15 +64,44 @@ def computed_root(tmp_path_factory) -> Path:
     store = CorpusStore(base / "store")
     for version, files in VERSIONS.items():
         ingest(write_tree(base / version, files), store, version=version)
-    add_answers(store, base / "answers.jsonl", [
-        {"answer_id": "timeout", "answer": "x", "corpus_version": "v1", "claims": [
-            {"text": TIMEOUT_CLAIM, "citations": [{"chunk_id": chunk_with(store, "v1", "five seconds"), "quote": QUOTE}]},
-            {"text": "Proxies come from the environment.",
-             "citations": [{"chunk_id": chunk_with(store, "v1", "Proxies"), "quote": "Proxies are read from the environment"}]},
-        ]},
-        {"answer_id": "keepalive", "answer": "Connections are reused [1].", "corpus_version": "v1",
-         "references": [{"ref": 1, "chunk_id": chunk_with(store, "v1", "keeps connections"), "quote": "keeps connections alive"}]},
-    ])  # fmt: skip
+    add_answers(
+        store,
+        base / "answers.jsonl",
+        [
+            {
+                "answer_id": "timeout",
+                "answer": "x",
+                "corpus_version": "v1",
+                "claims": [
+                    {
+                        "text": TIMEOUT_CLAIM,
+                        "citations": [{"chunk_id": chunk_with(store, "v1", "five seconds"), "quote": QUOTE}],
+                    },
+                    {
+                        "text": "Proxies come from the environment.",
+                        "citations": [
+                            {
+                                "chunk_id": chunk_with(store, "v1", "Proxies"),
+                                "quote": "Proxies are read from the environment",
+                            }
+                        ],
+                    },
+                ],
+            },
+            {
+                "answer_id": "keepalive",
+                "answer": "Connections are reused [1].",
+                "corpus_version": "v1",
+                "references": [
+                    {
+                        "ref": 1,
+                        "chunk_id": chunk_with(store, "v1", "keeps connections"),
+                        "quote": "keeps connections alive",
+                    }
+                ],
+            },
+        ],
+    )
     return store.root
 
 
@@ -91,8 +133,10 @@ def assert_valid_drifted_stale(document: dict, statuses_from: str, verification:
     assert document["versions"] == [{"version": v, "revision": 1, "statuses_from": statuses_from} for v in VERSIONS]
     claim = timeline(document, TIMEOUT_CLAIM)
     assert [(s["version"], s["status"], s["statuses"]) for s in claim["versions"]] == [
-        ("v1", "valid", ["valid"]), ("v2", "drifted", ["drifted"]), ("v3", "stale", ["stale"]),
-    ]  # fmt: skip
+        ("v1", "valid", ["valid"]),
+        ("v2", "drifted", ["drifted"]),
+        ("v3", "stale", ["stale"]),
+    ]
     assert [s["verification"] for s in claim["versions"]] == verification
     assert transitions(claim) == [("v1", "v2", "valid", "drifted"), ("v2", "v3", "drifted", "stale")]
     for step in claim["transitions"]:
@@ -130,7 +174,11 @@ def test_unchanged_citation_names_the_document_change_without_a_transition(compu
     assert transitions(claim) == []
     at_v2 = claim["versions"][1]["citations"][0]
     assert at_v2["status"] == "valid"
-    assert at_v2["doc_change"] == {**{k: v for k, v in GUIDE_MODIFIED.items() if k != "kind"}, "chunk_change": "unchanged", "similarity": 1.0}
+    assert at_v2["doc_change"] == {
+        **{k: v for k, v in GUIDE_MODIFIED.items() if k != "kind"},
+        "chunk_change": "unchanged",
+        "similarity": 1.0,
+    }
 
 
 def test_history_of_many_answers_at_once(computed_root):
@@ -144,7 +192,9 @@ def test_history_of_many_answers_at_once(computed_root):
 def test_cli_json_and_text(root, request):
     store_root = request.getfixturevalue(root)
     statuses_from = root.removesuffix("_root")
-    result = CliRunner().invoke(main, ["history", "timeout", "--json", "--store", str(store_root)], catch_exceptions=False)
+    result = CliRunner().invoke(
+        main, ["history", "timeout", "--json", "--store", str(store_root)], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     verification = ["supported", None, None] if statuses_from == "stored" else [None, None, None]
     assert_valid_drifted_stale(json.loads(result.output), statuses_from, verification)
@@ -169,19 +219,44 @@ def test_cli_unknown_answer(computed_root):
 
 def test_repair_revision_is_named_as_the_cause(stored_root, tmp_path):
     store = CorpusStore(shutil.copytree(stored_root, tmp_path / "store"))
-    add_answers(store, tmp_path / "repaired.jsonl", [
-        {"answer_id": "timeout", "answer": "x", "corpus_version": "v3", "claims": [
-            {"text": TIMEOUT_CLAIM,
-             "citations": [{"chunk_id": chunk_with(store, "v3", "ten seconds"), "quote": "The default timeout is now ten seconds"}]},
-            {"text": "Proxies come from the environment.",
-             "citations": [{"chunk_id": chunk_with(store, "v1", "Proxies"), "quote": "Proxies are read from the environment"}]},
-        ]},
-    ])  # fmt: skip
+    add_answers(
+        store,
+        tmp_path / "repaired.jsonl",
+        [
+            {
+                "answer_id": "timeout",
+                "answer": "x",
+                "corpus_version": "v3",
+                "claims": [
+                    {
+                        "text": TIMEOUT_CLAIM,
+                        "citations": [
+                            {
+                                "chunk_id": chunk_with(store, "v3", "ten seconds"),
+                                "quote": "The default timeout is now ten seconds",
+                            }
+                        ],
+                    },
+                    {
+                        "text": "Proxies come from the environment.",
+                        "citations": [
+                            {
+                                "chunk_id": chunk_with(store, "v1", "Proxies"),
+                                "quote": "Proxies are read from the environment",
+                            }
+                        ],
+                    },
+                ],
+            },
+        ],
+    )
     (document,) = answer_history(store, ["timeout"]).documents()
     # v1 and v2 keep revision 1 (stored); v3 uses revision 2, which v3's stored statuses predate: computed.
     assert [(v["version"], v["revision"], v["statuses_from"]) for v in document["versions"]] == [
-        ("v1", 1, "stored"), ("v2", 1, "stored"), ("v3", 2, "computed"),
-    ]  # fmt: skip
+        ("v1", 1, "stored"),
+        ("v2", 1, "stored"),
+        ("v3", 2, "computed"),
+    ]
     claim = timeline(document, TIMEOUT_CLAIM)
     assert transitions(claim) == [("v1", "v2", "valid", "drifted"), ("v2", "v3", "drifted", "valid")]
     assert claim["transitions"][1]["cause"] == {"kind": "revision", "revision": 2, "cited_version": "v3"}

@@ -1,6 +1,7 @@
 """A hostile source tree (issue #21): each case is made here, at test time, beside good documents. One ingest
 must finish without a traceback, quarantine each hostile input with its reason, register every good file,
 and never let a link or a sidecar make an internal_only text visible."""
+
 from __future__ import annotations
 
 import errno
@@ -16,7 +17,7 @@ from click.testing import CliRunner
 
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 from pipelines.cli import main
 
 GOOD = "Backups run every night and are kept for thirty days."
@@ -114,7 +115,9 @@ def test_a_link_to_internal_text_is_internal_whatever_its_own_place_says(hostile
 
 
 def test_the_cli_ingest_finishes_without_a_traceback(hostile, tmp_path):
-    result = CliRunner().invoke(main, ["ingest", str(hostile["root"]), "--store", str(tmp_path / "store"), "--workers", "1"])
+    result = CliRunner().invoke(
+        main, ["ingest", str(hostile["root"]), "--store", str(tmp_path / "store"), "--workers", "1"]
+    )
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output and "quarantined" in result.output
 
@@ -128,19 +131,28 @@ def test_a_file_name_cannot_forge_a_terminal_line(tmp_path):
     result = CliRunner().invoke(main, ["ingest", str(src), "--store", str(tmp_path / "store"), "--workers", "1"])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if "quarantined " in line and ":" in line]
-    assert lines == ["  quarantined x.exe\\n  quarantined good.md: forged\\x1b[2K: discover: UnsupportedFileType: "
-                     + lines[0].split("UnsupportedFileType: ", 1)[1]]  # fmt: skip
+    assert lines == [
+        "  quarantined x.exe\\n  quarantined good.md: forged\\x1b[2K: discover: UnsupportedFileType: "
+        + lines[0].split("UnsupportedFileType: ", 1)[1]
+    ]
     assert "\x1b" not in result.output
 
 
 def test_answers_add_registers_the_good_lines_of_a_hostile_file(tmp_path):
     """A bad byte, a lone surrogate, a 100,000-deep array and a binary line are errors of their lines only; a
     repeated answer_id is said; a truncated Parquet file is one error, not a traceback."""
-    good = {"answer_id": "ok", "answer": "Fine [1].", "corpus_version": "v1", "references": [{"ref": 1, "chunk_id": "ck_x"}]}
+    good = {
+        "answer_id": "ok",
+        "answer": "Fine [1].",
+        "corpus_version": "v1",
+        "references": [{"ref": 1, "chunk_id": "ck_x"}],
+    }
     lines = [
         json.dumps(good).encode(),
         b'{"answer_id": "caf\xe9"}',
-        json.dumps(dict(good, answer_id="\ud800")).encode("utf-8", "surrogatepass").replace(b"\xed\xa0\x80", b"\\ud800"),
+        json.dumps(dict(good, answer_id="\ud800"))
+        .encode("utf-8", "surrogatepass")
+        .replace(b"\xed\xa0\x80", b"\\ud800"),
         b"[" * 100_000 + b"]" * 100_000,
         bytes(range(256)).replace(b"\n", b""),
         json.dumps(dict(good, answer="Fine again [1].")).encode(),
@@ -157,9 +169,24 @@ def test_answers_add_registers_the_good_lines_of_a_hostile_file(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "ok.md").write_text(GOOD)
     CliRunner().invoke(main, ["ingest", str(tmp_path / "src"), "--store", str(tmp_path / "store"), "--workers", "1"])
-    verified = CliRunner().invoke(main, ["verify", "--no-model", "--answers", str(path), "--out", str(tmp_path / "out"),
-                                         "--store", str(tmp_path / "store")])  # fmt: skip
-    assert verified.exit_code != 0 and "line 2: json: not valid UTF-8" in verified.output and "Traceback" not in verified.output
+    verified = CliRunner().invoke(
+        main,
+        [
+            "verify",
+            "--no-model",
+            "--answers",
+            str(path),
+            "--out",
+            str(tmp_path / "out"),
+            "--store",
+            str(tmp_path / "store"),
+        ],
+    )
+    assert (
+        verified.exit_code != 0
+        and "line 2: json: not valid UTF-8" in verified.output
+        and "Traceback" not in verified.output
+    )
 
     parquet = tmp_path / "answers.parquet"
     pl.DataFrame([good]).write_parquet(parquet)
@@ -177,11 +204,14 @@ def test_a_document_over_a_cost_limit_is_quarantined_naming_the_limit(tmp_path):
     document = docx.Document()
     document.add_paragraph(GOOD * 40)
     document.save(src / "big.docx")
-    limits = ParseConfig(workers=1, max_chunk_chars=60, max_rows_per_sheet=10, max_chunks_per_document=20,
-                         max_decompressed_bytes=20_000)  # fmt: skip
+    limits = ParseConfig(
+        workers=1, max_chunk_chars=60, max_rows_per_sheet=10, max_chunks_per_document=20, max_decompressed_bytes=20_000
+    )
     result = ingest(src, CorpusStore(tmp_path / "store"), version="v1", config=limits)
     found = {e.source_path: e for e in result.errors}
-    assert {path: e.error_type for path, e in found.items()} == dict.fromkeys(["big.docx", "long.md", "rows.csv"], "LimitExceeded")
+    assert {path: e.error_type for path, e in found.items()} == dict.fromkeys(
+        ["big.docx", "long.md", "rows.csv"], "LimitExceeded"
+    )
     assert "(max_decompressed_bytes)" in found["big.docx"].reason
     assert "(max_chunks_per_document)" in found["long.md"].reason
     assert "more than 10 rows" in found["rows.csv"].reason and "(max_rows_per_sheet)" in found["rows.csv"].reason
@@ -193,18 +223,39 @@ def test_the_limits_are_settings_of_the_cli(tmp_path):
     src.mkdir()
     (src / "rows.csv").write_text("".join(f"row {i},value {i}\n" for i in range(50)))
     (src / "ok.md").write_text(GOOD)
-    result = CliRunner().invoke(main, ["ingest", str(src), "--store", str(tmp_path / "store"), "--workers", "1",
-                                       "--max-rows-per-sheet", "10", "--parse-timeout", "60", "--max-file-bytes", "100000"])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "ingest",
+            str(src),
+            "--store",
+            str(tmp_path / "store"),
+            "--workers",
+            "1",
+            "--max-rows-per-sheet",
+            "10",
+            "--parse-timeout",
+            "60",
+            "--max-file-bytes",
+            "100000",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "quarantined rows.csv: parse: LimitExceeded: the file has more than 10 rows" in result.output
 
 
 def test_an_answer_of_too_many_claims_is_refused_as_its_line(tmp_path):
-    record = {"answer_id": "big", "answer": " ".join(f"Claim {i} holds." for i in range(30)), "corpus_version": "v1",
-              "references": []}  # fmt: skip
+    record = {
+        "answer_id": "big",
+        "answer": " ".join(f"Claim {i} holds." for i in range(30)),
+        "corpus_version": "v1",
+        "references": [],
+    }
     path = tmp_path / "answers.jsonl"
     path.write_text(json.dumps(record) + "\n" + json.dumps(dict(record, answer_id="small", answer="One claim.")) + "\n")
-    result = CliRunner().invoke(main, ["answers", "add", str(path), "--store", str(tmp_path / "store"), "--max-claims-per-answer", "10"])
+    result = CliRunner().invoke(
+        main, ["answers", "add", str(path), "--store", str(tmp_path / "store"), "--max-claims-per-answer", "10"]
+    )
     assert result.exit_code == 1 and "1 added" in result.output
     assert "line 1: claims: the answer has 30 claims, over the limit of 10 (max_claims_per_answer)" in result.output
 
@@ -215,9 +266,17 @@ def test_a_run_id_or_version_that_is_not_a_plain_name_is_refused(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "ok.md").write_text(GOOD)
-    assert CliRunner().invoke(main, ["ingest", str(src), "--store", str(store), "--workers", "1", "--version", "v1"]).exit_code == 0
-    for args in (["verify", "--no-model", "--out", str(tmp_path / "out"), "--run-id", "../../../../x"],
-                 ["stale", "--against", "../v1"], ["verify", "--no-model", "--out", str(tmp_path / "out"), "--version", "..\n"]):  # fmt: skip
+    assert (
+        CliRunner()
+        .invoke(main, ["ingest", str(src), "--store", str(store), "--workers", "1", "--version", "v1"])
+        .exit_code
+        == 0
+    )
+    for args in (
+        ["verify", "--no-model", "--out", str(tmp_path / "out"), "--run-id", "../../../../x"],
+        ["stale", "--against", "../v1"],
+        ["verify", "--no-model", "--out", str(tmp_path / "out"), "--version", "..\n"],
+    ):
         result = CliRunner().invoke(main, [*args, "--store", str(store)])
         assert result.exit_code != 0 and "Traceback" not in result.output, (args, result.output)
         assert "invalid run id" in result.output or "unknown corpus version" in result.output, result.output
@@ -229,10 +288,17 @@ def test_a_version_whose_files_went_under_a_read_is_one_clear_error(tmp_path):
     store, src = tmp_path / "store", tmp_path / "src"
     src.mkdir()
     (src / "ok.md").write_text(GOOD)
-    assert CliRunner().invoke(main, ["ingest", str(src), "--store", str(store), "--workers", "1", "--version", "v1"]).exit_code == 0
+    assert (
+        CliRunner()
+        .invoke(main, ["ingest", str(src), "--store", str(store), "--workers", "1", "--version", "v1"])
+        .exit_code
+        == 0
+    )
     for data in (store / "lance" / "chunks.lance" / "data").iterdir():
         data.unlink()
-    result = CliRunner().invoke(main, ["export", "chunks", "--version", "v1", "--out", str(tmp_path / "c.parquet"), "--store", str(store)])
+    result = CliRunner().invoke(
+        main, ["export", "chunks", "--version", "v1", "--out", str(tmp_path / "c.parquet"), "--store", str(store)]
+    )
     assert result.exit_code == 1 and "cannot read the chunks of corpus version 'v1'" in result.output, result.output
     assert "Traceback" not in result.output
 
@@ -265,7 +331,10 @@ def test_a_long_line_taken_for_a_title_is_not_copied_into_every_chunk(tmp_path):
     ingest(tmp_path / "src", store, version="v1", config=ParseConfig(workers=1))
     chunks = store.read_chunks("v1", columns=["title", "section_path"])
     assert chunks.height >= 300
-    assert chunks["title"].str.len_chars().max() <= 200 and chunks["section_path"].list.join("").str.len_chars().max() <= 200
+    assert (
+        chunks["title"].str.len_chars().max() <= 200
+        and chunks["section_path"].list.join("").str.len_chars().max() <= 200
+    )
 
 
 def test_a_directory_link_does_not_escape_the_scope_overrides(tmp_path):

@@ -1,5 +1,6 @@
 """Imports run one way, down tests.layers.LAYERS: citekeeper <- parsers <- changes <- verifiers <- reports <-
 assets <- pipelines. Every import counts, lazy ones too. The layers below assets/ stay free of Dagster."""
+
 import ast
 import tomllib
 from pathlib import Path
@@ -41,7 +42,9 @@ def test_imports_run_one_way(package: str) -> None:
 
 def test_the_check_sees_upward_and_dagster_imports(tmp_path: Path) -> None:
     (tmp_path / "parsers").mkdir()
-    (tmp_path / "parsers" / "bad.py").write_text("import dagster as dg\n\ndef f():\n    from verifiers.engine import verify\n")
+    (tmp_path / "parsers" / "bad.py").write_text(
+        "import dagster as dg\n\ndef f():\n    from verifiers.engine import verify\n"
+    )
     assert violations("parsers", tmp_path) == [
         "parsers/bad.py:1: imports dagster (parsers stays free of Dagster)",
         "parsers/bad.py:4: imports verifiers.engine (a layer above parsers)",

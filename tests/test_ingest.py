@@ -1,4 +1,5 @@
 """Ingest end to end with the real parsers and a real LanceDB store."""
+
 from __future__ import annotations
 
 import filecmp
@@ -10,16 +11,16 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from parsers.ingest import Shard, StrictIngestFailed, commit, ingest, stage
-from citekeeper.text import TEXT_RULES_VERSION
-from parsers.model import ParseConfig
+from citekeeper.integrity import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
 from citekeeper.store import (
     CorpusStore,
     StoreError,
     StoreLocked,
     VersionExists,
 )
-from citekeeper.integrity import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
+from citekeeper.text import TEXT_RULES_VERSION
+from parsers.ingest import Shard, StrictIngestFailed, commit, ingest, stage
+from parsers.records import ParseConfig
 from tests.conftest import HTTPX_DOCS, require_eval
 from tests.store_helpers import crash_before_manifest, hold_lock
 
@@ -79,6 +80,7 @@ def test_only_changed_documents_are_reparsed(source: Path, store_dir: Path) -> N
     # the deleted document is gone from the new version and still readable in the old one
     assert "gamma.md" in set(one["doc_id"]) and "gamma.md" not in set(two["doc_id"])
     assert "epsilon.md" in set(two["doc_id"]) and "epsilon.md" not in set(one["doc_id"])
+
     # reused documents were carried over, not re-parsed: same rows, same ingested_at
     def unchanged(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.filter(pl.col("doc_id").is_in(["alpha.md", "guide/delta.md"])).drop("corpus_version")
@@ -248,7 +250,9 @@ def test_a_doc_id_claimed_in_two_shards_is_kept_once_as_in_a_single_ingest(sourc
     assert [len(s.errors) for s in staged] == [0, 0]  # neither shard saw the other's file
     result = commit(sharded, "v1", n_shards=2)
     assert result.errors == expected.errors and [e.error_type for e in result.errors] == ["DuplicateDocId"]
-    assert (result.n_parsed, result.manifest.n_documents) == (expected.n_parsed, expected.manifest.n_documents) == (5, 5)
+    assert (
+        (result.n_parsed, result.manifest.n_documents) == (expected.n_parsed, expected.manifest.n_documents) == (5, 5)
+    )
     for read in (CorpusStore.read_chunks, CorpusStore.read_documents):
         assert read(sharded, "v1").drop("ingested_at").equals(read(single, "v1").drop("ingested_at"))
     assert sharded.read_errors("v1").drop("occurred_at").equals(single.read_errors("v1").drop("occurred_at"))
@@ -278,6 +282,7 @@ def test_two_consecutive_httpx_releases(store_dir: Path) -> None:
 
     old, new = assert_sound(store, "0.27.0"), assert_sound(store, "0.28.0")
     assert set(new["doc_id"]) == files_new
+
     # a chunk whose text is unchanged in the same document keeps its chunk_id (texts unique in their doc)
     def unique_texts(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.filter(pl.len().over("doc_id", "text") == 1).select("doc_id", "text", "chunk_id")
@@ -294,7 +299,10 @@ def test_new_text_rules_reparse_once_say_why_and_keep_english_chunk_ids(source: 
     ingest(source, store, version="old", config=old_rules)
     result = ingest(source, store, version="new", config=ParseConfig(max_chunk_chars=300))
     assert result.created and (result.n_parsed, result.n_reused) == (5, 0)
-    assert result.reparse_reason == f"parse settings changed since old (text_rules 1 -> {TEXT_RULES_VERSION}): every document is parsed again"
+    assert (
+        result.reparse_reason
+        == f"parse settings changed since old (text_rules 1 -> {TEXT_RULES_VERSION}): every document is parsed again"
+    )
     assert store.manifest("new").parse_settings["text_rules"] == TEXT_RULES_VERSION
     old, new = assert_sound(store, "old"), assert_sound(store, "new")
     english = pl.col("doc_id") != "zh.md"

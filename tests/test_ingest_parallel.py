@@ -1,6 +1,7 @@
 """Parsing in a pool of worker processes: the same version as a serial parse, and a real per-document time
 limit (the worker is killed, the document quarantined, the pool goes on). Parse results stream through
 stage and commit in batches: what either holds is bounded by the batch size, not by the tree."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -15,8 +16,8 @@ import parsers.ingest
 from citekeeper.store import CorpusStore
 from parsers.discover import discover_sources
 from parsers.ingest import _load_staged, commit, ingest, stage, staged_rows
-from parsers.model import ParseConfig
 from parsers.parse_pool import iter_outcomes
+from parsers.records import ParseConfig
 from tests.conftest import SAMPLE_CORPUS
 
 VOLATILE = ["ingested_at", "corpus_version"]
@@ -32,7 +33,9 @@ def parse_sources(sources, config):
 
 def slow_markdown(n_paragraphs: int = 3000) -> str:
     """Takes unstructured ~8 s on an idle development core (spaCy runs on every paragraph)."""
-    return "\n\n".join(f"Paragraph {i} has a sentence about item {i}. And another one follows it." for i in range(n_paragraphs))
+    return "\n\n".join(
+        f"Paragraph {i} has a sentence about item {i}. And another one follows it." for i in range(n_paragraphs)
+    )
 
 
 def comparable(store: CorpusStore, version: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -48,8 +51,13 @@ def test_pool_and_serial_parse_give_the_same_version(tmp_path: Path) -> None:
     serial, pooled = CorpusStore(tmp_path / "serial"), CorpusStore(tmp_path / "pooled")
     seen: list[tuple[str, int, int]] = []
     ingest(source, serial, version="v1", config=ParseConfig(workers=1))
-    result = ingest(source, pooled, version="v1", config=ParseConfig(workers=2),
-                    progress=lambda path, done, total: seen.append((path, done, total)))
+    result = ingest(
+        source,
+        pooled,
+        version="v1",
+        config=ParseConfig(workers=2),
+        progress=lambda path, done, total: seen.append((path, done, total)),
+    )
     assert result.created and result.n_parsed > 4
     for a, b in zip(comparable(serial, "v1"), comparable(pooled, "v1")):
         assert a.equals(b)
@@ -73,9 +81,13 @@ def test_a_document_past_its_time_limit_has_its_worker_killed_and_the_pool_goes_
 
     # the copy the killed worker had not reached went to a fresh worker, and ran out of time there too
     assert [(e.source_path, e.stage, e.error_type) for e in result.errors] == [
-        ("a-slow-copy.md", "parse", "ParseTimeout"), ("a-slow.md", "parse", "ParseTimeout")]
-    assert all("longer than 2 s (parse_timeout_s)" in e.reason and "worker process was killed" in e.reason
-               for e in result.errors)
+        ("a-slow-copy.md", "parse", "ParseTimeout"),
+        ("a-slow.md", "parse", "ParseTimeout"),
+    ]
+    assert all(
+        "longer than 2 s (parse_timeout_s)" in e.reason and "worker process was killed" in e.reason
+        for e in result.errors
+    )
     assert result.created and result.n_parsed == 4  # the others were parsed, by the other worker or a new one
     assert sorted(store.read_documents(result.manifest.name)["doc_id"]) == ["b.md", "c.md", "d.md", "e.md"]
     assert multiprocessing.active_children() == []
@@ -107,17 +119,23 @@ def test_stage_and_commit_hold_one_batch_and_give_the_version_of_a_single_batch(
     source = tmp_path / "src"
     source.mkdir()
     for i in range(7):
-        (source / f"doc-{i}.md").write_text(f"# Doc {i}\n\nDocument {i} says one thing. Then another.\n\n## More\n\nA part {i}.\n")
+        (source / f"doc-{i}.md").write_text(
+            f"# Doc {i}\n\nDocument {i} says one thing. Then another.\n\n## More\n\nA part {i}.\n"
+        )
     (source / "bad.xyz").write_text("no parser")
     whole, batched = CorpusStore(tmp_path / "whole"), CorpusStore(tmp_path / "batched")
     ingest(source, whole, version="v1", config=ParseConfig(workers=1), batch_size=1000)
 
     tabled: list[int] = []  # documents per chunk table a stage builds: one batch at a time
     chunk_table = parsers.ingest.chunk_table
-    monkeypatch.setattr(parsers.ingest, "chunk_table", lambda docs, at: tabled.append(len(docs)) or chunk_table(docs, at))
+    monkeypatch.setattr(
+        parsers.ingest, "chunk_table", lambda docs, at: tabled.append(len(docs)) or chunk_table(docs, at)
+    )
     staged = stage(source, batched, "v1", config=ParseConfig(workers=2), batch_size=3)
     assert staged.n_parsed == 7 and sorted(tabled) == [1, 3, 3]
-    row_groups = [pq.ParquetFile(staged.path / f"{table}.parquet").metadata.num_row_groups for table in ("chunks", "documents")]
+    row_groups = [
+        pq.ParquetFile(staged.path / f"{table}.parquet").metadata.num_row_groups for table in ("chunks", "documents")
+    ]
     assert row_groups == [3, 3]
     loaded = _load_staged(batched, "v1", 1)
     assert max(batch.num_rows for batch in staged_rows(loaded, "chunks", batch_size=2)) <= 2

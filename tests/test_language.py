@@ -1,6 +1,7 @@
 """Per-language NLI model selection: script-based detection, the language setting (CLI, env, resource), the
 multilingual default chosen for a Chinese store by `citekeeper verify` and the Dagster asset, the XNLI label
 order of the multilingual default, and verdict-cache separation between models."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,9 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
+from changes.citation_status import check_citations
 from citekeeper import language as lang
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 from citekeeper.language import (
     ENGLISH,
     LANGUAGES,
@@ -31,11 +33,9 @@ from citekeeper.language import (
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
-from tests.verify_helpers import citations_frame, claims_frame
-from changes.citation_status import check_citations
-from verifiers.nli import DEFAULT_MODEL, load_scorer
 from tests.random_models import build_tokenizer, save_random_nli_model
-from tests.verify_helpers import verify
+from tests.verify_helpers import citations_frame, claims_frame, verify
+from verifiers.nli import DEFAULT_MODEL, load_scorer
 from verifiers.verify_store import verify_store
 
 ENGLISH_NLI = "cross-encoder/nli-deberta-v3-xsmall"
@@ -159,13 +159,29 @@ def save_tiny_mdeberta(directory: Path, texts: list[str], favour_label: str | No
 
     tokenizer = build_tokenizer(texts, vocab_size=600, model_max_length=512)
     config = DebertaV2Config(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        hidden_act="gelu", max_position_embeddings=512, type_vocab_size=0, relative_attention=True,
-        position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"],
-        position_biased_input=False, max_relative_positions=-1, layer_norm_eps=1e-7, pooler_hidden_size=32,
-        pooler_dropout=0, pooler_hidden_act="gelu",
-        id2label=XNLI_LABELS, label2id={v: k for k, v in XNLI_LABELS.items()}, num_labels=3,
-    )  # fmt: skip
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        hidden_act="gelu",
+        max_position_embeddings=512,
+        type_vocab_size=0,
+        relative_attention=True,
+        position_buckets=256,
+        norm_rel_ebd="layer_norm",
+        share_att_key=True,
+        pos_att_type=["p2c", "c2p"],
+        position_biased_input=False,
+        max_relative_positions=-1,
+        layer_norm_eps=1e-7,
+        pooler_hidden_size=32,
+        pooler_dropout=0,
+        pooler_hidden_act="gelu",
+        id2label=XNLI_LABELS,
+        label2id={v: k for k, v in XNLI_LABELS.items()},
+        num_labels=3,
+    )
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_config(config)
     if favour_label is not None:
@@ -178,9 +194,12 @@ def save_tiny_mdeberta(directory: Path, texts: list[str], favour_label: str | No
 
 @pytest.mark.parametrize(
     ("favour", "status", "probability"),
-    [("entailment", "supported", "p_entailment"), ("contradiction", "contradicted", "p_contradiction"),
-     ("neutral", "unsupported", "p_neutral")],
-)  # fmt: skip
+    [
+        ("entailment", "supported", "p_entailment"),
+        ("contradiction", "contradicted", "p_contradiction"),
+        ("neutral", "unsupported", "p_neutral"),
+    ],
+)
 def test_xnli_label_order_of_the_multilingual_default(tmp_path, favour, status, probability):
     model_dir = save_tiny_mdeberta(tmp_path / "mdeberta", [ZH, EN], favour_label=favour)
     saved = json.loads((model_dir / "config.json").read_text())
@@ -212,10 +231,15 @@ def zh_world(tmp_path_factory) -> dict:
     store = CorpusStore(store_dir)
     chunks = store.read_chunks("v1", columns=["chunk_id", "text"])
     records = [
-        {"answer_id": f"zh-{i}", "question": "客户端怎么处理错误？", "answer": "...", "corpus_version": "v1",
-         "claims": [{"text": "客户端可以配置。", "citations": [{"chunk_id": row["chunk_id"]}]}]}
+        {
+            "answer_id": f"zh-{i}",
+            "question": "客户端怎么处理错误？",
+            "answer": "...",
+            "corpus_version": "v1",
+            "claims": [{"text": "客户端可以配置。", "citations": [{"chunk_id": row["chunk_id"]}]}],
+        }
         for i, row in enumerate(chunks.iter_rows(named=True))
-    ]  # fmt: skip
+    ]
     answers = base / "answers.jsonl"
     answers.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in records) + "\n", encoding="utf-8")
     AnswerStore(store.root).add(answers)
@@ -258,7 +282,9 @@ def test_cli_verify_picks_the_multilingual_model_for_a_chinese_store(zh_world, t
     assert "language multi (set)" in from_env.output
 
     bad_env = run_cli("verify", "--store", store, "--out", out, env={lang.LANGUAGE_ENV: "fr"})
-    assert bad_env.exit_code == 2 and "CITEKEEPER_LANGUAGE" in bad_env.output and "auto, en, zh, multi" in bad_env.output
+    assert (
+        bad_env.exit_code == 2 and "CITEKEEPER_LANGUAGE" in bad_env.output and "auto, en, zh, multi" in bad_env.output
+    )
     bad_option = run_cli("verify", "--store", store, "--out", out, "--language", "fr")
     assert bad_option.exit_code == 2 and "'fr' is not one of" in bad_option.output
     assert not (tmp_path / "out").exists()  # every failure happened before verifying
@@ -266,8 +292,17 @@ def test_cli_verify_picks_the_multilingual_model_for_a_chinese_store(zh_world, t
 
 def test_cli_verify_explicit_model_wins(zh_world, tmp_path):
     model = str(zh_world["mdeberta"])
-    result = run_cli("verify", "--store", str(zh_world["store"].root), "--out", str(tmp_path / "out"),
-                     "--model", model, "--language", "en")  # fmt: skip
+    result = run_cli(
+        "verify",
+        "--store",
+        str(zh_world["store"].root),
+        "--out",
+        str(tmp_path / "out"),
+        "--model",
+        model,
+        "--language",
+        "en",
+    )
     assert result.exit_code == 0, result.output
     assert f"model: {model} @ sha256:" in result.output and "--model given" in result.output
     claims = pl.read_parquet(next((tmp_path / "out").rglob("claims.parquet")))
@@ -330,8 +365,9 @@ def materialize_verification(store: CorpusStore, **config):
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v1"])
     resources = settings(store_dir=str(store.root), **config).resources()
-    return dg.materialize([verification], partition_key="v1", resources=resources, instance=instance,
-                          raise_on_error=False)  # fmt: skip
+    return dg.materialize(
+        [verification], partition_key="v1", resources=resources, instance=instance, raise_on_error=False
+    )
 
 
 def test_dagster_asset_picks_the_model_per_language(zh_world, tmp_path, monkeypatch):

@@ -1,11 +1,11 @@
 """The lexical fast path on Chinese, mixed and English text: tokens, guards, windows, and its precision on the
 real zh-CN Vue docs."""
+
 from __future__ import annotations
 
+import json
 
 import pytest
-
-import json
 
 from citekeeper.text import sentence_spans
 from tests.conftest import VUE_DOCS_ZH, WICE_DEV, load_script, require_eval
@@ -44,7 +44,18 @@ def test_chinese_numerals_become_digits_only_as_whole_words(text, expected):
 
 
 def test_contractions_spell_out_not():
-    assert tokens("It isn't; we can't, won’t, cannot.") == ["it", "is", "not", "we", "can", "not", "will", "not", "can", "not"]
+    assert tokens("It isn't; we can't, won’t, cannot.") == [
+        "it",
+        "is",
+        "not",
+        "we",
+        "can",
+        "not",
+        "will",
+        "not",
+        "can",
+        "not",
+    ]
 
 
 def test_chinese_near_verbatim_claim_is_supported_with_its_sentence():
@@ -70,7 +81,10 @@ def test_mixed_chinese_english_claim():
         ("这个函数在服务端渲染时正确地返回组件的状态。", "这个函数在服务端渲染时未能正确地返回组件的状态。"),
         ("该属性在运行时修改，只能在创建时设置。", "该属性不可在运行时修改，只能在创建时设置。"),
         ("这个选项在大型项目的生产环境中使用。", "这个选项不宜在大型项目的生产环境中使用。"),
-        ("组件可以在模板中多次复用，并且每个实例都维护自己独立的状态。", "组件可能可以在模板中多次复用，并且每个实例都维护自己独立的状态。"),
+        (
+            "组件可以在模板中多次复用，并且每个实例都维护自己独立的状态。",
+            "组件可能可以在模板中多次复用，并且每个实例都维护自己独立的状态。",
+        ),
     ],
 )
 def test_chinese_negation_or_hedge_on_one_side_only_is_undecided(claim, evidence):
@@ -107,7 +121,13 @@ def test_contraction_in_the_evidence_blocks_the_positive_claim():
     assert lexical_support(claim, "The cache is cleared when the worker process restarts.") is not None
     assert lexical_support(claim, "The cache isn't cleared when the worker process restarts.") is None
     assert lexical_support(claim, "The cache isn’t cleared when the worker process restarts.") is None
-    assert lexical_support("The cache isn't cleared when the worker process restarts.", "The cache is not cleared when the worker process restarts.") is not None
+    assert (
+        lexical_support(
+            "The cache isn't cleared when the worker process restarts.",
+            "The cache is not cleared when the worker process restarts.",
+        )
+        is not None
+    )
 
 
 def test_contrast_marker_in_the_evidence_blocks():
@@ -116,7 +136,12 @@ def test_contrast_marker_in_the_evidence_blocks():
     assert lexical_support("Public support has grown in recent years.", evidence) is None
     claim = "Public support for the program grew steadily over the last decade."
     assert lexical_support(claim, "Public support for the program grew steadily over the last decade.") is not None
-    assert lexical_support(claim, "Public support for the program grew steadily over the last decade, but it has leveled off lately.") is None
+    assert (
+        lexical_support(
+            claim, "Public support for the program grew steadily over the last decade, but it has leveled off lately."
+        )
+        is None
+    )
     zh_claim = "这个框架的用户数量在过去十年中稳步增长。"
     assert lexical_support(zh_claim, "这个框架的用户数量在过去十年中稳步增长。") is not None
     assert lexical_support(zh_claim, "这个框架的用户数量在过去十年中稳步增长，但是最近几年已经停滞。") is None
@@ -147,11 +172,23 @@ CLAIM_ZH = "该组件支持服务端渲染和静态站点生成功能。"
     ("claim", "evidence"),
     [
         (CLAIM_EN, "Refunds are issued within 14 days of the request."),
-        ("Vue supports server-side rendering in all modern browsers.", "Vue does not support server-side rendering in all modern browsers."),
-        ("Vue does not support server-side rendering in all modern browsers.", "Vue supports server-side rendering in all modern browsers."),
+        (
+            "Vue supports server-side rendering in all modern browsers.",
+            "Vue does not support server-side rendering in all modern browsers.",
+        ),
+        (
+            "Vue does not support server-side rendering in all modern browsers.",
+            "Vue supports server-side rendering in all modern browsers.",
+        ),
         (CLAIM_ZH, "该组件不支持服务端渲染和静态站点生成功能。"),  # the glued negation 不支持 lines up with 支持
-        ("Vue 3 在 2020 年发布，目前官方一共维护 12 个核心库。", "Vue 3 在 2020 年发布，目前官方一共维护十三个核心库。"),
-        ("该特性需要 v3.2.25 及以上版本才能使用。", "该特性需要 v3.5 及以上版本才能使用。"),  # the Vue docs' own revision
+        (
+            "Vue 3 在 2020 年发布，目前官方一共维护 12 个核心库。",
+            "Vue 3 在 2020 年发布，目前官方一共维护十三个核心库。",
+        ),
+        (
+            "该特性需要 v3.2.25 及以上版本才能使用。",
+            "该特性需要 v3.5 及以上版本才能使用。",
+        ),  # the Vue docs' own revision
     ],
 )
 def test_a_changed_number_or_a_flipped_negation_is_a_lexical_contradiction(claim, evidence):
@@ -165,7 +202,10 @@ def test_a_changed_number_or_a_flipped_negation_is_a_lexical_contradiction(claim
     ("claim", "evidence"),
     [
         # the negation sits outside the stretch that says the claim: it is about something else
-        ("Vue supports server-side rendering in all modern browsers.", "Vue supports server-side rendering in all modern browsers, which is not trivial."),
+        (
+            "Vue supports server-side rendering in all modern browsers.",
+            "Vue supports server-side rendering in all modern browsers, which is not trivial.",
+        ),
         # a changed number and a flipped negation together: "not 30" does not say "20" is wrong
         ("The plan costs 20 dollars per user each month.", "The plan does not cost 30 dollars per user each month."),
         # another sentence altogether
@@ -186,11 +226,15 @@ def test_support_wins_over_a_contradicting_sentence_of_the_same_evidence():
 def test_no_real_claim_is_lexically_contradicted_by_evidence_that_supports_it():
     """WiCE dev: claims whose cited Wikipedia evidence supports them (gold `supported`) are never called
     contradicted by the fast path."""
-    rows = [json.loads(line) for line in require_eval(WICE_DEV).read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [
+        json.loads(line) for line in require_eval(WICE_DEV).read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
     supported = [r for r in rows if r["label"] == "supported"]
     assert len(supported) > 50
     contradicted = [
-        r["claim"] for r in supported for start, end in sentence_spans(r["claim"])
+        r["claim"]
+        for r in supported
+        for start, end in sentence_spans(r["claim"])
         if (m := lexical_verdict(r["claim"][start:end], "\n".join(r["evidence"]))) and m.label == CONTRADICTION
-    ]  # fmt: skip
+    ]
     assert contradicted == []

@@ -1,4 +1,5 @@
 """citekeeper.locate: the one quote locator, in code points, over every script."""
+
 from __future__ import annotations
 
 import unicodedata
@@ -13,9 +14,39 @@ from verifiers.anchoring import anchor_quotes
 
 # CJK, emoji (astral plane), combining marks, full-width and typographic punctuation, odd whitespace.
 PIECES = [
-    "Vite", "是一种", "新型", "前端构建工具", "。", "，", "（", "）", "「", "」", "ＡＢＣ", "１２３", "😀", "👍🏽",
-    "e\u0301", "é", "Café", "—", "–", "“", "”", "’", "ﬁ", " ", "  ", "\n", "\u00a0", "\u3000", "\t", "ok", ".", "[1]",
-]  # fmt: skip
+    "Vite",
+    "是一种",
+    "新型",
+    "前端构建工具",
+    "。",
+    "，",
+    "（",
+    "）",
+    "「",
+    "」",
+    "ＡＢＣ",
+    "１２３",
+    "😀",
+    "👍🏽",
+    "e\u0301",
+    "é",
+    "Café",
+    "—",
+    "–",
+    "“",
+    "”",
+    "’",
+    "ﬁ",
+    " ",
+    "  ",
+    "\n",
+    "\u00a0",
+    "\u3000",
+    "\t",
+    "ok",
+    ".",
+    "[1]",
+]
 texts = st.lists(st.sampled_from(PIECES), min_size=1, max_size=30).map("".join)
 
 
@@ -28,7 +59,14 @@ def _grapheme_bound(text: str, index: int) -> int:
 
 def _variant(quote: str) -> str:
     """What an LLM or a PDF makes of a quote: half-width forms, straight quotes, other whitespace."""
-    return quote.replace("，", ",").replace("（", "(").replace("”", '"').replace("—", "-").replace(" ", "\n").replace("ＡＢＣ", "ABC")
+    return (
+        quote.replace("，", ",")
+        .replace("（", "(")
+        .replace("”", '"')
+        .replace("—", "-")
+        .replace(" ", "\n")
+        .replace("ＡＢＣ", "ABC")
+    )
 
 
 @settings(max_examples=1000, deadline=None)
@@ -46,7 +84,11 @@ def test_every_located_span_reproduces_the_quote_or_its_normalised_match(text, d
             assert text[found.start : found.end] == quote
         else:
             assert found.kind == MATCH_NORMALIZED
-            assert normalize_text(text[found.start : found.end], loose=True) == normalize_text(quote, loose=True), (text, quote, found)
+            assert normalize_text(text[found.start : found.end], loose=True) == normalize_text(quote, loose=True), (
+                text,
+                quote,
+                found,
+            )
 
 
 @settings(max_examples=100, deadline=None)
@@ -57,7 +99,9 @@ def test_vectorised_locator_agrees_with_the_scalar_one(rows):
         schema={"text": pl.String, "quote": pl.String},
     )
     located = locate_quotes(frame, "text", "quote")
-    for text, quote, start, end, kind in located.select("text", "quote", "quote_start", "quote_end", "quote_match").iter_rows():
+    for text, quote, start, end, kind in located.select(
+        "text", "quote", "quote_start", "quote_end", "quote_match"
+    ).iter_rows():
         found = locate_quote(text, quote) if quote else None
         if found is None:
             assert (start, end, kind) == (None, None, None)
@@ -84,7 +128,7 @@ def test_offsets_are_code_points_not_utf8_bytes():
 
 def test_full_width_curly_and_wrapped_quotes_are_found_normalised():
     chunk = "框架（Vue）是一款\n用于构建用户界面的框架，它“渐进式”。"
-    found = locate_quote(chunk, "框架(Vue)是一款用于构建用户界面的框架,它\"渐进式\"")
+    found = locate_quote(chunk, '框架(Vue)是一款用于构建用户界面的框架,它"渐进式"')
     assert found is not None and found.kind == MATCH_NORMALIZED
     assert chunk[found.start : found.end] == "框架（Vue）是一款\n用于构建用户界面的框架，它“渐进式”"
     assert locate_quote(chunk, "框架是一款用于构建后端的框架") is None

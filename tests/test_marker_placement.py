@@ -1,5 +1,6 @@
 """Marker-form answers: every placement of `[N]` markers LLMs write gives one claim per sentence, each with its
 own references, in English and Chinese (issue #20). The expected claims come from how the answer was built."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from citekeeper.answers import parse_answer
+from citekeeper.answers.records import parse_answer
 
 ENGLISH = [
     "Timeouts default to 5 seconds for every request",
@@ -68,7 +69,9 @@ def answers(draw):
     ]
     separators = [draw(st.sampled_from(["", " ", "\n", "\n\n"] if chinese else [" ", "\n", "\n\n"])) for _ in sentences]
     ending = draw(st.sampled_from(["", "\n", " \n", "\n\n"]))
-    answer = "".join(render(s, chinese) + sep for s, sep in zip(sentences[:-1], separators)) + render(sentences[-1], chinese)
+    answer = "".join(render(s, chinese) + sep for s, sep in zip(sentences[:-1], separators)) + render(
+        sentences[-1], chinese
+    )
     return sentences, chinese, answer + ending
 
 
@@ -101,7 +104,11 @@ def test_the_reported_placements():
         "命令中使用 NODE_ENV=... 的主要好处是减少体积。[1] 它很快。[2]": [["1"], ["2"]],
     }
     for answer, refs in cases.items():
-        record = {"answer_id": "a", "answer": answer, "corpus_version": "v1",
-                  "references": [{"ref": r, "chunk_id": f"ck_{r}"} for r in ("1", "2")]}  # fmt: skip
+        record = {
+            "answer_id": "a",
+            "answer": answer,
+            "corpus_version": "v1",
+            "references": [{"ref": r, "chunk_id": f"ck_{r}"} for r in ("1", "2")],
+        }
         claims = parse_answer(record).claims
         assert [[c.chunk_id.removeprefix("ck_") for c in claim.citations] for claim in claims] == refs, answer

@@ -1,5 +1,6 @@
 """Markdown, MDX and HTML as real sites write them: no text lost silently, a stray NUL is not UTF-16, MDX's ESM
 lines are not prose, and a page of comments only has nothing to cite."""
+
 from __future__ import annotations
 
 import shutil
@@ -9,7 +10,7 @@ import pytest
 
 from parsers.discover import discover_sources
 from parsers.document import parse_document
-from parsers.model import DocumentError, NothingToCite, ParseConfig, ParsedDocument
+from parsers.records import DocumentError, NothingToCite, ParseConfig, ParsedDocument
 
 from .conftest import SHARED_EVAL, require_eval
 
@@ -73,7 +74,10 @@ def test_hugo_template_types_page_keeps_its_text(tmp_path):
 @pytest.mark.parametrize(
     ("name", "page"),
     [
-        ("documentation.md", "---\ntitle: Hugo Documentation\nlayout: list\n---\n\n<!--\nIf we want content on this page\n-->\n"),
+        (
+            "documentation.md",
+            "---\ntitle: Hugo Documentation\nlayout: list\n---\n\n<!--\nIf we want content on this page\n-->\n",
+        ),
         ("comment.html", "<!DOCTYPE html>\n<!-- nothing here yet -->\n"),
     ],
 )

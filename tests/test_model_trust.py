@@ -1,6 +1,7 @@
 """A model folder is data, never code (docs/production.md, "Security model"): custom code named by `auto_map` is
 refused before anything loads, whatever stdin answers; a pickle in the weights is refused as one clear error and
 never run; safetensors win over pickles; and every from_pretrained of the product says trust_remote_code=False."""
+
 from __future__ import annotations
 
 import ast
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from citekeeper.embeddings import Embedder
-from citekeeper.models import ModelSourceError, UntrustedModelError, pull
+from citekeeper.model_sources import ModelSourceError, UntrustedModelError, pull
+from citekeeper.search_index import Embedder
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
 from tests.chunk_frames import write_tree
@@ -59,7 +60,7 @@ def with_custom_code(directory: Path, json_name: str, marker: Path) -> Path:
         "from transformers import BertConfig, BertForSequenceClassification as EvilModel, PreTrainedTokenizerFast as EvilTokenizer\n"
         "class EvilConfig(BertConfig):\n    model_type = 'citekeeper-evil'\n",
         encoding="utf-8",
-    )  # fmt: skip
+    )
     settings = json.loads((directory / json_name).read_text(encoding="utf-8"))
     settings["auto_map"] = AUTO_MAPS[json_name]
     if json_name == "config.json":
@@ -147,7 +148,11 @@ def model_loading_calls() -> list[tuple[Path, ast.Call]]:
     for package in PRODUCT_PACKAGES:
         for path in sorted((REPO / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.Call) and _called_name(node.func) in {"from_pretrained", "SentenceTransformer", "CrossEncoder"}:
+                if isinstance(node, ast.Call) and _called_name(node.func) in {
+                    "from_pretrained",
+                    "SentenceTransformer",
+                    "CrossEncoder",
+                }:
                     calls.append((path.relative_to(REPO), node))
     return calls
 
@@ -161,6 +166,8 @@ def test_every_model_load_of_the_product_refuses_remote_code_in_one_place():
     assert calls  # the walk finds them: the transformers and sentence-transformers loads
     for path, call in calls:
         keywords = {k.arg: k.value for k in call.keywords}
-        refused = isinstance(keywords.get("trust_remote_code"), ast.Constant) and keywords["trust_remote_code"].value is False
+        refused = (
+            isinstance(keywords.get("trust_remote_code"), ast.Constant) and keywords["trust_remote_code"].value is False
+        )
         assert refused, f"{path}:{call.lineno} loads a model without trust_remote_code=False"
-    assert {path for path, _ in calls} == {Path("citekeeper/models.py")}  # the one owner of "how a folder loads"
+    assert {path for path, _ in calls} == {Path("citekeeper/model_sources.py")}  # the one owner of "how a folder loads"

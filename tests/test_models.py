@@ -1,19 +1,19 @@
-"""Where models come from (citekeeper.models): a local directory, the local Hugging Face cache, a download from
+"""Where models come from (citekeeper.model_sources): a local directory, the local Hugging Face cache, a download from
 a hub (a real HTTP server on loopback serving a tiny random-weight model), a network that never answers, and
 `citekeeper models pull` for machines without network.
 
 Hub loading runs in fresh interpreters: huggingface_hub reads HF_HOME when imported, and this test session runs
 with HF_HUB_OFFLINE=1 (conftest)."""
+
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
-from citekeeper.embeddings import EmbeddingStore
 from citekeeper.language import MULTILINGUAL
-from citekeeper.models import HUB_TIMEOUT_S, ModelSourceError, needed_files, pulled_name, resolve_model
+from citekeeper.model_sources import HUB_TIMEOUT_S, ModelSourceError, needed_files, pulled_name, resolve_model
+from citekeeper.search_index import EmbeddingStore
 from tests.hub_server import LoopbackHub, hub_env, run_python, unanswered_endpoint
 from tests.random_models import save_random_nli_model
 from verifiers.nli import load_scorer
@@ -63,9 +63,21 @@ def test_a_local_directory_loads_as_is(tmp_path):
 
 
 def test_only_the_files_from_pretrained_needs_are_chosen():
-    repo = ["config.json", "model.safetensors", "pytorch_model.bin", "tokenizer.json", "spm.model", "onnx/model.onnx", "README.md"]
+    repo = [
+        "config.json",
+        "model.safetensors",
+        "pytorch_model.bin",
+        "tokenizer.json",
+        "spm.model",
+        "onnx/model.onnx",
+        "README.md",
+    ]
     assert needed_files(repo) == ["config.json", "spm.model", "tokenizer.json", "model.safetensors"]
-    assert needed_files(["config.json", "pytorch_model.bin", "vocab.txt"]) == ["config.json", "vocab.txt", "pytorch_model.bin"]
+    assert needed_files(["config.json", "pytorch_model.bin", "vocab.txt"]) == [
+        "config.json",
+        "vocab.txt",
+        "pytorch_model.bin",
+    ]
     assert pulled_name(MODEL) == "citekeeper-test--tiny-nli" and pulled_name("/models/my nli/") == "my_nli"
 
 
@@ -108,7 +120,7 @@ def test_hf_hub_offline_read_at_call_time_makes_no_request(hub_repo, monkeypatch
 
 EMBED = """
 import json, sys, time, warnings
-from citekeeper.embeddings import EmbeddingStore
+from citekeeper.search_index import EmbeddingStore
 started = time.monotonic()
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -143,7 +155,9 @@ def test_models_pull_saves_plain_directories_that_load_by_path(hub_repo, tmp_pat
     assert f"use: --model {nli_dir}" in by_language.stdout
     assert f"use: CITEKEEPER_EMBEDDING_MODEL={embedding_dir}" in by_language.stdout
     assert f"{MODEL} @ {hub.commits[MODEL]} -> {out / 'citekeeper-test--tiny-nli'}" in explicit.stdout
-    assert sorted(path.name for path in out.iterdir()) == sorted([nli_dir.name, embedding_dir.name, "citekeeper-test--tiny-nli"])
+    assert sorted(path.name for path in out.iterdir()) == sorted(
+        [nli_dir.name, embedding_dir.name, "citekeeper-test--tiny-nli"]
+    )
     pulled = sorted(path.name for path in nli_dir.iterdir())
     assert "config.json" in pulled and "model.safetensors" in pulled and "pytorch_model.bin" not in pulled
     assert not any(path.is_symlink() for path in nli_dir.iterdir())  # real files, not links into the cache

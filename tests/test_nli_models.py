@@ -1,5 +1,6 @@
 """Real transformers loading on tiny random-weight models saved in a temp dir: label orders, 2-way models,
 unknown label sets, the missing-model message, windowing with a real tokenizer, and the ONNX int8 backend."""
+
 from __future__ import annotations
 
 import time
@@ -8,11 +9,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.verify_helpers import citations_frame, claims_frame
+from tests.random_models import save_random_nli_model
+from tests.verify_helpers import citations_frame, claims_frame, verify
 from verifiers.checkers import LabelSetError, canonical_columns
 from verifiers.nli import ModelUnavailable, load_scorer
-from tests.random_models import save_random_nli_model
-from tests.verify_helpers import verify
 
 TEXTS = [
     "HTTPX is a fully featured HTTP client for Python 3.",
@@ -28,7 +28,9 @@ TWO_WAY = {0: "entailment", 1: "not_entailment"}
 def frames(n_filler: int = 0):
     filler = " ".join(f"The client reads response number {i} from the pool." for i in range(n_filler))
     claims = claims_frame([("a", "c", "HTTPX supports HTTP/2 and async.", 1)])
-    citations = citations_frame([{"answer_id": "a", "claim_id": "c", "citation_id": "k", "chunk_text": f"{TEXTS[1]} {filler}".strip()}])
+    citations = citations_frame(
+        [{"answer_id": "a", "claim_id": "c", "citation_id": "k", "chunk_text": f"{TEXTS[1]} {filler}".strip()}]
+    )
     return claims, citations
 
 

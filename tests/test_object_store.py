@@ -3,6 +3,7 @@
 The same corpus ingested into a local store is the reference: the bucket-backed store must read back the
 same chunks and documents for every version, and leave only manifests (and the lock) under its root.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,12 +21,12 @@ from moto import server as moto_server
 
 from assets import corpus as ingest_assets
 from assets.partitions import corpus_versions
-from parsers.ingest import ingest
 from citekeeper.locations import LocationError, locations_from_env, parquet_filesystem
 from citekeeper.store import READ_SCHEMAS, CorpusStore, UnknownVersion
+from parsers.ingest import ingest
 from pipelines.cli import main
-from tests.dagster_settings import settings
 from tests.conftest import SAMPLE_CORPUS
+from tests.dagster_settings import settings
 
 BUCKET = "citekeeper-test"
 VERSIONS = ("v1", "v2")
@@ -45,8 +46,9 @@ def endpoint():
 
 
 def s3_client(url: str):
-    return boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
-                        aws_secret_access_key="testing")  # fmt: skip
+    return boto3.client(
+        "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
 
 
 @pytest.fixture
@@ -94,7 +96,9 @@ def test_cli_ingest_and_export_against_s3(endpoint, locations, local_reference, 
         monkeypatch.setenv(name, value)
     runner = CliRunner()
     for version in VERSIONS:
-        result = runner.invoke(main, ["ingest", str(SAMPLE_CORPUS / version), "--store", str(root), "--version", version])
+        result = runner.invoke(
+            main, ["ingest", str(SAMPLE_CORPUS / version), "--store", str(root), "--version", version]
+        )
         assert result.exit_code == 0, result.output
         assert f"created corpus version {version}" in result.output
 
@@ -126,7 +130,10 @@ def test_cli_ingest_and_export_against_s3(endpoint, locations, local_reference, 
     assert any(k.startswith("documents.lance/data/") for k in lance_keys)
 
     out = tmp_path / "v1_chunks.parquet"
-    exported = runner.invoke(main, ["export", "chunks", "--version", "v1", "--out", str(out), "--store", str(root), "--include-internal-text"])
+    exported = runner.invoke(
+        main,
+        ["export", "chunks", "--version", "v1", "--out", str(out), "--store", str(root), "--include-internal-text"],
+    )
     assert exported.exit_code == 0, exported.output
     assert pl.read_parquet(out).sort("chunk_id").equals(store.read_chunks("v1").sort("chunk_id"))
     listed = runner.invoke(main, ["versions", "--store", str(root)])
@@ -142,8 +149,10 @@ def test_dagster_ingest_asset_writes_to_s3(endpoint, locations, local_reference,
     instance.add_dynamic_partitions(corpus_versions.name, ["v1"])
     result = dg.materialize(
         [ingest_assets.ingested_corpus, ingest_assets.chunk_integrity_checks],
-        instance=instance, partition_key="v1", resources=config.resources(),
-    )  # fmt: skip
+        instance=instance,
+        partition_key="v1",
+        resources=config.resources(),
+    )
     assert all(c.passed for c in result.get_asset_check_evaluations())
     store = config.store.corpus_store()
     assert comparable(store.read_chunks("v1")).equals(comparable(local_reference.read_chunks("v1")))
@@ -155,7 +164,9 @@ def test_dagster_ingest_asset_writes_to_s3(endpoint, locations, local_reference,
 
 def test_locations_from_env() -> None:
     assert locations_from_env({}) == {"lance_uri": None, "parquet_uri": None, "storage_options": {}}
-    parsed = locations_from_env({"CITEKEEPER_LANCE_URI": "s3://b/l", "CITEKEEPER_STORAGE_OPTIONS": '{"allow_http": true}'})
+    parsed = locations_from_env(
+        {"CITEKEEPER_LANCE_URI": "s3://b/l", "CITEKEEPER_STORAGE_OPTIONS": '{"allow_http": true}'}
+    )
     assert parsed == {"lance_uri": "s3://b/l", "parquet_uri": None, "storage_options": {"allow_http": "true"}}
     with pytest.raises(LocationError, match="CITEKEEPER_STORAGE_OPTIONS is not valid JSON"):
         locations_from_env({"CITEKEEPER_STORAGE_OPTIONS": "{aws_endpoint: x}"})

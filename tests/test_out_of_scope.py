@@ -8,10 +8,11 @@ The corpus, v1 -> v2 (front matter: access_groups, lastmod):
 - limits.md, open: its timeout sentence goes, and it stands verbatim only in staff.md in v2;
 - staff.md, staff only: unchanged text but for that timeout sentence it gains;
 - policy.md: open in v1, staff only in v2 (same text); notes.md: staff only in v1, open in v2."""
+
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -20,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from assets import citations as citation_assets
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 from citekeeper.schema import CITATION_STATUS, REPAIRS
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
@@ -58,7 +59,7 @@ CREATED = "2024-02-01T00:00:00Z"
 
 
 def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def build_store(base: Path) -> CorpusStore:
@@ -76,8 +77,14 @@ def cite(store: CorpusStore, words: str, quote: str | None = None, **extra) -> d
 
 
 def answer(answer_id: str, *citations: dict, **fields) -> dict:
-    return {"answer_id": answer_id, "answer": "It holds.", "corpus_version": "v1", "created_at": CREATED,
-            "claims": [{"text": "It holds.", "citations": list(citations)}], **fields}  # fmt: skip
+    return {
+        "answer_id": answer_id,
+        "answer": "It holds.",
+        "corpus_version": "v1",
+        "created_at": CREATED,
+        "claims": [{"text": "It holds.", "citations": list(citations)}],
+        **fields,
+    }
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:
@@ -105,8 +112,14 @@ def cli(tmp_path_factory) -> tuple[CorpusStore, dict, dict]:
         answer("pub-drifted", cite(store, "five seconds", "Limits apply per client.")),
         answer("pub-policy", cite(store, "Refunds")),
         answer("pub-notes", cite(store, "连接池")),
-        answer("pub-guide-early", cite(store, "keeps connections", "keeps connections alive", retrieved_at="2024-03-01T00:00:00Z")),
-        answer("pub-guide-late", cite(store, "keeps connections", "keeps connections alive", retrieved_at="2024-07-01T00:00:00Z")),
+        answer(
+            "pub-guide-early",
+            cite(store, "keeps connections", "keeps connections alive", retrieved_at="2024-03-01T00:00:00Z"),
+        ),
+        answer(
+            "pub-guide-late",
+            cite(store, "keeps connections", "keeps connections alive", retrieved_at="2024-07-01T00:00:00Z"),
+        ),
     ]
     own = [
         answer("staff-staff", cite(store, "twenty percent", "discount of twenty percent"), audience=["staff"]),
@@ -114,22 +127,53 @@ def cli(tmp_path_factory) -> tuple[CorpusStore, dict, dict]:
         answer("open-staff", cite(store, "twenty percent", "discount of twenty percent")),  # no audience: unchecked
         answer("both-lost", cite(store, "five seconds", TIMEOUT), audience=["staff", "public"]),
     ]
-    assert run("answers", "add", write_jsonl(base / "public.jsonl", public), "--audience", "public", "--store", store.root).exit_code == 0
+    assert (
+        run(
+            "answers", "add", write_jsonl(base / "public.jsonl", public), "--audience", "public", "--store", store.root
+        ).exit_code
+        == 0
+    )
     assert run("answers", "add", write_jsonl(base / "own.jsonl", own), "--store", store.root).exit_code == 0
     # retrieved_at from a marker-form reference and from a --from envelope's document entry
-    marker = {"answer_id": "marker", "answer": "It holds [1].", "corpus_version": "v1", "created_at": CREATED,
-              "references": [{"ref": 1, **cite(store, "keeps connections"), "retrieved_at": "2024-05-05T00:00:00Z"}]}  # fmt: skip
-    envelope = {"answer_id": "envelope", "corpus_version": "v1", "created_at": CREATED, "audience": "public",
-                "documents": [{"source_path": "guide.md", "retrieved_at": "2024-08-08T00:00:00Z"}],
-                "response": {"type": "message", "content": [{"type": "text", "text": "Connections are reused.", "citations": [
-                    {"type": "char_location", "cited_text": GUIDE, "document_index": 0}]}]}}  # fmt: skip
+    marker = {
+        "answer_id": "marker",
+        "answer": "It holds [1].",
+        "corpus_version": "v1",
+        "created_at": CREATED,
+        "references": [{"ref": 1, **cite(store, "keeps connections"), "retrieved_at": "2024-05-05T00:00:00Z"}],
+    }
+    envelope = {
+        "answer_id": "envelope",
+        "corpus_version": "v1",
+        "created_at": CREATED,
+        "audience": "public",
+        "documents": [{"source_path": "guide.md", "retrieved_at": "2024-08-08T00:00:00Z"}],
+        "response": {
+            "type": "message",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "Connections are reused.",
+                    "citations": [{"type": "char_location", "cited_text": GUIDE, "document_index": 0}],
+                }
+            ],
+        },
+    }
     assert run("answers", "add", write_jsonl(base / "marker.jsonl", [marker]), "--store", store.root).exit_code == 0
-    assert run("answers", "add", write_jsonl(base / "env.jsonl", [envelope]), "--from", "anthropic", "--store", store.root).exit_code == 0
+    assert (
+        run(
+            "answers", "add", write_jsonl(base / "env.jsonl", [envelope]), "--from", "anthropic", "--store", store.root
+        ).exit_code
+        == 0
+    )
     stale = run("stale", "--against", "v2", "--store", store.root)
     assert stale.exit_code == 0, stale.output
     status = pl.read_parquet(store.layout.citation_status_file("v2"))
     n_updated = status["updated_after_retrieval"].sum()
-    assert n_updated > 0 and f"{n_updated} citation(s) rest on a document updated after the answer retrieved it" in stale.output
+    assert (
+        n_updated > 0
+        and f"{n_updated} citation(s) rest on a document updated after the answer retrieved it" in stale.output
+    )
     assert status.columns == CITATION_STATUS.names
     repair = run("repair", "--against", "v2", "--apply", "--store", store.root)
     assert repair.exit_code == 0, repair.output
@@ -151,8 +195,12 @@ def test_a_citation_outside_the_audience_is_out_of_scope_and_says_whose(cli):
 
 def test_closed_at_either_version_is_out_of_scope(cli):
     _, status, _ = cli
-    assert status["pub-policy"]["status"] == "out_of_scope" and "(in v2)" in status["pub-policy"]["reason"]  # closed since
-    assert status["pub-notes"]["status"] == "out_of_scope" and "(in v1)" in status["pub-notes"]["reason"]  # open only now
+    assert (
+        status["pub-policy"]["status"] == "out_of_scope" and "(in v2)" in status["pub-policy"]["reason"]
+    )  # closed since
+    assert (
+        status["pub-notes"]["status"] == "out_of_scope" and "(in v1)" in status["pub-notes"]["reason"]
+    )  # open only now
 
 
 def test_a_lost_citation_is_never_reanchored_or_repaired_into_a_closed_document(cli):
@@ -160,7 +208,10 @@ def test_a_lost_citation_is_never_reanchored_or_repaired_into_a_closed_document(
     staff_doc = "staff.md"
     # the timeout sentence is verbatim only in staff.md: the staff answer follows it there ...
     assert status["staff-lost"]["status"] == "relocated" and status["staff-lost"]["new_source_path"] == staff_doc
-    assert repairs["staff-lost"]["repair"] == "repointed_successor" and repairs["staff-lost"]["new_source_path"] == staff_doc
+    assert (
+        repairs["staff-lost"]["repair"] == "repointed_successor"
+        and repairs["staff-lost"]["new_source_path"] == staff_doc
+    )
     assert status["both-lost"]["new_source_path"] == staff_doc  # one shared group is enough
     # ... the public one does not: it stays lost and unresolved
     row = status["pub-lost"]
@@ -176,8 +227,14 @@ def test_rows_carry_the_documents_source_fields_and_retrieved_at_from_each_form(
     assert (early["title"], early["updated_at"]) == ("Guide", utc("2024-06-01T00:00:00Z"))  # the target version's
     assert early["retrieved_at"] == utc("2024-03-01T00:00:00Z") and early["updated_after_retrieval"] is True
     assert late["retrieved_at"] == utc("2024-07-01T00:00:00Z") and late["updated_after_retrieval"] is False
-    assert status["marker"]["retrieved_at"] == utc("2024-05-05T00:00:00Z") and status["marker"]["updated_after_retrieval"] is True
-    assert status["envelope"]["retrieved_at"] == utc("2024-08-08T00:00:00Z") and status["envelope"]["updated_after_retrieval"] is False
+    assert (
+        status["marker"]["retrieved_at"] == utc("2024-05-05T00:00:00Z")
+        and status["marker"]["updated_after_retrieval"] is True
+    )
+    assert (
+        status["envelope"]["retrieved_at"] == utc("2024-08-08T00:00:00Z")
+        and status["envelope"]["updated_after_retrieval"] is False
+    )
     assert status["pub-policy"]["retrieved_at"] == utc(CREATED)  # none given: the answer's created_at
     assert status["pub-policy"]["updated_at"] is None and status["pub-policy"]["updated_after_retrieval"] is None
 
@@ -192,35 +249,64 @@ def test_repair_keeps_the_audience_answers_add_gave(cli):
 
 def test_dagster_citation_status_and_repair_assets_store_out_of_scope(tmp_path):
     store = build_store(tmp_path)
-    answers = write_jsonl(tmp_path / "answers.jsonl", [
-        answer("pub-staff", cite(store, "twenty percent", "discount of twenty percent"), audience=["public"]),
-        answer("pub-lost", cite(store, "five seconds", TIMEOUT), audience=["public"]),
-        answer("staff-lost", cite(store, "five seconds", TIMEOUT, retrieved_at="2023-12-31T00:00:00Z"), audience=["staff"]),
-    ])  # fmt: skip
+    answers = write_jsonl(
+        tmp_path / "answers.jsonl",
+        [
+            answer("pub-staff", cite(store, "twenty percent", "discount of twenty percent"), audience=["public"]),
+            answer("pub-lost", cite(store, "five seconds", TIMEOUT), audience=["public"]),
+            answer(
+                "staff-lost",
+                cite(store, "five seconds", TIMEOUT, retrieved_at="2023-12-31T00:00:00Z"),
+                audience=["staff"],
+            ),
+        ],
+    )
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v2"])
     config = settings(store_dir=str(store.root), answers_path=str(answers))
-    result = dg.materialize([citation_assets.citation_status, citation_assets.repaired_answers], partition_key="v2",
-                            instance=instance, resources=config.resources(), run_config={"ops": {"repaired_answers": {"config": {"apply": True}}}})  # fmt: skip
-    metadata = {e.asset_key.path[-1]: {k: v.value for k, v in e.materialization.metadata.items()} for e in result.get_asset_materialization_events()}
-    assert metadata["citation_status"]["status_out_of_scope"] == 1 and metadata["repaired_answers"]["repair_out_of_scope"] == 1
+    result = dg.materialize(
+        [citation_assets.citation_status, citation_assets.repaired_answers],
+        partition_key="v2",
+        instance=instance,
+        resources=config.resources(),
+        run_config={"ops": {"repaired_answers": {"config": {"apply": True}}}},
+    )
+    metadata = {
+        e.asset_key.path[-1]: {k: v.value for k, v in e.materialization.metadata.items()}
+        for e in result.get_asset_materialization_events()
+    }
+    assert (
+        metadata["citation_status"]["status_out_of_scope"] == 1
+        and metadata["repaired_answers"]["repair_out_of_scope"] == 1
+    )
     status = by_answer(pl.read_parquet(store.layout.citation_status_file("v2")))
     assert status["pub-staff"]["status"] == "out_of_scope"
-    assert status["pub-lost"]["status"] in ("stale", "removed") and status["pub-lost"]["suggested_source_path"] != "staff.md"
+    assert (
+        status["pub-lost"]["status"] in ("stale", "removed")
+        and status["pub-lost"]["suggested_source_path"] != "staff.md"
+    )
     assert status["staff-lost"]["status"] == "relocated" and status["staff-lost"]["new_source_path"] == "staff.md"
     assert status["staff-lost"]["retrieved_at"] == utc("2023-12-31T00:00:00Z")
     repairs = by_answer(pl.read_parquet(store.layout.repairs_file("v2")))
-    assert [repairs[a]["repair"] for a in ("pub-staff", "pub-lost", "staff-lost")] == ["out_of_scope", "unresolved", "repointed_successor"]
+    assert [repairs[a]["repair"] for a in ("pub-staff", "pub-lost", "staff-lost")] == [
+        "out_of_scope",
+        "unresolved",
+        "repointed_successor",
+    ]
 
 
 def test_the_answers_resources_audience_reaches_records_without_one(tmp_path):
     """AnswersResource.audience is `answers add --audience` for the asset: a record naming no audience gets it."""
     store = build_store(tmp_path)
-    answers = write_jsonl(tmp_path / "answers.jsonl", [answer("given-none", cite(store, "twenty percent", "discount of twenty percent"))])
+    answers = write_jsonl(
+        tmp_path / "answers.jsonl", [answer("given-none", cite(store, "twenty percent", "discount of twenty percent"))]
+    )
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v2"])
     config = settings(store_dir=str(store.root), answers_path=str(answers), audience=["public"])
-    dg.materialize([citation_assets.citation_status], partition_key="v2", instance=instance, resources=config.resources())
+    dg.materialize(
+        [citation_assets.citation_status], partition_key="v2", instance=instance, resources=config.resources()
+    )
     assert by_answer(AnswerStore(store.root).answers())["given-none"]["audience"] == ["public"]
     assert by_answer(pl.read_parquet(store.layout.citation_status_file("v2")))["given-none"]["status"] == "out_of_scope"
 

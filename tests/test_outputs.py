@@ -1,6 +1,7 @@
 """Outputs never destroy inputs (#30): no output path of any command may point inside the store, and an existing
 file is replaced only when it is an output of the same kind, or with --force. `answers export --out
 <store>/answers/manifest.json` overwrote the answer store's manifest, and every answers command then died."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 from citekeeper.outputs import DIRECTORY
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 from pipelines.cli import main
 from pipelines.cli_common import OutputCommand, OutputPath
 from tests.chunk_frames import write_tree
@@ -42,8 +43,14 @@ def store(tmp_path_factory) -> CorpusStore:
     ingest(source, store, version="v1", config=ParseConfig(workers=1))
     write_tree(source, {"faq.md": "# FAQ\n\nRetries are off unless a transport says otherwise.\n"})
     ingest(source, store, version="v2", config=ParseConfig(workers=1))
-    record = {"answer_id": "a1", "answer": "Timeouts are five seconds. [1]", "corpus_version": "v1",
-              "references": [{"ref": 1, "chunk_id": chunk_with(store, "v1", "Timeouts")["chunk_id"], "quote": "five seconds"}]}  # fmt: skip
+    record = {
+        "answer_id": "a1",
+        "answer": "Timeouts are five seconds. [1]",
+        "corpus_version": "v1",
+        "references": [
+            {"ref": 1, "chunk_id": chunk_with(store, "v1", "Timeouts")["chunk_id"], "quote": "five seconds"}
+        ],
+    }
     (base / "answers.jsonl").write_text(json.dumps(record) + "\n")
     AnswerStore(store.root).add(base / "answers.jsonl")
     return store
@@ -59,7 +66,10 @@ def test_no_output_lands_in_the_store(store, writer):
     before = manifest.read_bytes()
     result = run(store, *WRITERS[writer], str(manifest), "--force")  # not even forced
     assert result.exit_code == 1
-    assert result.output == f"Error: {WRITERS[writer][-1]} {manifest}: inside the store ({store.root.resolve()}), whose files it would overwrite; write outputs outside the store\n"  # fmt: skip
+    assert (
+        result.output
+        == f"Error: {WRITERS[writer][-1]} {manifest}: inside the store ({store.root.resolve()}), whose files it would overwrite; write outputs outside the store\n"
+    )
     assert manifest.read_bytes() == before
     assert run(store, "answers", "list").output.startswith("a1  revision 1")
 
@@ -69,7 +79,9 @@ def test_an_existing_file_is_replaced_only_by_an_output_of_its_kind_or_with_forc
     notes = tmp_path / "notes.txt"
     notes.write_bytes(NOTES)
     refused = run(store, *WRITERS[writer], str(notes))
-    assert refused.exit_code == 1 and refused.output.startswith(f"Error: {WRITERS[writer][-1]} {notes}: exists and is not a citekeeper ")
+    assert refused.exit_code == 1 and refused.output.startswith(
+        f"Error: {WRITERS[writer][-1]} {notes}: exists and is not a citekeeper "
+    )
     assert refused.output.endswith("; pass --force to replace it\n") and len(refused.output.splitlines()) == 1
     assert notes.read_bytes() == NOTES
     forced = run(store, *WRITERS[writer], str(notes), "--force")
@@ -105,8 +117,14 @@ def test_the_lance_and_parquet_locations_are_the_store_too(store, tmp_path, monk
     assert result.exit_code == 1 and "inside the store" in result.output
 
 
-@pytest.mark.parametrize("command", [["verify", "--no-model", "--out"], ["verify-merge", "--version", "v2", "--run-id", "r", "--out"],
-                                     ["models", "pull", "x", "--to"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["verify", "--no-model", "--out"],
+        ["verify-merge", "--version", "v2", "--run-id", "r", "--out"],
+        ["models", "pull", "x", "--to"],
+    ],
+)
 def test_no_output_directory_is_in_the_store(store, monkeypatch, command):
     monkeypatch.setenv("CITEKEEPER_STORE", str(store.root))  # verify-merge and models pull use the default store
     result = CliRunner().invoke(main, [*command, str(store.layout.verify_dir / "runs")])
@@ -124,7 +142,10 @@ def test_every_output_option_is_checked():
     for command in commands(main):
         for param in command.params:
             if param.name in ("out", "out_dir", "report", "to_dir") or isinstance(param.type, OutputPath):
-                assert isinstance(param.type, OutputPath) and isinstance(command, OutputCommand), (command.name, param.name)
+                assert isinstance(param.type, OutputPath) and isinstance(command, OutputCommand), (
+                    command.name,
+                    param.name,
+                )
                 assert param.type.kind == DIRECTORY or "force" in [p.name for p in command.params], command.name
                 checked += 1
     assert checked == 9

@@ -1,4 +1,5 @@
 """parse_document: every file type through unstructured, canonical text, and bad input as DocumentError."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,7 +15,7 @@ import pytest
 
 from parsers.discover import discover_sources
 from parsers.document import ELEMENT_SEPARATOR, parse_document
-from parsers.model import DocumentError, ParseConfig, ParsedDocument
+from parsers.records import DocumentError, ParseConfig, ParsedDocument
 
 from .conftest import SAMPLE_CORPUS, load_script
 
@@ -113,7 +114,10 @@ def test_internal_document_keeps_script_literal(sample_v1):
 
 @pytest.mark.skipif(importlib.util.find_spec("pypandoc") is None, reason="pandoc (pypandoc-binary) not installed")
 def test_rst(tmp_path):
-    path = write(tmp_path / "guide.rst", "Guide\n=====\n\nIntro text. More words here.\n\nInstall\n-------\n\nRun the installer. Then reboot.\n")
+    path = write(
+        tmp_path / "guide.rst",
+        "Guide\n=====\n\nIntro text. More words here.\n\nInstall\n-------\n\nRun the installer. Then reboot.\n",
+    )
     doc = parse_file(path)
     assert doc.source.filetype == "rst"
     install = chunk_with(doc, "Run the installer")
@@ -122,14 +126,16 @@ def test_rst(tmp_path):
 
 
 def test_front_matter_is_not_text(tmp_path):
-    path = write(tmp_path / "page.md", "---\ntitle: Explicit Title\ndoc_id: pages/one\n---\n# Shown Heading\n\nBody text here.\n")
+    path = write(
+        tmp_path / "page.md", "---\ntitle: Explicit Title\ndoc_id: pages/one\n---\n# Shown Heading\n\nBody text here.\n"
+    )
     doc = parse_file(path)
     assert doc.title == "Explicit Title" and doc.source.doc_id == "pages/one"
     assert doc.text == "Shown Heading" + ELEMENT_SEPARATOR + "Body text here."
 
 
 def test_yaml_front_matter_with_crlf_and_chinese_is_not_text(tmp_path):
-    page = "---\r\ntitle: >\r\n  运维\r\n  手册\r\ndoc_id: \"手册/\\\"一\\\"\"\r\n---\r\n# 简介\r\n\r\n正文在这里。\r\n"
+    page = '---\r\ntitle: >\r\n  运维\r\n  手册\r\ndoc_id: "手册/\\"一\\""\r\n---\r\n# 简介\r\n\r\n正文在这里。\r\n'
     doc = parse_file(write(tmp_path / "page.md", page))
     assert (doc.title, doc.source.doc_id) == ("运维 手册", '手册/"一"')
     assert doc.text == "简介" + ELEMENT_SEPARATOR + "正文在这里。"

@@ -1,5 +1,6 @@
 """The production instance config (deploy/dagster-postgres.yaml) against a real PostgreSQL: runs, events
 and dynamic partitions land in Postgres, the corpus version in the store. .ci/run starts the server."""
+
 import os
 import shutil
 import uuid
@@ -12,8 +13,8 @@ import sqlalchemy as sa
 
 from citekeeper.store import CorpusStore
 from pipelines.definitions import build_definitions
-from tests.dagster_settings import settings
 from tests.conftest import REPO, require_service
+from tests.dagster_settings import settings
 
 PG_URL = os.environ.get("CITEKEEPER_TEST_PG_URL")
 
@@ -25,8 +26,13 @@ def postgres_instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     dagster_home.mkdir()
     shutil.copy(REPO / "deploy" / "dagster-postgres.yaml", dagster_home / "dagster.yaml")
     url = sa.engine.make_url(PG_URL)
-    for name, value in {"HOST": url.host, "PORT": url.port, "DB": url.database, "USER": url.username,
-                        "PASSWORD": url.password or "unused-with-trust-auth"}.items():
+    for name, value in {
+        "HOST": url.host,
+        "PORT": url.port,
+        "DB": url.database,
+        "USER": url.username,
+        "PASSWORD": url.password or "unused-with-trust-auth",
+    }.items():
         monkeypatch.setenv(f"DAGSTER_PG_{name}", str(value))
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         yield instance
@@ -52,12 +58,18 @@ def test_pipeline_with_postgres_run_and_event_storage(postgres_instance: dg.Dags
         with engine.connect() as db:
             run_status = db.execute(sa.text("SELECT status FROM runs WHERE run_id = :r"), {"r": result.run_id}).scalar()
             materialized = db.execute(
-                sa.text("SELECT count(*) FROM event_logs WHERE run_id = :r AND dagster_event_type = 'ASSET_MATERIALIZATION'"),
+                sa.text(
+                    "SELECT count(*) FROM event_logs WHERE run_id = :r AND dagster_event_type = 'ASSET_MATERIALIZATION'"
+                ),
                 {"r": result.run_id},
             ).scalar()
-            partitions = db.execute(
-                sa.text("SELECT partition FROM dynamic_partitions WHERE partitions_def_name = 'corpus_version'")
-            ).scalars().all()
+            partitions = (
+                db.execute(
+                    sa.text("SELECT partition FROM dynamic_partitions WHERE partitions_def_name = 'corpus_version'")
+                )
+                .scalars()
+                .all()
+            )
     finally:
         engine.dispose()
     assert run_status == "SUCCESS"

@@ -1,6 +1,7 @@
 """The README's layout table stays true: every path it names exists, and it names every module of the five
 packages (a package row names its modules as `module.py`). The README stays short, and its links to the
 reference in docs/ resolve, one for every page there."""
+
 from __future__ import annotations
 
 import re

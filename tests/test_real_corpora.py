@@ -7,6 +7,7 @@ front matter; offsets reproduce the chunk text and the hashes are right; unchang
 oracles read the files and the canonical texts, never the code under test: which page has body text, which
 quote is still verbatim in the new release.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,12 +21,12 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from citekeeper.embeddings import EMBEDDING_MODEL_ENV
 from citekeeper.identity import chunk_ids, text_hash
 from citekeeper.schema import CITATION_STATUS
+from citekeeper.search_index import EMBEDDING_MODEL_ENV
 from citekeeper.store import CorpusStore
 from citekeeper.text import split_sentences
-from parsers.model import IngestError
+from parsers.records import IngestError
 from pipelines.cli import main
 from tests.conftest import REAL_CORPORA, require_eval
 
@@ -93,7 +94,9 @@ def has_body_text(path: Path) -> bool:
     (Markdown; Hugo allows blank lines before the block) or without explicit markup (reStructuredText) is not
     whitespace only."""
     text = path.read_text("utf-8-sig")
-    body = rst_prose(text) if path.suffix == ".rst" else HTML_COMMENT.sub("", LEADING_FRONT_MATTER.sub("", text, count=1))
+    body = (
+        rst_prose(text) if path.suffix == ".rst" else HTML_COMMENT.sub("", LEADING_FRONT_MATTER.sub("", text, count=1))
+    )
     return bool(body.strip())
 
 
@@ -117,8 +120,14 @@ def test_every_page_with_body_text_is_ingested_and_no_page_is_refused_for_its_fr
         refused_front_matter = [(e.source_path, e.reason) for e in errors if e.error_type == "InvalidMetadata"]
         assert not refused_front_matter, (release, len(refused_front_matter), refused_front_matter[:3])
         missing = sorted(with_body - ingested)
-        why = {e.source_path: f"{e.error_type}: {e.reason}" for e in errors} | dict.fromkeys(site.no_text[release], "no_text")
-        assert not missing, (release, len(missing), [(path, why.get(path, "neither quarantined nor skipped")) for path in missing[:5]])
+        why = {e.source_path: f"{e.error_type}: {e.reason}" for e in errors} | dict.fromkeys(
+            site.no_text[release], "no_text"
+        )
+        assert not missing, (
+            release,
+            len(missing),
+            [(path, why.get(path, "neither quarantined nor skipped")) for path in missing[:5]],
+        )
         # A page with nothing but front matter (a Hugo `_index.md`) is skipped: it has nothing to cite.
         assert ingested == with_body, (release, sorted(ingested - with_body)[:5])
         assert set(site.no_text[release]) | {e.source_path for e in errors} == files.keys() - with_body, release
@@ -131,7 +140,9 @@ def test_offsets_reproduce_every_chunk_and_its_hashes(site):
         text_of = dict(zip(docs["doc_id"], docs["text"]))
         for source_path, content_hash in docs.select("source_path", "doc_content_hash").iter_rows():
             assert content_hash == "sha256:" + hashlib.sha256(files[source_path].read_bytes()).hexdigest(), source_path
-        chunks = site.store.read_chunks(release, columns=["doc_id", "chunk_id", "text", "text_hash", "start_char", "end_char"])
+        chunks = site.store.read_chunks(
+            release, columns=["doc_id", "chunk_id", "text", "text_hash", "start_char", "end_char"]
+        )
         assert set(chunks["doc_id"]) == set(text_of), release  # every ingested page has chunks
         for (doc_id,), doc_chunks in chunks.sort("start_char").group_by("doc_id", maintain_order=True):
             for _, _, text, hashed, start, end in doc_chunks.iter_rows():
@@ -184,11 +195,15 @@ def sampled_answers(site: SiteStore) -> list[dict]:
     answers = []
     for i, (chunk_id, _, sentences) in enumerate(picked):
         quote = rng.choice(sentences)
-        answers.append({
-            "answer_id": f"{site.name}-{i}", "question": "What do the docs say?", "answer": quote,
-            "corpus_version": site.old,
-            "claims": [{"claim_id": "c0", "text": quote, "citations": [{"chunk_id": chunk_id, "quote": quote}]}],
-        })  # fmt: skip
+        answers.append(
+            {
+                "answer_id": f"{site.name}-{i}",
+                "question": "What do the docs say?",
+                "answer": quote,
+                "corpus_version": site.old,
+                "claims": [{"claim_id": "c0", "text": quote, "citations": [{"chunk_id": chunk_id, "quote": quote}]}],
+            }
+        )
     return answers
 
 
@@ -232,7 +247,9 @@ def test_stale_between_the_releases_matches_the_text(site, stale_status):
     """A quote still verbatim in the new release is never `stale`, and `removed` only with an exact suggestion
     of where it stands now; a quote the new release lost is `stale` or `removed`."""
     text_of = dict(site.store.read_documents(site.new, columns=["doc_id", "text"]).iter_rows())
-    new_chunks = {row[0]: row for row in site.store.read_chunks(site.new, columns=["chunk_id", "doc_id", "text"]).iter_rows()}
+    new_chunks = {
+        row[0]: row for row in site.store.read_chunks(site.new, columns=["chunk_id", "doc_id", "text"]).iter_rows()
+    }
     seen: dict[tuple[str, bool], int] = {}
     wrong = []
     for row in stale_status.to_dicts():
@@ -247,7 +264,10 @@ def test_stale_between_the_releases_matches_the_text(site, stale_status):
         elif status == "stale" or (status == "removed" and not exact_suggestion(row, quote, new_chunks, text_of)):
             wrong.append((status, row["reason"], quote, row["suggested_method"]))
     assert not wrong, (site.name, f"{len(wrong)} of {stale_status.height} quotes verbatim in {site.new}", wrong[:5])
-    assert sum(n for (_, verbatim), n in seen.items() if verbatim) >= SAMPLE_CHUNKS // 4, (site.name, seen)  # enough to judge
+    assert sum(n for (_, verbatim), n in seen.items() if verbatim) >= SAMPLE_CHUNKS // 4, (
+        site.name,
+        seen,
+    )  # enough to judge
 
 
 def exact_suggestion(row: dict, quote: str, new_chunks: dict[str, tuple], text_of: dict[str, str]) -> bool:

@@ -1,15 +1,15 @@
 """Re-anchoring tiers (exact, fuzzy, hybrid) on English text and the per-model text_hash embedding cache."""
+
 import polars as pl
 import pytest
 
-from citekeeper.embeddings import Embedder, EmbeddingModelUnavailable, EmbeddingStore
-from citekeeper.schema import CITATIONS
-from citekeeper.tables import from_rows
-from tests.chunk_frames import build_version, doc_id_of
-from citekeeper.answers import answer_rows, parse_answer
 from changes.citation_status import CHUNK_COLUMNS, judge
-from tests.chunk_frames import diff_frames
 from changes.reanchor import Reanchorer, Suggestion, reanchor
+from citekeeper.answers.records import answer_rows, parse_answer
+from citekeeper.schema import CITATIONS
+from citekeeper.search_index import Embedder, EmbeddingModelUnavailable, EmbeddingStore
+from citekeeper.tables import from_rows
+from tests.chunk_frames import build_version, diff_frames, doc_id_of
 
 DOCS = {
     "timeouts.md": "HTTPX enforces timeouts by default.\n\nThe default timeout is five seconds of network inactivity.",
@@ -49,8 +49,12 @@ def reanchored_in_place(old: dict[str, str], new: dict[str, str], cited_text: st
     old_docs, old_chunks = build_version("v1", old)
     new_docs, new_chunks = build_version("v2", new)
     cited = old_chunks.filter(pl.col("text") == cited_text)["chunk_id"].item()
-    record = {"answer_id": "a1", "answer": "...", "corpus_version": "v1",
-              "claims": [{"text": "claim", "citations": [{"chunk_id": cited, "quote": quote}]}]}  # fmt: skip
+    record = {
+        "answer_id": "a1",
+        "answer": "...",
+        "corpus_version": "v1",
+        "claims": [{"text": "claim", "citations": [{"chunk_id": cited, "quote": quote}]}],
+    }
     rows = from_rows(answer_rows(parse_answer(record), 1, None, None)["citations"], CITATIONS)
     diff = diff_frames("v1", "v2", old_docs, new_docs, old_chunks, new_chunks)
     status = judge(rows, old_chunks.select(CHUNK_COLUMNS), diff, new_chunks.select(CHUNK_COLUMNS), "v2")
@@ -145,40 +149,57 @@ class _CountingIndex:
 def test_candidates_come_from_the_full_text_index_never_from_a_scan(target):
     """Beyond the preferred documents, only what the index returns is searched: an index that answers
     nothing leaves a verbatim copy in another document unfound; the real one finds it."""
-    from citekeeper.embeddings import memory_text_index
+    from citekeeper.search_index import memory_text_index
 
     docs, chunks = target
     quote = "Set HTTPS_PROXY to route traffic through a proxy server."
     blind = _CountingIndex(memory_text_index(chunks), answer=False)
     assert suggest(Reanchorer(docs, chunks, text_index_factory=lambda: blind), quote, [doc_id_of("auth.md")]) is None
     assert blind.calls == [1]
-    found = suggest(Reanchorer(docs, chunks, text_index_factory=lambda: memory_text_index(chunks)), quote, [doc_id_of("auth.md")])
-    assert found.method == "exact" and doc_text(docs, doc_id_of("proxies.md"))[found.start_char : found.end_char] == quote
+    found = suggest(
+        Reanchorer(docs, chunks, text_index_factory=lambda: memory_text_index(chunks)), quote, [doc_id_of("auth.md")]
+    )
+    assert (
+        found.method == "exact" and doc_text(docs, doc_id_of("proxies.md"))[found.start_char : found.end_char] == quote
+    )
 
 
 def test_full_text_queries_are_batched_and_skipped_when_the_own_document_holds_the_evidence(target):
-    from citekeeper.embeddings import memory_text_index
+    from citekeeper.search_index import memory_text_index
 
     docs, chunks = target
     counting = _CountingIndex(memory_text_index(chunks))
     reanchorer = Reanchorer(docs, chunks, text_index_factory=lambda: counting)
-    rows = pl.DataFrame({
-        "citation_id": ["own", "moved", "edited", "gone"],
-        "evidence": ["The default timeout is five seconds", "Digest authentication hashes the credentials.",
-                     "Set HTTPS_PROXY to route all traffic through the proxy server.", "zebra quartz polka 1911"],
-        "doc_id": [doc_id_of("timeouts.md")] * 4,
-        "new_doc_id": [doc_id_of("timeouts.md")] * 4,
-    })  # fmt: skip
+    rows = pl.DataFrame(
+        {
+            "citation_id": ["own", "moved", "edited", "gone"],
+            "evidence": [
+                "The default timeout is five seconds",
+                "Digest authentication hashes the credentials.",
+                "Set HTTPS_PROXY to route all traffic through the proxy server.",
+                "zebra quartz polka 1911",
+            ],
+            "doc_id": [doc_id_of("timeouts.md")] * 4,
+            "new_doc_id": [doc_id_of("timeouts.md")] * 4,
+        }
+    )
     found = reanchor(rows, reanchorer)
     assert counting.calls == [3]  # one batch of three queries; the own document held the first quote
-    assert dict(zip(found["citation_id"], found["suggested_method"])) == {"own": "exact", "moved": "exact", "edited": "fuzzy", "gone": None}
+    assert dict(zip(found["citation_id"], found["suggested_method"])) == {
+        "own": "exact",
+        "moved": "exact",
+        "edited": "fuzzy",
+        "gone": None,
+    }
 
 
 def test_a_quote_across_a_chunk_boundary_of_another_document_is_found_exactly(target):
     docs, chunks = target
     quote = "Proxies are configured with the proxy argument.\n\nSet HTTPS_PROXY"
     found = suggest(Reanchorer(docs, chunks), quote, [doc_id_of("timeouts.md")])
-    assert found.method == "exact" and doc_text(docs, doc_id_of("proxies.md"))[found.start_char : found.end_char] == quote
+    assert (
+        found.method == "exact" and doc_text(docs, doc_id_of("proxies.md"))[found.start_char : found.end_char] == quote
+    )
 
 
 def test_a_quote_in_double_quotes_is_searched_as_words_not_as_a_phrase(tmp_path, target):
@@ -187,9 +208,14 @@ def test_a_quote_in_double_quotes_is_searched_as_words_not_as_a_phrase(tmp_path,
     docs, chunks = target
     store = EmbeddingStore(tmp_path, model=str(tmp_path / "no-such-model"), language="en")
     with pytest.warns(EmbeddingModelUnavailable):
-        reanchorer = Reanchorer(docs, chunks, lambda: store.chunk_index("v2", chunks), lambda: store.text_index("v2", chunks))
+        reanchorer = Reanchorer(
+            docs, chunks, lambda: store.chunk_index("v2", chunks), lambda: store.text_index("v2", chunks)
+        )
         found = suggest(reanchorer, '"seconds of inactivity before the default timeout"', [])
-    assert found.method == "fts" and found.chunk_id == chunks.filter(pl.col("text").str.contains("five seconds"))["chunk_id"].item()
+    assert (
+        found.method == "fts"
+        and found.chunk_id == chunks.filter(pl.col("text").str.contains("five seconds"))["chunk_id"].item()
+    )
 
 
 class _NoModel:
@@ -239,7 +265,7 @@ class _BagOfWords:
 
 
 def test_a_large_vector_table_gets_a_vector_index(tmp_path, monkeypatch):
-    import citekeeper.embeddings as embeddings_module
+    import citekeeper.search_index as embeddings_module
 
     monkeypatch.setattr(embeddings_module, "VECTOR_INDEX_MIN_ROWS", 200)
     words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar".split()
@@ -258,7 +284,8 @@ def test_evidence_pieces_hold_content_words_and_cut_chinese_between_characters()
 
     # Stop words alone would match any chunk: each piece holds two or more words besides them.
     assert evidence_pieces("Retries of the and to a request: the pool is then closed by the client.") == [
-        "Retries of the and to a request: the", "pool is then closed by the client.",
-    ]  # fmt: skip
+        "Retries of the and to a request: the",
+        "pool is then closed by the client.",
+    ]
     assert evidence_pieces("It is what it is.") == []
     assert evidence_pieces("默认超时时间为五秒钟的网络空闲") == ["默认超时时", "间为五秒钟", "的网络空闲"]

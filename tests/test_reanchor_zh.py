@@ -1,14 +1,15 @@
 """Re-anchoring on a Chinese corpus: verbatim (exact and normalised), fuzzy and full-text (ngram) tiers."""
+
 import polars as pl
 import pytest
 
-import citekeeper.embeddings as embeddings_module
-from citekeeper.embeddings import EmbeddingModelUnavailable, EmbeddingStore
+import citekeeper.search_index as embeddings_module
+from changes.reanchor import Reanchorer
 from citekeeper.language import models_for
+from citekeeper.search_index import EmbeddingModelUnavailable, EmbeddingStore
 from citekeeper.text import normalize_text
 from tests.chunk_frames import build_version, doc_id_of
 from tests.test_reanchor import doc_text, reanchored_in_place, suggest
-from changes.reanchor import Reanchorer
 
 DOCS = {
     "超时.md": "HTTPX 默认启用超时。\n\n默认超时时间为五秒钟的网络空闲，超过后抛出“ReadTimeout”异常。",

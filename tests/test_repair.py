@@ -1,18 +1,18 @@
 """`citekeeper repair` on a small real store: one document change per repair kind, both input forms."""
+
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from citekeeper.answer_store import AnswerStore
-from changes.repair import record_from_rows
-from citekeeper.answers import answer_rows, parse_answer
+from changes.repair import record_from_rows, repair_citations
+from citekeeper.answers.records import answer_rows, parse_answer
+from citekeeper.answers.store import AnswerStore
 from citekeeper.schema import REPAIRS
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
-from changes.repair import repair_citations
 from tests.chunk_frames import write_tree
 from tests.store_helpers import chunk_with
 
@@ -48,32 +48,63 @@ def store(tmp_path) -> CorpusStore:
 
     def cite(words: str, quote: str | None = None, with_hash: bool = False) -> dict:
         chunk = chunk_with(store, "v1", words)
-        return {"chunk_id": chunk["chunk_id"]} | ({"quote": quote} if quote else {}) | (
-            {"text_hash": chunk["text_hash"]} if with_hash else {}
+        return (
+            {"chunk_id": chunk["chunk_id"]}
+            | ({"quote": quote} if quote else {})
+            | ({"text_hash": chunk["text_hash"]} if with_hash else {})
         )
 
     answers = [
-        {"answer_id": "structured", "question": "How does the client behave?", "answer": "See the claims.",
-         "corpus_version": "v1", "trace_id": "t-1",
-         "claims": [
-             {"claim_id": "c1", "text": "Failed requests are retried per the alpha setting.",
-              "citations": [cite("alpha setting")]},
-             {"claim_id": "c2", "text": "The timeout is five seconds.",
-              "citations": [cite("five seconds", TIMEOUT, with_hash=True)]},
-             {"claim_id": "c3", "text": "A proxy URL has a scheme and a host.",
-              "citations": [cite("proxy URL", "Each proxy URL names its scheme and its host.")]},
-             {"claim_id": "c4", "text": "The pool limit is ten.", "citations": [cite("limit is ten", POOL)]},
-             {"claim_id": "c5", "text": "There was a dispatcher API.", "citations": [cite("dispatcher", "old dispatcher API")]},
-             {"claim_id": "c6", "text": "Made up.", "citations": [cite("dispatcher", "a sentence nobody wrote")]},
-         ]},
-        {"answer_id": "marker", "answer": "The timeout is five seconds [1]. Clients retry five times a minute [2]. "
-         "Every operation has that timeout [1].", "corpus_version": "v1", "model": "rag-7",
-         "references": [{"ref": 1, **cite("five seconds", "default timeout is five seconds")},
-                        {"ref": "02", **cite("retry budget", RETRY)},  # spelled as the user spelled it
-                        {"ref": 9, **cite("alpha setting")}]},  # used by no marker
-        {"answer_id": "untouched", "answer": "Retries follow the alpha setting [1].", "corpus_version": "v1",
-         "references": [{"ref": 1, **cite("alpha setting")}]},
-    ]  # fmt: skip
+        {
+            "answer_id": "structured",
+            "question": "How does the client behave?",
+            "answer": "See the claims.",
+            "corpus_version": "v1",
+            "trace_id": "t-1",
+            "claims": [
+                {
+                    "claim_id": "c1",
+                    "text": "Failed requests are retried per the alpha setting.",
+                    "citations": [cite("alpha setting")],
+                },
+                {
+                    "claim_id": "c2",
+                    "text": "The timeout is five seconds.",
+                    "citations": [cite("five seconds", TIMEOUT, with_hash=True)],
+                },
+                {
+                    "claim_id": "c3",
+                    "text": "A proxy URL has a scheme and a host.",
+                    "citations": [cite("proxy URL", "Each proxy URL names its scheme and its host.")],
+                },
+                {"claim_id": "c4", "text": "The pool limit is ten.", "citations": [cite("limit is ten", POOL)]},
+                {
+                    "claim_id": "c5",
+                    "text": "There was a dispatcher API.",
+                    "citations": [cite("dispatcher", "old dispatcher API")],
+                },
+                {"claim_id": "c6", "text": "Made up.", "citations": [cite("dispatcher", "a sentence nobody wrote")]},
+            ],
+        },
+        {
+            "answer_id": "marker",
+            "answer": "The timeout is five seconds [1]. Clients retry five times a minute [2]. "
+            "Every operation has that timeout [1].",
+            "corpus_version": "v1",
+            "model": "rag-7",
+            "references": [
+                {"ref": 1, **cite("five seconds", "default timeout is five seconds")},
+                {"ref": "02", **cite("retry budget", RETRY)},  # spelled as the user spelled it
+                {"ref": 9, **cite("alpha setting")},
+            ],
+        },  # used by no marker
+        {
+            "answer_id": "untouched",
+            "answer": "Retries follow the alpha setting [1].",
+            "corpus_version": "v1",
+            "references": [{"ref": 1, **cite("alpha setting")}],
+        },
+    ]
     path = tmp_path / "answers.jsonl"
     path.write_text("\n".join(json.dumps(a) for a in answers) + "\n")
     assert AnswerStore(store.root).add(path).n_registered == 3
@@ -89,7 +120,10 @@ def repairs_of(store: CorpusStore) -> dict[tuple[str, str], dict]:
     assert repairs.columns == REPAIRS.names
     claims = AnswerStore(store.root).snapshot().read("claims").select("claim_id", "source_claim_id").unique()
     named = repairs.join(claims, on="claim_id", how="left")
-    return {(r["answer_id"], r["source_claim_id"] or f"{r['claim_index']}.{r['citation_index']}"): r for r in named.to_dicts()}
+    return {
+        (r["answer_id"], r["source_claim_id"] or f"{r['claim_index']}.{r['citation_index']}"): r
+        for r in named.to_dicts()
+    }
 
 
 def test_each_change_gets_its_repair_kind(store):
@@ -126,27 +160,45 @@ def test_repaired_records_keep_their_form_and_say_what_was_done(store, tmp_path)
     assert [c["claim_id"] for c in structured["claims"]] == ["c1", "c2", "c3", "c4", "c5", "c6"]
     timeout = structured["claims"][1]["citations"][0]
     assert timeout["quote"] == TIMEOUT  # unchanged: still verbatim in the successor
-    new_chunk = store.read_chunks("v2", columns=["chunk_id", "text", "text_hash"], chunk_ids=[timeout["chunk_id"]]).row(0, named=True)
+    new_chunk = store.read_chunks("v2", columns=["chunk_id", "text", "text_hash"], chunk_ids=[timeout["chunk_id"]]).row(
+        0, named=True
+    )
     assert TIMEOUT in new_chunk["text"] and timeout["text_hash"] == new_chunk["text_hash"]
     assert timeout["repair"]["kind"] == "repointed_successor" and timeout["repair"]["status"] == "drifted"
     assert timeout["repair"]["old"]["corpus_version"] == "v1" and timeout["repair"]["new"]["source_path"] == "drift.md"
-    doc = store.read_documents("v2", columns=["source_path", "text"]).filter(pl.col("source_path") == "drift.md")["text"][0]
+    doc = store.read_documents("v2", columns=["source_path", "text"]).filter(pl.col("source_path") == "drift.md")[
+        "text"
+    ][0]
     assert doc[timeout["repair"]["new"]["start_char"] : timeout["repair"]["new"]["end_char"]] == TIMEOUT
     proxy = structured["claims"][2]["citations"][0]
-    assert proxy["repair"]["new"]["source_path"] == "transport.md" and proxy["quote"] == "Each proxy URL names its scheme and its host."
+    assert (
+        proxy["repair"]["new"]["source_path"] == "transport.md"
+        and proxy["quote"] == "Each proxy URL names its scheme and its host."
+    )
     unresolved = structured["claims"][4]["citations"][0]
     assert unresolved["corpus_version"] == "v1" and unresolved["repair"]["new"] is None  # left citing v1
     assert "corpus_version" not in structured["claims"][0]["citations"][0]
     marker = records["marker"]
-    assert marker["answer"] == "The timeout is five seconds [1]. Clients retry five times a minute [2]. Every operation has that timeout [1]."
+    assert (
+        marker["answer"]
+        == "The timeout is five seconds [1]. Clients retry five times a minute [2]. Every operation has that timeout [1]."
+    )
     assert [r["ref"] for r in marker["references"]] == [1, "02", 9] and marker["model"] == "rag-7"
-    assert marker["references"][2] == json.loads(AnswerStore(store.root).answers().filter(
-        pl.col("answer_id") == "marker")["source_record"][0])["references"][2]  # unused: untouched
+    assert (
+        marker["references"][2]
+        == json.loads(AnswerStore(store.root).answers().filter(pl.col("answer_id") == "marker")["source_record"][0])[
+            "references"
+        ][2]
+    )  # unused: untouched
     retry = marker["references"][1]
     assert retry["quote"] == "The retry budget is six attempts per minute for every client."
     assert retry["repair"]["needs_review"] and marker["repair"]["needs_review"]
-    assert marker["repair"] == {"against": "v2", "from_revision": 1, "needs_review": True,
-                                "repairs": {"repointed_successor": 2, "repointed_suggestion": 1}}  # fmt: skip
+    assert marker["repair"] == {
+        "against": "v2",
+        "from_revision": 1,
+        "needs_review": True,
+        "repairs": {"repointed_successor": 2, "repointed_suggestion": 1},
+    }
 
 
 def test_apply_registers_revision_two_whose_repointed_citations_are_valid(store):
@@ -164,9 +216,12 @@ def test_apply_registers_revision_two_whose_repointed_citations_are_valid(store)
     )
     by_kind = after.group_by("repair").agg(pl.col("status").unique().sort())
     assert dict(by_kind.iter_rows()) == {
-        "repointed_successor": ["valid"], "repointed_normalised": ["valid"],
-        "repointed_suggestion": ["valid"], "unresolved": ["removed"], "invalid": ["invalid"],
-    }  # fmt: skip
+        "repointed_successor": ["valid"],
+        "repointed_normalised": ["valid"],
+        "repointed_suggestion": ["valid"],
+        "unresolved": ["removed"],
+        "invalid": ["invalid"],
+    }
     # Registering the original answers again (a pipeline re-adding its file) does not undo the repairs.
     readded = AnswerStore(store.root).add(store.root.parent / "answers.jsonl")
     assert sorted(readded.unchanged) == ["marker", "structured", "untouched"] and not readded.revised
@@ -186,33 +241,72 @@ def test_apply_refuses_an_answer_revised_since(store, tmp_path):
     from changes.repair import repair_citations
 
     result = repair_citations(store, "v2")
-    revised = json.loads(AnswerStore(store.root).answers().filter(pl.col("answer_id") == "untouched")["source_record"][0])
+    revised = json.loads(
+        AnswerStore(store.root).answers().filter(pl.col("answer_id") == "untouched")["source_record"][0]
+    )
     revised["question"] = "changed meanwhile"
     (tmp_path / "edit.jsonl").write_text(json.dumps(revised) + "\n")
     AnswerStore(store.root).add(tmp_path / "edit.jsonl")
-    applied = AnswerStore(store.root).add(result.paths["jsonl"], expected_revisions={"marker": 1, "structured": 1, "untouched": 1})
+    applied = AnswerStore(store.root).add(
+        result.paths["jsonl"], expected_revisions={"marker": 1, "structured": 1, "untouched": 1}
+    )
     assert [e.field for e in applied.errors] == ["answer_id"] and "at revision 2, not 1" in applied.errors[0].message
     assert sorted(a for a, _ in applied.revised) == ["marker", "structured"]
 
 
-@pytest.mark.parametrize("record", [
-    {"answer_id": "s", "question": "q", "answer": "a", "corpus_version": "v1", "created_at": "2026-01-02T03:04:05Z",
-     "claims": [{"claim_id": "c1", "text": "One.", "citations": [{"chunk_id": "ck_1", "quote": "x", "text_hash": "sha256:ab"},
-                                                                 {"chunk_id": "ck_2", "corpus_version": "v0"}]},
-                {"text": "Two, uncited.", "citations": []}]},
-    {"answer_id": "m", "answer": "First [1][2]. Second 【2】. Third.", "corpus_version": "v1",
-     "references": [{"ref": 1, "chunk_id": "ck_1", "quote": "x"}, {"ref": "D2", "chunk_id": "ck_2"}]},
-    {"answer_id": "src", "answer": "a", "corpus_version": "v1", "created_at": "2026-01-02T03:04:05Z", "audience": ["eu", "staff"],
-     "about_version": "v2", "scope": "http",
-     "claims": [{"text": "One.", "citations": [{"chunk_id": "ck_1", "retrieved_at": "2025-12-01T00:00:00Z"},
-                                               {"chunk_id": "ck_2", "retrieved_at": "2026-01-02T03:04:05Z"}]}]},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "record",
+    [
+        {
+            "answer_id": "s",
+            "question": "q",
+            "answer": "a",
+            "corpus_version": "v1",
+            "created_at": "2026-01-02T03:04:05Z",
+            "claims": [
+                {
+                    "claim_id": "c1",
+                    "text": "One.",
+                    "citations": [
+                        {"chunk_id": "ck_1", "quote": "x", "text_hash": "sha256:ab"},
+                        {"chunk_id": "ck_2", "corpus_version": "v0"},
+                    ],
+                },
+                {"text": "Two, uncited.", "citations": []},
+            ],
+        },
+        {
+            "answer_id": "m",
+            "answer": "First [1][2]. Second 【2】. Third.",
+            "corpus_version": "v1",
+            "references": [{"ref": 1, "chunk_id": "ck_1", "quote": "x"}, {"ref": "D2", "chunk_id": "ck_2"}],
+        },
+        {
+            "answer_id": "src",
+            "answer": "a",
+            "corpus_version": "v1",
+            "created_at": "2026-01-02T03:04:05Z",
+            "audience": ["eu", "staff"],
+            "about_version": "v2",
+            "scope": "http",
+            "claims": [
+                {
+                    "text": "One.",
+                    "citations": [
+                        {"chunk_id": "ck_1", "retrieved_at": "2025-12-01T00:00:00Z"},
+                        {"chunk_id": "ck_2", "retrieved_at": "2026-01-02T03:04:05Z"},
+                    ],
+                }
+            ],
+        },
+    ],
+)
 def test_a_record_rebuilt_from_the_tables_parses_to_the_same_content(record):
     """A record rebuilt from the tables (as repair rebuilds an answer anchored by document) parses to the same content."""
     if "references" in record:
         record["answer"] = record["answer"].replace("[2]", "[D2]").replace("【2】", "【D2】")
     parsed = parse_answer(record)
-    rows = answer_rows(parsed, 1, None, datetime.now(timezone.utc))
+    rows = answer_rows(parsed, 1, None, datetime.now(UTC))
     rebuilt = record_from_rows(rows["answers"][0], rows["claims"], rows["citations"])
     assert parse_answer(rebuilt).content_hash == parsed.content_hash
 
@@ -223,8 +317,10 @@ class Killed(BaseException):
 
 def test_a_repair_killed_after_registering_keeps_its_record_on_the_rerun(store, monkeypatch):
     """#21: killed between the registration and its record, a rerun recorded the repaired answers as `kept`."""
-    planned = {(r["answer_id"], r["claim_index"], r["citation_index"]): r["repair"]
-               for r in repair_citations(store, "v2").repairs.iter_rows(named=True)}  # fmt: skip
+    planned = {
+        (r["answer_id"], r["claim_index"], r["citation_index"]): r["repair"]
+        for r in repair_citations(store, "v2").repairs.iter_rows(named=True)
+    }
     real_add = AnswerStore.add
 
     def add_then_die(self, *args, **kwargs):
@@ -236,8 +332,13 @@ def test_a_repair_killed_after_registering_keeps_its_record_on_the_rerun(store, 
         with pytest.raises(Killed):
             repair_citations(store, "v2", apply=True)
     assert dict(AnswerStore(store.root).answers().select("answer_id", "revision").iter_rows()) == {
-        "marker": 2, "structured": 2, "untouched": 2}  # fmt: skip
+        "marker": 2,
+        "structured": 2,
+        "untouched": 2,
+    }
     rerun = repair_citations(store, "v2", apply=True).repairs
     assert rerun["applied"].all() and set(rerun["to_revision"]) == {2}
-    assert {(r["answer_id"], r["claim_index"], r["citation_index"]): r["repair"] for r in rerun.iter_rows(named=True)} == planned
+    assert {
+        (r["answer_id"], r["claim_index"], r["citation_index"]): r["repair"] for r in rerun.iter_rows(named=True)
+    } == planned
     assert AnswerStore(store.root).answers()["revision"].to_list() == [2, 2, 2]  # nothing registered twice

@@ -1,5 +1,6 @@
 """Real data: answers in both forms built from httpx-docs 0.23.0, repaired against 0.28.1 with --apply, then judged
 again (the Chinese marker-form case is in tests/test_vue_zh.py)."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,7 @@ import json
 import polars as pl
 import pytest
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 from citekeeper.store import CorpusStore
 from citekeeper.text import split_sentences
 from tests.conftest import HTTPX_DOCS, require_eval
@@ -30,7 +31,9 @@ def httpx_answers(store: CorpusStore) -> list[dict]:
         if i % 3 == 0:
             quoted[0]["text_hash"] = chunk["text_hash"]
         if i % 2 == 0:
-            claims = [{"claim_id": f"c{n}", "text": s, "citations": [q]} for n, (s, q) in enumerate(zip(sentences, quoted))]
+            claims = [
+                {"claim_id": f"c{n}", "text": s, "citations": [q]} for n, (s, q) in enumerate(zip(sentences, quoted))
+            ]
             answers.append(base | {"answer": " ".join(sentences), "claims": claims})
         else:
             references = [{"ref": n + 1, **q} for n, q in enumerate(quoted)]

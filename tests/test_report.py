@@ -1,19 +1,19 @@
 """HTML report: structure, escaping of document text, internal_only redaction, word diff; terminal summary."""
+
 import re
 
 import polars as pl
 
-from citekeeper.schema import ANSWERS, CITATION_STATUS, CITATIONS, CLAIMS
-from citekeeper.tables import conform, from_rows
-from citekeeper.identity import text_hash
-from tests.chunk_frames import build_version
-from citekeeper.answers import answer_rows, parse_answer
 from changes.citation_status import CHUNK_COLUMNS, blast_radius, judge
-from tests.chunk_frames import diff_frames
 from changes.reanchor import Reanchorer, reanchor
+from citekeeper.answers.records import answer_rows, parse_answer
+from citekeeper.identity import text_hash
+from citekeeper.schema import ANSWERS, CITATION_STATUS, CITATIONS, CLAIMS
 from citekeeper.scope import REDACTED
+from citekeeper.tables import conform, from_rows
 from reports.html import render_html, word_diff
 from reports.terminal import terminal_summary
+from tests.chunk_frames import build_version, diff_frames
 
 SCRIPT_OLD = 'Use <script>alert("pwned")</script> tags with care & escape them.'
 SCRIPT_NEW = 'Use <script>alert("pwned")</script> tags with great care & escape them.'
@@ -41,12 +41,22 @@ def report(plots_html: str = ""):
         ],
     }
     rows = answer_rows(parse_answer(record), 1, None, None)
-    status = judge(from_rows(rows["citations"], CITATIONS), old_chunks.select(CHUNK_COLUMNS), diff, new_chunks.select(CHUNK_COLUMNS), "v2")
+    status = judge(
+        from_rows(rows["citations"], CITATIONS),
+        old_chunks.select(CHUNK_COLUMNS),
+        diff,
+        new_chunks.select(CHUNK_COLUMNS),
+        "v2",
+    )
     lost = status.filter(pl.col("status").is_in(["stale", "removed"]))
-    status = status.drop("suggested_chunk_id", strict=False).join(reanchor(lost, Reanchorer(new_docs, new_chunks)), on="citation_id", how="left")
+    status = status.drop("suggested_chunk_id", strict=False).join(
+        reanchor(lost, Reanchorer(new_docs, new_chunks)), on="citation_id", how="left"
+    )
     status = conform(status, CITATION_STATUS)
     radius = blast_radius(status, [diff.docs], "v2")
-    html = render_html(status, radius, from_rows(rows["answers"], ANSWERS), from_rows(rows["claims"], CLAIMS), "v2", plots_html)
+    html = render_html(
+        status, radius, from_rows(rows["answers"], ANSWERS), from_rows(rows["claims"], CLAIMS), "v2", plots_html
+    )
     return status, radius, html
 
 
@@ -85,7 +95,9 @@ def test_word_diff_marks_changed_words_and_reanchor_shown():
     assert re.search(r"<ins>\s?great\s?</ins>", html)
     moved = status.filter(pl.col("quote") == MOVED).row(0, named=True)
     assert moved["suggested_method"] == "exact"
-    assert f"suggested re-anchor (exact, score 1.000): <span class=\"loc\">other.md · {moved['suggested_chunk_id']}" in html
+    assert (
+        f'suggested re-anchor (exact, score 1.000): <span class="loc">other.md · {moved["suggested_chunk_id"]}' in html
+    )
     assert word_diff("a <b> c", "a <x> c") == "a <del>&lt;b&gt;</del><ins>&lt;x&gt;</ins> c"
     table = html[html.index('id="blast-radius"') : html.index('id="answers"')]
     assert re.search(r"<td>1</td><td>public.md</td><td>modified</td>", table)
@@ -104,15 +116,34 @@ def test_cards_show_format_native_locators():
     old_docs, old_chunks = build_version("v1", OLD, internal=frozenset({"runbook.md"}))
     new_docs, new_chunks = build_version("v2", NEW)
     old_chunks = old_chunks.with_columns(slide_number=pl.lit(2, pl.Int32), ocr=pl.lit(True))
-    new_chunks = new_chunks.with_columns(sheet_name=pl.lit("Q3"), row_start=pl.lit(5, pl.Int32), row_end=pl.lit(9, pl.Int32))
+    new_chunks = new_chunks.with_columns(
+        sheet_name=pl.lit("Q3"), row_start=pl.lit(5, pl.Int32), row_end=pl.lit(9, pl.Int32)
+    )
     diff = diff_frames("v1", "v2", old_docs, new_docs, old_chunks, new_chunks)
     chunk_of = dict(zip(old_chunks["text_hash"], old_chunks["chunk_id"]))
-    record = {"answer_id": "a", "answer": "Carefully [1].", "corpus_version": "v1",
-              "references": [{"ref": 1, "chunk_id": chunk_of[text_hash(SCRIPT_OLD)], "quote": "care & escape them."}]}
+    record = {
+        "answer_id": "a",
+        "answer": "Carefully [1].",
+        "corpus_version": "v1",
+        "references": [{"ref": 1, "chunk_id": chunk_of[text_hash(SCRIPT_OLD)], "quote": "care & escape them."}],
+    }
     rows = answer_rows(parse_answer(record), 1, None, None)
-    status = conform(judge(from_rows(rows["citations"], CITATIONS), old_chunks.select(CHUNK_COLUMNS), diff,
-                           new_chunks.select(CHUNK_COLUMNS), "v2"), CITATION_STATUS)  # fmt: skip
+    status = conform(
+        judge(
+            from_rows(rows["citations"], CITATIONS),
+            old_chunks.select(CHUNK_COLUMNS),
+            diff,
+            new_chunks.select(CHUNK_COLUMNS),
+            "v2",
+        ),
+        CITATION_STATUS,
+    )
     assert status.select("old_locator", "new_locator").row(0) == ("slide 2 · OCR", "sheet Q3 · rows 5–9")
-    html = render_html(status, blast_radius(status, [diff.docs], "v2"), from_rows(rows["answers"], ANSWERS),
-                       from_rows(rows["claims"], CLAIMS), "v2")  # fmt: skip
+    html = render_html(
+        status,
+        blast_radius(status, [diff.docs], "v2"),
+        from_rows(rows["answers"], ANSWERS),
+        from_rows(rows["claims"], CLAIMS),
+        "v2",
+    )
     assert "public.md · slide 2 · OCR · " in html and "public.md · sheet Q3 · rows 5–9 · " in html

@@ -5,13 +5,14 @@ latest, the last N, the versions named by --keep and the cited ones, readable by
 before; it removes the outputs of the pruned ones; a dry run changes nothing; an interrupted gc leaves every kept
 version readable and the next one finishes the job.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import shutil
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -21,11 +22,11 @@ import pytest
 from click.testing import CliRunner
 
 from citekeeper import retention
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 from citekeeper.layout import run_dir
 from citekeeper.store import CorpusStore, StoreLocked, UnknownVersion
 from parsers.ingest import ingest
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
 from tests.store_helpers import chunk_with, export_into_store, hold_lock
@@ -35,7 +36,9 @@ CONFIG = ParseConfig(workers=1)
 
 
 def paragraphs(name: str, revision: int, n: int = 3) -> str:
-    body = "\n\n".join(f"Paragraph {i} of {name}, revision {revision}: it says something worth citing." for i in range(n))
+    body = "\n\n".join(
+        f"Paragraph {i} of {name}, revision {revision}: it says something worth citing." for i in range(n)
+    )
     return f"# {name}\n\n{body}\n"
 
 
@@ -62,11 +65,20 @@ def built(tmp_path_factory) -> Path:
         assert ingest(source, store, version=name, config=CONFIG).created
     b_v2 = chunk_with(store, "v2", "Paragraph 1 of b, revision 2")
     answer = {
-        "answer_id": "a1", "question": "What does b say?", "answer": "It says something.", "corpus_version": "v3",
-        "claims": [{"claim_id": "c1", "text": "b says something worth citing.",
-                    "citations": [{"chunk_id": b_v2["chunk_id"], "quote": "it says something worth citing",
-                                   "corpus_version": "v2"}]}],
-    }  # fmt: skip
+        "answer_id": "a1",
+        "question": "What does b say?",
+        "answer": "It says something.",
+        "corpus_version": "v3",
+        "claims": [
+            {
+                "claim_id": "c1",
+                "text": "b says something worth citing.",
+                "citations": [
+                    {"chunk_id": b_v2["chunk_id"], "quote": "it says something worth citing", "corpus_version": "v2"}
+                ],
+            }
+        ],
+    }
     answers = root.parent / "answers.jsonl"
     answers.write_text(json.dumps(answer) + "\n")
     assert AnswerStore(root).add(answers).n_registered == 1
@@ -106,8 +118,11 @@ def assert_reads_as_before(store: CorpusStore, before: dict) -> None:
 
 def files(root: Path) -> dict[str, tuple[int, int]]:
     """Every file but the locks (taking a lock touches its file) with its size and modification time."""
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in root.rglob("*") if p.is_file() and p.name != ".lock"}
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in root.rglob("*")
+        if p.is_file() and p.name != ".lock"
+    }
 
 
 def tags(store: CorpusStore, table: str) -> set[str]:
@@ -125,9 +140,15 @@ def test_exports_exist_for_the_latest_only_and_export_makes_any_other(store: Cor
     assert pl.read_parquet(store.parquet_path("chunks", "v6")).equals(store.read_chunks("v6"))
 
     runner = CliRunner()
-    for table, read in (("chunks", store.read_chunks), ("documents", store.read_documents), ("errors", store.read_errors)):
+    for table, read in (
+        ("chunks", store.read_chunks),
+        ("documents", store.read_documents),
+        ("errors", store.read_errors),
+    ):
         out = tmp_path / f"v2-{table}.parquet"
-        result = runner.invoke(main, ["export", table, "--version", "v2", "--out", str(out), "--store", str(store.root)])
+        result = runner.invoke(
+            main, ["export", table, "--version", "v2", "--out", str(out), "--store", str(store.root)]
+        )
         assert result.exit_code == 0, result.output
         assert pl.read_parquet(out).equals(read("v2")), table
     assert store.exported_versions("chunks") == {"v6"}  # exporting to --out leaves the store as it was
@@ -149,8 +170,13 @@ def test_gc_keeps_latest_last_n_pinned_and_cited_and_prunes_the_rest(store: Corp
 
     summary = retention.gc(store, keep_last=2, keep=["v1"])
 
-    assert summary.kept == {"v1": ["--keep"], "v2": ["cited by 1 current answer(s)"],
-                            "v3": ["cited by 1 current answer(s)"], "v5": ["last 2"], "v6": ["latest", "last 2"]}
+    assert summary.kept == {
+        "v1": ["--keep"],
+        "v2": ["cited by 1 current answer(s)"],
+        "v3": ["cited by 1 current answer(s)"],
+        "v5": ["last 2"],
+        "v6": ["latest", "last 2"],
+    }
     assert summary.pruned == ["v4"] and summary.lance_rewritten
     assert [m.name for m in store.versions()] == ["v1", "v2", "v3", "v5", "v6"]
     assert_reads_as_before(store, {v: before[v] for v in summary.kept})
@@ -167,7 +193,11 @@ def test_gc_keeps_latest_last_n_pinned_and_cited_and_prunes_the_rest(store: Corp
     assert not layout.diff_dir("v3", "v4").exists() and not layout.diff_dir("v4", "v5").exists()
     assert layout.diff_dir("v1", "v2").exists() and layout.diff_dir("v5", "v6").exists()
     for name in VERSIONS:
-        for path in (layout.citation_status_dir(name), layout.repairs_dir(name), layout.runs_dir / f"corpus_version={name}"):
+        for path in (
+            layout.citation_status_dir(name),
+            layout.repairs_dir(name),
+            layout.runs_dir / f"corpus_version={name}",
+        ):
             assert path.exists() == (name != "v4"), path
     for name in VERSIONS:
         assert (layout.embeddings_dir / f"chunks__{name}__simple__fts.lance").exists() == (name != "v4")
@@ -177,12 +207,22 @@ def test_gc_keeps_latest_last_n_pinned_and_cited_and_prunes_the_rest(store: Corp
     assert summary.bytes_freed > 0 and summary.bytes_after == retention.store_bytes(store)
     assert store.read_errors("v2")["source_path"].to_list() == ["notes.xyz"]  # a kept version's errors stay
     out = store.root.parent / "v2-chunks.parquet"  # a kept old version exports on demand, as it was
-    exported = CliRunner().invoke(main, ["export", "chunks", "--version", "v2", "--out", str(out), "--store", str(store.root)])
+    exported = CliRunner().invoke(
+        main, ["export", "chunks", "--version", "v2", "--out", str(out), "--store", str(store.root)]
+    )
     assert exported.exit_code == 0, exported.output
     assert pl.read_parquet(out).equals(before["v2"][0])
     kinds = {(r.kind, r.version) for r in summary.removed}
-    assert {("manifest", "v4"), ("export", "v4"), ("citations", "v4"), ("repairs", "v4"), ("verify_run", "v4"),
-            ("staging", "v4"), ("staging", "abandoned"), ("embeddings", "v4")} <= kinds
+    assert {
+        ("manifest", "v4"),
+        ("export", "v4"),
+        ("citations", "v4"),
+        ("repairs", "v4"),
+        ("verify_run", "v4"),
+        ("staging", "v4"),
+        ("staging", "abandoned"),
+        ("embeddings", "v4"),
+    } <= kinds
 
     # the store goes on: a new version on top of the rewritten tables; the kept ones still read the same
     source = store.root.parent / "src-v7"
@@ -307,15 +347,15 @@ def test_gc_settings_from_the_environment() -> None:
 
 
 def test_weekly_gc_schedule_is_off_by_default_and_the_job_runs_gc(store: CorpusStore) -> None:
-    from tests.dagster_settings import settings
     from pipelines import automation
     from pipelines.definitions import build_definitions
+    from tests.dagster_settings import settings
 
     assert automation.weekly_gc_schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     assert automation.weekly_gc_schedule.job_name == "citekeeper_gc"
 
     def evaluate(config):
-        when = datetime(2026, 12, 6, 4, tzinfo=timezone.utc)
+        when = datetime(2026, 12, 6, 4, tzinfo=UTC)
         with dg.build_schedule_context(resources=config.resources(), scheduled_execution_time=when) as context:
             return automation.weekly_gc_schedule.evaluate_tick(context)
 
@@ -340,4 +380,7 @@ def test_weekly_gc_schedule_is_off_by_default_and_the_job_runs_gc(store: CorpusS
     from assets.citations import chunk_diff  # v5's parent v4 is gone: its diff has nothing to compare with
 
     diffed = dg.materialize([chunk_diff], partition_key="v5", resources=config.resources(), instance=instance)
-    assert diffed.asset_materializations_for_node("chunk_diff")[0].metadata["note"].value == "parent v4 was pruned by gc: nothing to diff"
+    assert (
+        diffed.asset_materializations_for_node("chunk_diff")[0].metadata["note"].value
+        == "parent v4 was pruned by gc: nothing to diff"
+    )

@@ -1,6 +1,7 @@
 """What a document is besides its bytes (access_scope, title, doc_id from a sidecar, front matter or the
 configured scope globs) decides reuse and the tree's fingerprint; settings that cannot change a parse do not
 force one."""
+
 from __future__ import annotations
 
 import json
@@ -11,10 +12,10 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.store import AnswerStore
 from citekeeper.store import CorpusStore, VersionExists
 from parsers.ingest import ingest
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 from pipelines.cli import main
 from tests.test_ingest_parallel import slow_markdown
 
@@ -44,10 +45,18 @@ def scopes(store: CorpusStore, version: str) -> dict[str, set[str]]:
 def register_answer_on_faq(store: CorpusStore, version: str, path: Path) -> None:
     faq = store.read_chunks(version).filter(pl.col("doc_id") == "faq.md")
     quote = "Timeouts default to five seconds."
-    path.write_text(json.dumps({
-        "answer_id": "timeouts", "question": "What is the default timeout?", "corpus_version": version,
-        "answer": quote, "claims": [{"text": quote, "citations": [{"chunk_id": faq["chunk_id"][0], "quote": quote}]}],
-    }) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "answer_id": "timeouts",
+                "question": "What is the default timeout?",
+                "corpus_version": version,
+                "answer": quote,
+                "claims": [{"text": quote, "citations": [{"chunk_id": faq["chunk_id"][0], "quote": quote}]}],
+            }
+        )
+        + "\n"
+    )
     assert AnswerStore(store.root).add(path).n_registered == 1
 
 
@@ -64,11 +73,14 @@ def test_a_sidecar_making_a_document_internal_makes_a_new_version_and_the_report
     assert (result.n_parsed, result.n_reused) == (1, 1)
     assert scopes(store, "v2") == {"faq.md": {"internal_only"}, "guide.md": {"user_visible"}}
     assert scopes(store, "v1")["faq.md"] == {"user_visible"}  # the old version is immutable
-    assert store.read_documents("v2").filter(pl.col("doc_id") == "faq.md")["access_scope"].to_list() == ["internal_only"]
+    assert store.read_documents("v2").filter(pl.col("doc_id") == "faq.md")["access_scope"].to_list() == [
+        "internal_only"
+    ]
 
     report = tmp_path / "report.html"
-    stale = CliRunner().invoke(main, ["stale", "--against", "v2", "--report", str(report), "--store", str(store.root)],
-                               catch_exceptions=False)
+    stale = CliRunner().invoke(
+        main, ["stale", "--against", "v2", "--report", str(report), "--store", str(store.root)], catch_exceptions=False
+    )
     assert stale.exit_code == 0, stale.output
     html = report.read_text()
     assert "redacted: internal_only" in html

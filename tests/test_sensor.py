@@ -1,18 +1,19 @@
 """A changed document under the source root triggers the sensor, which adds a corpus-version partition
 and requests a run; that run materializes ingest and every downstream asset of the new version."""
+
 import json
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
+from citekeeper.answers.store import AnswerStore
 from citekeeper.layout import latest_run_dir
-from citekeeper.answer_store import AnswerStore
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 from pipelines.automation import nightly_reindex_schedule, source_change_sensor, source_fingerprint, unchanged_since
 from pipelines.definitions import build_definitions
 from tests.dagster_settings import settings
@@ -60,12 +61,23 @@ def _register_answer_on_faq(store: CorpusStore, version: str, path: Path) -> Non
     """An answer quoting the FAQ sentence that the test then edits (what `citekeeper answers add` does)."""
     chunks = store.read_chunks(version)
     faq = chunks.filter(pl.col("text").str.contains("five seconds", literal=True))
-    path.write_text(json.dumps({
-        "answer_id": "timeouts", "question": "What is the default timeout?", "corpus_version": version,
-        "answer": "Timeouts default to five seconds.",
-        "claims": [{"text": "Timeouts default to five seconds.",
-                    "citations": [{"chunk_id": faq["chunk_id"][0], "quote": "Timeouts default to five seconds."}]}],
-    }) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "answer_id": "timeouts",
+                "question": "What is the default timeout?",
+                "corpus_version": version,
+                "answer": "Timeouts default to five seconds.",
+                "claims": [
+                    {
+                        "text": "Timeouts default to five seconds.",
+                        "citations": [{"chunk_id": faq["chunk_id"][0], "quote": "Timeouts default to five seconds."}],
+                    }
+                ],
+            }
+        )
+        + "\n"
+    )
     assert AnswerStore(store.root).add(path).n_registered == 1
 
 
@@ -149,11 +161,16 @@ def test_nightly_schedule_reindexes_changed_tree_and_skips_unchanged(tmp_path: P
     source.mkdir()
     (source / "faq.md").write_text(FAQ_V1)
     defs = build_definitions(settings(store_dir=str(tmp_path / "store"), source_dir=str(source)))
-    night = datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)
+    night = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 
     def tick(when: datetime):
-        with dg.build_schedule_context(instance=instance, instance_ref=instance.get_ref(), scheduled_execution_time=when,
-                                       resources=defs.resources, repository_def=defs.get_repository_def()) as context:
+        with dg.build_schedule_context(
+            instance=instance,
+            instance_ref=instance.get_ref(),
+            scheduled_execution_time=when,
+            resources=defs.resources,
+            repository_def=defs.get_repository_def(),
+        ) as context:
             return nightly_reindex_schedule.evaluate_tick(context)
 
     with dg.instance_for_test() as instance:
@@ -177,8 +194,9 @@ def test_a_scope_flip_or_new_globs_are_changes_to_the_sensor(tmp_path: Path):
     (source / "faq.md").write_text(FAQ_V1)
     (source / "drafts").mkdir()
     (source / "drafts" / "wip.md").write_text(GUIDE)
-    configured = settings(store_dir=str(tmp_path / "store"), source_dir=str(source), exclude=["drafts/**"],
-                          parse_workers=1)
+    configured = settings(
+        store_dir=str(tmp_path / "store"), source_dir=str(source), exclude=["drafts/**"], parse_workers=1
+    )
     store, config = configured.store, configured.ingest
     assert config.parse_config() == ParseConfig(exclude=("drafts/**",), workers=1)
     ingest(source, store.corpus_store(), config=config.parse_config())

@@ -2,6 +2,7 @@
 multiprocess executor on a persistent instance (a temporary DAGSTER_HOME), each answer shard's step in its own
 spawned process with its own copy of a tiny random-weight NLI model, all sharing one verdict cache, then the
 merge. On the bundled sample corpus (v1 -> v2, its answers), the result equals an unsharded run row for row."""
+
 from __future__ import annotations
 
 import os
@@ -10,15 +11,15 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from tests.dagster_settings import settings
-from pipelines.automation import SHARDED_VERIFY_JOB
-from pipelines.definitions import build_definitions
-from citekeeper.answer_store import AnswerStore
+from changes.citation_status import check_citations
+from citekeeper.answers.store import AnswerStore
 from citekeeper.layout import latest_run_dir
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
+from pipelines.automation import SHARDED_VERIFY_JOB
+from pipelines.definitions import build_definitions
+from tests.dagster_settings import settings
 from tests.random_models import save_random_nli_model
-from changes.citation_status import check_citations
 from verifiers.nli import load_scorer
 from verifiers.verify_store import StoredRun, verify_store
 
@@ -51,20 +52,28 @@ def test_sharded_verification_through_the_multiprocess_executor_equals_one_run(t
 
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions("corpus_version", ["v2"])
-        result = dg.execute_job(dg.reconstructable(sharded_job), instance, run_config=run_config,
-                                tags={"dagster/partition": "v2"})  # fmt: skip
+        result = dg.execute_job(
+            dg.reconstructable(sharded_job), instance, run_config=run_config, tags={"dagster/partition": "v2"}
+        )
         assert result.success
         events = instance.all_logs(result.run_id)
         assert instance.get_materialized_partitions(dg.AssetKey("verification")) == {"v2"}
     steps = {f"verify_answer_shard_{i}" for i in range(N_VERIFY_SHARDS)}
-    pids = {e.dagster_event.pid for e in events
-            if e.dagster_event and e.dagster_event.event_type_value == "STEP_START" and e.step_key in steps}  # fmt: skip
+    pids = {
+        e.dagster_event.pid
+        for e in events
+        if e.dagster_event and e.dagster_event.event_type_value == "STEP_START" and e.step_key in steps
+    }
     assert len(pids) == N_VERIFY_SHARDS and os.getpid() not in pids  # each shard in a process of its own
 
     run_dir = latest_run_dir(store.layout.runs_dir, "v2")
     sharded = StoredRun(pl.read_parquet(run_dir / "run.parquet"), run_dir)
     whole, _ = verify_store(store, tmp_path / "one", version="v2", scorer=load_scorer(str(model), device="cpu"))
-    keys = {"pairs": ["answer_id", "claim_id", "sentence_index", "citation_id"], "claims": ["answer_id", "claim_id"], "answers": ["answer_id"]}
+    keys = {
+        "pairs": ["answer_id", "claim_id", "sentence_index", "citation_id"],
+        "claims": ["answer_id", "claim_id"],
+        "answers": ["answer_id"],
+    }
     for table, order in keys.items():
         a, b = (r.read(table).drop("run_id", "from_cache", strict=False).sort(order) for r in (sharded, whole))
         assert a.equals(b), table

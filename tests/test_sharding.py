@@ -1,15 +1,16 @@
 """Sharded ingest (doc shard x corpus version stage partitions, then one commit) commits exactly the corpus
 version a single-process ingest commits, for a first and an incremental version, whether the shards run
 as Dagster runs in any order or side by side."""
+
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
-from parsers.ingest import Shard, ingest, stage
 from citekeeper.store import CorpusStore
-from parsers.model import ParseConfig
+from parsers.ingest import Shard, ingest, stage
+from parsers.records import ParseConfig
 from pipelines.definitions import build_definitions
 from tests.dagster_settings import settings
 
@@ -59,8 +60,11 @@ def _stage_side_by_side(source: Path, store: CorpusStore, version: str, parse_co
     """All shards at once in threads (Dagster's in-process executor is not thread-safe, its runs are
     separate processes or pods in deployment): staging takes no lock and writes disjoint directories."""
     with ThreadPoolExecutor(max_workers=N_SHARDS) as pool:
-        results = list(pool.map(lambda i: stage(source, store, version, shard=Shard(i, N_SHARDS), config=parse_config),
-                                range(N_SHARDS)))
+        results = list(
+            pool.map(
+                lambda i: stage(source, store, version, shard=Shard(i, N_SHARDS), config=parse_config), range(N_SHARDS)
+            )
+        )
     return [{"n_parsed": r.n_parsed, "n_reused": r.n_reused} for r in results]
 
 
@@ -95,7 +99,9 @@ def test_sharded_ingest_equals_single_ingest(tmp_path: Path):
         _assert_same_version(sharded, single, "v2")
 
         # The regular pipeline's ingest of the same version finds it committed and lets downstream run.
-        assert defs.resolve_job_def("citekeeper_ingest").execute_in_process(partition_key="v2", instance=instance).success
+        assert (
+            defs.resolve_job_def("citekeeper_ingest").execute_in_process(partition_key="v2", instance=instance).success
+        )
     assert [m.name for m in sharded.versions()] == ["v1", "v2"]
     assert not any((sharded.layout.staging_dir).glob("*/shard-*"))
 
@@ -112,7 +118,9 @@ def test_blocking_checks_stop_a_corrupted_shard_before_anything_downstream(tmp_p
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("corpus_version", ["v1"])
         _stage_side_by_side(source, store, "v1", parse_config)
-        staged = next(p for p in store.layout.staging_dir.glob("v1/shard-*/chunks.parquet") if pl.read_parquet(p).height)
+        staged = next(
+            p for p in store.layout.staging_dir.glob("v1/shard-*/chunks.parquet") if pl.read_parquet(p).height
+        )
         chunks = pl.read_parquet(staged)
         chunks.with_columns(pl.col("text").str.replace("explains", "EXPLAINS")).write_parquet(staged)
         _commit(defs, instance, "v1")

@@ -2,11 +2,12 @@
 from settings (a URL template, defaults by glob), stored on documents and chunks through `citekeeper ingest` and
 the Dagster ingest asset; the precedence, the refusals, and a changed date as a metadata change (docs/ingest.md,
 "Source fields")."""
+
 from __future__ import annotations
 
 import json
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -24,26 +25,41 @@ from tests.conftest import REAL_CORPORA, require_eval
 from tests.dagster_settings import settings
 
 TEMPLATE = "https://docs.example.com/{path_without_ext}/"
-SOURCE_FIELDS = ("source_type", "source_url", "published_at", "updated_at", "authority", "source_version", "summary",
-                 "access_groups", "scope_labels")  # fmt: skip
+SOURCE_FIELDS = (
+    "source_type",
+    "source_url",
+    "published_at",
+    "updated_at",
+    "authority",
+    "source_version",
+    "summary",
+    "access_groups",
+    "scope_labels",
+)
 RUNNERS = ("cli", "dagster")
 
 
 def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(timezone.utc)
+    return datetime.fromisoformat(text).astimezone(UTC)
 
 
 def run(*args: object) -> Result:
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
-def cli_options(include=(), source_url_template=None, source_defaults=(), authority_levels=None, source_fields_map=None) -> list:
+def cli_options(
+    include=(), source_url_template=None, source_defaults=(), authority_levels=None, source_fields_map=None
+) -> list:
     """IngestResource fields as `citekeeper ingest` options."""
     options = [option for glob in include for option in ("--include", glob)]
     options += ["--source-url-template", source_url_template] if source_url_template else []
-    options += [option for glob, name, value in source_defaults for option in ("--source-default", glob, f"{name}={value}")]
+    options += [
+        option for glob, name, value in source_defaults for option in ("--source-default", glob, f"{name}={value}")
+    ]
     options += ["--authority-levels", ",".join(authority_levels)] if authority_levels else []
-    options += [o for name, keys in (source_fields_map or {}).items() for o in ("--source-field", f"{name}={','.join(keys)}")]
+    options += [
+        o for name, keys in (source_fields_map or {}).items() for o in ("--source-field", f"{name}={','.join(keys)}")
+    ]
     return options
 
 
@@ -51,7 +67,9 @@ def ingest_with(runner: str, source: Path, store_dir: Path, version: str, **fiel
     """Ingest `source` as `version` through the CLI or the Dagster asset, with IngestResource `fields`; the
     version's stored documents (the CLI's read back from `export documents`), one row per source_path."""
     if runner == "cli":
-        result = run("ingest", source, "--store", store_dir, "--version", version, "--workers", "1", *cli_options(**fields))
+        result = run(
+            "ingest", source, "--store", store_dir, "--version", version, "--workers", "1", *cli_options(**fields)
+        )
         assert result.exit_code == 0 and f"created corpus version {version}" in result.output, result.output
         out = store_dir.parent / f"documents-{version}.parquet"
         assert run("export", "documents", "--version", version, "--out", out, "--store", store_dir).exit_code == 0
@@ -79,26 +97,41 @@ NONE = dict.fromkeys(SOURCE_FIELDS)
 # Real pages (include globs on the release, read where it lies) and what their front matter says.
 REAL_PAGES = {
     "hugo-docs/v0.141.0": {
-        "_index.md": NONE | {"published_at": utc("2017-03-02T12:00:00-05:00"),  # date: with an offset
-                             "source_url": "https://docs.example.com/_index/"},
-        "showcase/letsencrypt/index.md": NONE | {"published_at": utc("2018-03-13T00:00:00+00:00"),  # date: 2018-03-13
-                                                 "source_url": "https://docs.example.com/showcase/letsencrypt/index/"},
+        "_index.md": NONE
+        | {
+            "published_at": utc("2017-03-02T12:00:00-05:00"),  # date: with an offset
+            "source_url": "https://docs.example.com/_index/",
+        },
+        "showcase/letsencrypt/index.md": NONE
+        | {
+            "published_at": utc("2018-03-13T00:00:00+00:00"),  # date: 2018-03-13
+            "source_url": "https://docs.example.com/showcase/letsencrypt/index/",
+        },
         # url: /commands/hugo/, a site-relative URL resolved against the template
         "commands/hugo.md": NONE | {"source_url": "https://docs.example.com/commands/hugo/"},
     },
     "mkdocs-material/9.7.6": {  # the blog plugin's `date:`, a date or a map of created and updated
-        "blog/posts/mkdocs-2.0.md": NONE | {"published_at": utc("2026-02-18T00:00:00+00:00"),
-                                            "updated_at": utc("2026-03-10T00:00:00+00:00"),
-                                            "source_url": "https://docs.example.com/blog/posts/mkdocs-2.0/"},
-        "blog/posts/zensical.md": NONE | {"published_at": utc("2025-11-05T00:00:00+00:00"),
-                                          "source_url": "https://docs.example.com/blog/posts/zensical/"},
+        "blog/posts/mkdocs-2.0.md": NONE
+        | {
+            "published_at": utc("2026-02-18T00:00:00+00:00"),
+            "updated_at": utc("2026-03-10T00:00:00+00:00"),
+            "source_url": "https://docs.example.com/blog/posts/mkdocs-2.0/",
+        },
+        "blog/posts/zensical.md": NONE
+        | {
+            "published_at": utc("2025-11-05T00:00:00+00:00"),
+            "source_url": "https://docs.example.com/blog/posts/zensical/",
+        },
     },
     "antd-docs-zh/6.6.1": {  # dumi: date: 2023-11-21 beside title, author and Chinese prose
-        "blog/css-var-plan.zh-CN.md": NONE | {"published_at": utc("2023-11-21T00:00:00+00:00"),
-                                              "source_url": "https://docs.example.com/blog/css-var-plan.zh-CN/"},
+        "blog/css-var-plan.zh-CN.md": NONE
+        | {
+            "published_at": utc("2023-11-21T00:00:00+00:00"),
+            "source_url": "https://docs.example.com/blog/css-var-plan.zh-CN/",
+        },
         "react/introduce.zh-CN.md": NONE | {"source_url": "https://docs.example.com/react/introduce.zh-CN/"},
     },
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
@@ -132,9 +165,18 @@ def copy_page(release: str, source_path: str, to: Path) -> Path:
 def test_sidecar_beats_front_matter_and_settings_fill_the_rest(runner: str, tmp_path: Path) -> None:
     root = tmp_path / "src"
     post = copy_page("mkdocs-material/9.7.6", "blog/posts/mkdocs-2.0.md", root / "blog" / "mkdocs-2.0.md")
-    sidecar(post, {"updated_at": "2026-04-01 09:30:00 +0200", "source_type": "blog", "authority": "official_example",
-                   "version": "9.7.6", "scope": ["mkdocs", "博客"], "access_groups": ["staff"],
-                   "summary": "MkDocs 2.0 与 Material 的关系"})  # fmt: skip
+    sidecar(
+        post,
+        {
+            "updated_at": "2026-04-01 09:30:00 +0200",
+            "source_type": "blog",
+            "authority": "official_example",
+            "version": "9.7.6",
+            "scope": ["mkdocs", "博客"],
+            "access_groups": ["staff"],
+            "summary": "MkDocs 2.0 与 Material 的关系",
+        },
+    )
     hugo = copy_page("hugo-docs/v0.141.0", "commands/hugo.md", root / "commands" / "hugo.md")
     sidecar(hugo, {"source_url": "https://gohugo.io/commands/hugo/"})  # over its front matter's url: /commands/hugo/
     copy_page("antd-docs-zh/6.6.1", "blog/css-var-plan.zh-CN.md", root / "博客" / "css-var-plan.md")
@@ -144,17 +186,27 @@ def test_sidecar_beats_front_matter_and_settings_fill_the_rest(runner: str, tmp_
     documents = ingest_with(runner, root, store_dir, "v1", source_url_template=TEMPLATE, source_defaults=defaults)
 
     assert fields_of(documents, "blog/mkdocs-2.0.md") == {
-        "source_type": "blog", "source_url": "https://docs.example.com/blog/mkdocs-2.0/",  # sidecar; template
+        "source_type": "blog",
+        "source_url": "https://docs.example.com/blog/mkdocs-2.0/",  # sidecar; template
         "published_at": utc("2026-02-18T00:00:00+00:00"),  # front matter date.created
         "updated_at": utc("2026-04-01T07:30:00+00:00"),  # the sidecar's, over the front matter's date.updated
-        "authority": "official_example", "source_version": "9.7.6", "summary": "MkDocs 2.0 与 Material 的关系",
-        "access_groups": ["staff"], "scope_labels": ["mkdocs", "博客"],
-    }  # fmt: skip
+        "authority": "official_example",
+        "source_version": "9.7.6",
+        "summary": "MkDocs 2.0 与 Material 的关系",
+        "access_groups": ["staff"],
+        "scope_labels": ["mkdocs", "博客"],
+    }
     assert fields_of(documents, "commands/hugo.md") == NONE | {
-        "source_url": "https://gohugo.io/commands/hugo/", "source_type": "docs", "authority": "official_spec"}
+        "source_url": "https://gohugo.io/commands/hugo/",
+        "source_type": "docs",
+        "authority": "official_spec",
+    }
     assert fields_of(documents, "博客/css-var-plan.md") == NONE | {  # the first matching glob per field
         "source_url": "https://docs.example.com/%E5%8D%9A%E5%AE%A2/css-var-plan/",  # percent-encoded path
-        "published_at": utc("2023-11-21T00:00:00+00:00"), "source_type": "docs", "authority": "community"}
+        "published_at": utc("2023-11-21T00:00:00+00:00"),
+        "source_type": "docs",
+        "authority": "community",
+    }
     assert_chunks_carry(store_dir, "v1", documents)
 
 
@@ -166,30 +218,57 @@ def write(path: Path, text: str) -> Path:
 
 def test_access_groups_of_front_matter_and_sidecar_narrow_to_the_shared_ones(tmp_path: Path) -> None:
     root = tmp_path / "src"
-    sidecar(write(root / "shared.md", "---\naccess_groups: [staff, eng]\n---\n# Shared\n\nText.\n"), {"access_groups": ["eng", "ops"]})
+    sidecar(
+        write(root / "shared.md", "---\naccess_groups: [staff, eng]\n---\n# Shared\n\nText.\n"),
+        {"access_groups": ["eng", "ops"]},
+    )
     sidecar(write(root / "none.md", "---\naccess_groups: staff\n---\n# None\n\nText.\n"), {"access_groups": ["ops"]})
     result = run("ingest", root, "--store", tmp_path / "store", "--version", "v1", "--workers", "1")
-    assert "quarantined none.md: discover: InvalidMetadata: access_groups ['staff'] and ['ops'] share no group" in result.output
+    assert (
+        "quarantined none.md: discover: InvalidMetadata: access_groups ['staff'] and ['ops'] share no group"
+        in result.output
+    )
     documents = CorpusStore(tmp_path / "store").read_documents("v1")
     assert documents.select("source_path", "access_groups").rows() == [("shared.md", ["eng"])]
 
 
 BAD_METADATA = {
-    "sidecar-date.md": ("# A\n\nText.\n", {"published_at": "soon"},
-                        "sidecar sidecar-date.md.citekeeper.json: published_at 'soon' is not a date"),
-    "sidecar-authority.md": ("# A\n\nText.\n", {"authority": "official"},
-                             "sidecar sidecar-authority.md.citekeeper.json: authority 'official' is not one of the authority levels"),
-    "sidecar-groups.md": ("# A\n\nText.\n", {"access_groups": "staff"},
-                          "sidecar sidecar-groups.md.citekeeper.json: access_groups must be a list of strings"),
-    "sidecar-both.md": ("# A\n\nText.\n", {"scope": ["a"], "scope_labels": ["b"]},
-                        "sidecar sidecar-both.md.citekeeper.json: scope and scope_labels name one field"),
-    "fm-date.md": ("---\ntitle: A\nmodified: last tuesday\n---\nText.\n", None,
-                   "front matter line 3: modified (updated_at) 'last tuesday' is not a date"),
-    "fm-authority.md": ("---\nauthority: official_spec\n---\nText.\n", None,
-                        "front matter line 2: authority 'official_spec' is not one of the authority levels ['spec', 'blog']"),
-    "fm-groups.md": ("---\naccess_groups: {team: staff}\n---\nText.\n", None,
-                     "front matter line 2: access_groups must be a list of group names"),
-}  # fmt: skip
+    "sidecar-date.md": (
+        "# A\n\nText.\n",
+        {"published_at": "soon"},
+        "sidecar sidecar-date.md.citekeeper.json: published_at 'soon' is not a date",
+    ),
+    "sidecar-authority.md": (
+        "# A\n\nText.\n",
+        {"authority": "official"},
+        "sidecar sidecar-authority.md.citekeeper.json: authority 'official' is not one of the authority levels",
+    ),
+    "sidecar-groups.md": (
+        "# A\n\nText.\n",
+        {"access_groups": "staff"},
+        "sidecar sidecar-groups.md.citekeeper.json: access_groups must be a list of strings",
+    ),
+    "sidecar-both.md": (
+        "# A\n\nText.\n",
+        {"scope": ["a"], "scope_labels": ["b"]},
+        "sidecar sidecar-both.md.citekeeper.json: scope and scope_labels name one field",
+    ),
+    "fm-date.md": (
+        "---\ntitle: A\nmodified: last tuesday\n---\nText.\n",
+        None,
+        "front matter line 3: modified (updated_at) 'last tuesday' is not a date",
+    ),
+    "fm-authority.md": (
+        "---\nauthority: official_spec\n---\nText.\n",
+        None,
+        "front matter line 2: authority 'official_spec' is not one of the authority levels ['spec', 'blog']",
+    ),
+    "fm-groups.md": (
+        "---\naccess_groups: {team: staff}\n---\nText.\n",
+        None,
+        "front matter line 2: access_groups must be a list of group names",
+    ),
+}
 
 
 def test_bad_source_fields_quarantine_their_document_naming_the_key(tmp_path: Path) -> None:
@@ -200,10 +279,24 @@ def test_bad_source_fields_quarantine_their_document_naming_the_key(tmp_path: Pa
             sidecar(page, values)
     # A key of another kind is not that field (Jekyll's `published: false`); a TOML datetime is read as one.
     write(root / "jekyll.md", "---\npublished: false\ndate: 2024-01-02 10:00:00 +0100\n---\nText.\n")
-    write(root / "hugo.md", '+++\ntitle = "TOML"\ndate = 2024-01-02T10:00:00+01:00\nmodified = 2024-02-03\n+++\nText.\n')
+    write(
+        root / "hugo.md", '+++\ntitle = "TOML"\ndate = 2024-01-02T10:00:00+01:00\nmodified = 2024-02-03\n+++\nText.\n'
+    )
     write(root / "levels.md", "---\nauthority: blog\nmodified: 2024-03-04T05:06:07Z\nlastmod: 2020-01-01\n---\nText.\n")
-    result = run("ingest", root, "--store", tmp_path / "store", "--version", "v1", "--workers", "1",
-                 "--authority-levels", "spec,blog", "--source-field", "updated_at=modified")
+    result = run(
+        "ingest",
+        root,
+        "--store",
+        tmp_path / "store",
+        "--version",
+        "v1",
+        "--workers",
+        "1",
+        "--authority-levels",
+        "spec,blog",
+        "--source-field",
+        "updated_at=modified",
+    )
     assert result.exit_code == 0, result.output
     for name, (_, _, reason) in BAD_METADATA.items():
         assert f"quarantined {name}: discover: InvalidMetadata: {reason}" in result.output, name
@@ -231,7 +324,9 @@ def test_dates_are_read_as_utc_instants(written: str, instant: str) -> None:
     assert parse_timestamp(written) == datetime.fromisoformat(instant)
 
 
-@pytest.mark.parametrize("written", ["soon", "2024", "10:00:00", "2024-13-01", "2024年1月2日", "2024-01-02 10:00:00 CET"])
+@pytest.mark.parametrize(
+    "written", ["soon", "2024", "10:00:00", "2024-13-01", "2024年1月2日", "2024-01-02 10:00:00 CET"]
+)
 def test_a_date_that_does_not_parse_is_refused(written: str) -> None:
     with pytest.raises(ValueError, match="is not a date: write ISO 8601"):
         parse_timestamp(written)
@@ -247,8 +342,12 @@ def test_a_changed_date_is_a_metadata_change_and_citations_stay_valid(tmp_path: 
     assert run("ingest", root, "--store", store_dir, "--version", "v1", "--workers", "1").exit_code == 0
     v1_chunks = CorpusStore(store_dir).read_chunks("v1").sort("chunk_id")
     cited = v1_chunks.row(0, named=True)
-    answer = {"answer_id": "encrypt", "answer": "Let's Encrypt moved to Hugo [1].", "corpus_version": "v1",
-              "references": [{"ref": 1, "chunk_id": cited["chunk_id"], "quote": cited["text"][:60]}]}
+    answer = {
+        "answer_id": "encrypt",
+        "answer": "Let's Encrypt moved to Hugo [1].",
+        "corpus_version": "v1",
+        "references": [{"ref": 1, "chunk_id": cited["chunk_id"], "quote": cited["text"][:60]}],
+    }
     write(tmp_path / "answers.jsonl", json.dumps(answer) + "\n")
     assert run("answers", "add", tmp_path / "answers.jsonl", "--store", store_dir).exit_code == 0
 
@@ -262,8 +361,11 @@ def test_a_changed_date_is_a_metadata_change_and_citations_stay_valid(tmp_path: 
     assert "created corpus version v3" in third.output and "parsed 1, reused 0" in third.output, third.output
 
     store = CorpusStore(store_dir)
-    for version, updated_at, authority in (("v1", None, None), ("v2", utc("2024-05-01T06:00:00+00:00"), None),
-                                           ("v3", utc("2024-05-01T06:00:00+00:00"), "community")):  # fmt: skip
+    for version, updated_at, authority in (
+        ("v1", None, None),
+        ("v2", utc("2024-05-01T06:00:00+00:00"), None),
+        ("v3", utc("2024-05-01T06:00:00+00:00"), "community"),
+    ):
         out = tmp_path / f"documents-{version}.parquet"
         assert run("export", "documents", "--version", version, "--out", out, "--store", store_dir).exit_code == 0
         assert pl.read_parquet(out).select("updated_at", "authority").rows() == [(updated_at, authority)], version
@@ -291,17 +393,24 @@ def test_unchanged_tree_with_source_fields_equals_its_version(tmp_path: Path) ->
 
 
 def test_settings_from_env_and_their_refusals() -> None:
-    env = {"CITEKEEPER_SOURCE_URL_TEMPLATE": "https://d.example/{dir}/{stem}", "CITEKEEPER_AUTHORITY_LEVELS": "spec, blog",
-           "CITEKEEPER_SOURCE_FIELDS_MAP": '{"updated_at": ["modified"]}',
-           "CITEKEEPER_SOURCE_DEFAULTS": '[["api/**", "authority", "spec"]]'}  # fmt: skip
+    env = {
+        "CITEKEEPER_SOURCE_URL_TEMPLATE": "https://d.example/{dir}/{stem}",
+        "CITEKEEPER_AUTHORITY_LEVELS": "spec, blog",
+        "CITEKEEPER_SOURCE_FIELDS_MAP": '{"updated_at": ["modified"]}',
+        "CITEKEEPER_SOURCE_DEFAULTS": '[["api/**", "authority", "spec"]]',
+    }
     config = settings_from_env(env).ingest.parse_config()
     assert (config.source_url_template, config.authority_levels) == ("https://d.example/{dir}/{stem}", ("spec", "blog"))
-    assert config.source_keys()["updated_at"] == ("modified",) and config.source_defaults == (("api/**", "authority", "spec"),)
-    for bad, message in (({"CITEKEEPER_SOURCE_URL_TEMPLATE": "https://d/{slug}"}, "names ['slug']"),
-                         ({"CITEKEEPER_AUTHORITY_LEVELS": "a,a"}, "distinct"),
-                         ({"CITEKEEPER_SOURCE_DEFAULTS": '[["*", "authority", "spec"]]'}, "not one of authority_levels"),
-                         ({"CITEKEEPER_SOURCE_FIELDS_MAP": '{"summary": ["summary"]}'}, "unknown field 'summary'"),
-                         ({"CITEKEEPER_SOURCE_FIELDS_MAP": "{"}, "must be JSON")):  # fmt: skip
+    assert config.source_keys()["updated_at"] == ("modified",) and config.source_defaults == (
+        ("api/**", "authority", "spec"),
+    )
+    for bad, message in (
+        ({"CITEKEEPER_SOURCE_URL_TEMPLATE": "https://d/{slug}"}, "names ['slug']"),
+        ({"CITEKEEPER_AUTHORITY_LEVELS": "a,a"}, "distinct"),
+        ({"CITEKEEPER_SOURCE_DEFAULTS": '[["*", "authority", "spec"]]'}, "not one of authority_levels"),
+        ({"CITEKEEPER_SOURCE_FIELDS_MAP": '{"summary": ["summary"]}'}, "unknown field 'summary'"),
+        ({"CITEKEEPER_SOURCE_FIELDS_MAP": "{"}, "must be JSON"),
+    ):
         with pytest.raises(ValueError, match=message.replace("[", r"\[")):
             settings_from_env(bad)
     refused = run("ingest", ".", "--source-url-template", "https://d/{slug}")

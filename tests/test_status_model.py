@@ -26,6 +26,7 @@ Knobs (environment):
   CITEKEEPER_STATUS_MODEL_SURVEY=1    run every example, collect every mismatch, then fail once with a summary
                                       of each kind of mismatch and its smallest example (no shrinking)
 """
+
 from __future__ import annotations
 
 import json
@@ -40,16 +41,28 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 
-from citekeeper.answer_store import AnswerStore
-from citekeeper.store import CorpusStore
-from parsers.ingest import ingest
-from parsers.model import ParseConfig
-from tests.status_model import (
-    MAX_CHUNK_CHARS, NOT_ANCHORED, Corpus, DocCite, EditScript, Expected, answer_record, edit_scripts, expected_rows,
-    named_document, quote_text, reductions, scenarios, write_corpus,
-)  # fmt: skip
 from changes.citation_status import check_citations
 from changes.repair import repair_citations
+from citekeeper.answers.store import AnswerStore
+from citekeeper.store import CorpusStore
+from parsers.ingest import ingest
+from parsers.records import ParseConfig
+from tests.status_model import (
+    MAX_CHUNK_CHARS,
+    NOT_ANCHORED,
+    Corpus,
+    DocCite,
+    EditScript,
+    Expected,
+    answer_record,
+    edit_scripts,
+    expected_rows,
+    named_document,
+    quote_text,
+    reductions,
+    scenarios,
+    write_corpus,
+)
 
 EXAMPLES = int(os.environ.get("CITEKEEPER_STATUS_MODEL_EXAMPLES", "200"))
 SHRINK = os.environ.get("CITEKEEPER_STATUS_MODEL_SHRINK", "model")  # model | hypothesis | 0
@@ -61,14 +74,31 @@ SURVEY = os.environ.get("CITEKEEPER_STATUS_MODEL_SURVEY", "0") == "1"
 CONFIG = ParseConfig(max_chunk_chars=MAX_CHUNK_CHARS, workers=1, ocr_languages=("eng",))
 NATIVE = ["page_start", "page_end", "slide_number", "sheet_name", "row_start", "row_end"]
 COMPARED = [  # the status row's columns the oracle predicts, as they are named in CITATION_STATUS
-    "status", "doc_id", "source_path", "old_start_char", "old_end_char", "old_locator", "new_doc_id",
-    "new_start_char", "new_end_char", "new_locator", "new_source_path", "new_text",
-]  # fmt: skip
+    "status",
+    "doc_id",
+    "source_path",
+    "old_start_char",
+    "old_end_char",
+    "old_locator",
+    "new_doc_id",
+    "new_start_char",
+    "new_end_char",
+    "new_locator",
+    "new_source_path",
+    "new_text",
+]
 KIND = {  # how a mismatching column is reported
-    **dict.fromkeys(["doc_id", "source_path", "old_locator", "new_doc_id", "new_chunk_id", "new_locator", "new_source_path"], "locator"),
+    **dict.fromkeys(
+        ["doc_id", "source_path", "old_locator", "new_doc_id", "new_chunk_id", "new_locator", "new_source_path"],
+        "locator",
+    ),
     **dict.fromkeys(["old_start_char", "old_end_char", "new_start_char", "new_end_char"], "span"),
-    "status": "status", "new_text": "text", "suggestion": "suggestion", "reason": "reason", "repair": "repair",
-}  # fmt: skip
+    "status": "status",
+    "new_text": "text",
+    "suggestion": "suggestion",
+    "reason": "reason",
+    "repair": "repair",
+}
 
 
 class ModelAssumptionBroken(AssertionError):
@@ -84,15 +114,22 @@ def ingest_version(store: CorpusStore, corpus: Corpus, root: Path, version: str)
     write_corpus(corpus, root)
     result = ingest(root, store, version=version, config=CONFIG)
     if result.errors:
-        raise ModelAssumptionBroken(f"{version}: quarantined {[(e.source_path, e.error_type, e.reason) for e in result.errors]}")
+        raise ModelAssumptionBroken(
+            f"{version}: quarantined {[(e.source_path, e.error_type, e.reason) for e in result.errors]}"
+        )
     name = result.manifest.name
     check_model(store, name, corpus)
     return name
 
 
 def check_model(store: CorpusStore, version: str, corpus: Corpus) -> None:
-    docs = {row["doc_id"]: row for row in store.read_documents(version, columns=["doc_id", "text", "source_path"]).iter_rows(named=True)}
-    chunks = store.read_chunks(version, columns=["doc_id", "text", "start_char", "end_char", "source_path", "element_types", *NATIVE])
+    docs = {
+        row["doc_id"]: row
+        for row in store.read_documents(version, columns=["doc_id", "text", "source_path"]).iter_rows(named=True)
+    }
+    chunks = store.read_chunks(
+        version, columns=["doc_id", "text", "start_char", "end_char", "source_path", "element_types", *NATIVE]
+    )
     wrong = []
     if set(docs) != {d.doc_id for d in corpus}:
         wrong.append(f"documents {sorted(docs)}, model {sorted(d.doc_id for d in corpus)}")
@@ -101,10 +138,14 @@ def check_model(store: CorpusStore, version: str, corpus: Corpus) -> None:
         if row is None:
             continue
         if row["text"] != doc.text or row["source_path"] != doc.path:
-            wrong.append(f"{doc.doc_id}: text/path {row['source_path']!r} {row['text']!r}\n   model {doc.path!r} {doc.text!r}")
+            wrong.append(
+                f"{doc.doc_id}: text/path {row['source_path']!r} {row['text']!r}\n   model {doc.path!r} {doc.text!r}"
+            )
         mine = chunks.filter(pl.col("doc_id") == doc.doc_id).sort("start_char").to_dicts()
         if len(mine) != len(doc.placed):
-            wrong.append(f"{doc.doc_id}: {len(mine)} chunks for {len(doc.placed)} paragraphs (one chunk per paragraph broken)")
+            wrong.append(
+                f"{doc.doc_id}: {len(mine)} chunks for {len(doc.placed)} paragraphs (one chunk per paragraph broken)"
+            )
             continue
         for chunk, placed in zip(mine, doc.placed):
             got = (chunk["text"], chunk["start_char"], chunk["end_char"], {k: chunk[k] for k in NATIVE})
@@ -137,7 +178,11 @@ def run_product(script: EditScript, tmp: Path) -> ProductRun:
     old_chunks = chunk_table(store, v1)
     chunk_ids = {p.para.uid: old_chunks[(doc.doc_id, p.start)] for doc in script.old for p in doc.placed}
     path = tmp / "answers.jsonl"
-    path.write_text("".join(json.dumps(answer_record(a, script.old, chunk_ids, v1), ensure_ascii=False) + "\n" for a in script.answers))
+    path.write_text(
+        "".join(
+            json.dumps(answer_record(a, script.old, chunk_ids, v1), ensure_ascii=False) + "\n" for a in script.answers
+        )
+    )
     added = AnswerStore(store.root).add(path)
     missing = [c for _, c in script.cites if isinstance(c, DocCite) and named_document(script.old, c) is None]
     assert not added.errors and added.n_registered == len(script.answers), added.summary()
@@ -160,13 +205,24 @@ def compare(script: EditScript, run: ProductRun) -> list[dict]:
     repairs = {r["citation_id"]: r for r in run.repairs}
     out = []
     if len(status) != len(expected):
-        out.append({"key": "*", "expected": f"{len(expected)} rows", "actual": f"{len(status)} rows", "diff": {"rows": (len(expected), len(status))}})
+        out.append(
+            {
+                "key": "*",
+                "expected": f"{len(expected)} rows",
+                "actual": f"{len(status)} rows",
+                "diff": {"rows": (len(expected), len(status))},
+            }
+        )
     for (answer_id, uid, quote), want in expected.items():
         row = actual.get((answer_id, chunk_ids.get(uid), quote))  # an unanchored citation has no chunk
         if row is None:
-            out.append({"key": (answer_id, uid, quote), "expected": want, "actual": None, "diff": {"row": ("a row", None)}})
+            out.append(
+                {"key": (answer_id, uid, quote), "expected": want, "actual": None, "diff": {"row": ("a row", None)}}
+            )
             continue
-        diffs = [row_diff(option, row, new_chunks, repairs.get(row["citation_id"])) for option in (want, *want.alternatives)]
+        diffs = [
+            row_diff(option, row, new_chunks, repairs.get(row["citation_id"])) for option in (want, *want.alternatives)
+        ]
         if all(diffs):  # none of the places it may stand at: reported against the first
             out.append({"key": (answer_id, uid, quote), "expected": want, "actual": row, "diff": diffs[0]})
     return out + repair_mismatches(script, run.repaired)
@@ -188,7 +244,11 @@ def row_diff(want: Expected, row: dict, new_chunks: dict, repair: dict | None) -
     if want.status == "relocated" and want.suggestions and (place := found_at(want)) not in row["reason"]:
         diff["reason"] = (f"... evidence found verbatim (exact) at {place}", row["reason"])
     if want.repair is not None:
-        got = None if repair is None else (repair["repair"], repair["new_chunk_id"], repair["new_start_char"], repair["new_end_char"])
+        got = (
+            None
+            if repair is None
+            else (repair["repair"], repair["new_chunk_id"], repair["new_start_char"], repair["new_end_char"])
+        )
         if got != (wanted := (want.repair, want_chunk, want.new_start_char, want.new_end_char)):
             diff["repair"] = (wanted, got)
     return diff
@@ -210,12 +270,18 @@ def repair_mismatches(script: EditScript, repaired: list[dict]) -> list[dict]:
     for answer, cite in script.cites:
         if not isinstance(cite, DocCite):
             continue
-        rows = [r for r in repaired if r["answer_id"] == answer.answer_id and r["chunk_id"] is None and r["quote"] == cite.quote]
+        rows = [
+            r
+            for r in repaired
+            if r["answer_id"] == answer.answer_id and r["chunk_id"] is None and r["quote"] == cite.quote
+        ]
         got = [(r["anchored_by"], r[f"cited_{cite.by}"], r["corpus_version"]) for r in rows]
         want = [("unanchored", cite.name, "v1")]
         if got != want:
             key = (answer.answer_id, cite.uid, cite.quote)
-            out.append({"key": key, "expected": expected_rows(script)[key], "actual": rows, "diff": {"repair": (want, got)}})
+            out.append(
+                {"key": key, "expected": expected_rows(script)[key], "actual": rows, "diff": {"repair": (want, got)}}
+            )
     return out
 
 
@@ -256,9 +322,30 @@ def report(script: EditScript, mismatches: list[dict]) -> str:
         for name, (expected, actual) in m["diff"].items():
             lines.append(f"  {name}:\n    expected {expected!r}\n    actual   {actual!r}")
         if isinstance(want, Expected) and isinstance(row, dict):  # a status row (a repair mismatch: citation rows)
-            lines.append("  expected row: " + ", ".join(f"{f.name}={getattr(want, f.name)!r}" for f in fields(want) if f.name not in ("new_text", "reason", "alternatives")))
+            lines.append(
+                "  expected row: "
+                + ", ".join(
+                    f"{f.name}={getattr(want, f.name)!r}"
+                    for f in fields(want)
+                    if f.name not in ("new_text", "reason", "alternatives")
+                )
+            )
             lines += [f"    or at: {found_at(other)}" for other in want.alternatives]
-            lines.append("  actual row:   " + ", ".join(f"{k}={row[k]!r}" for k in [*COMPARED, "new_chunk_id", "suggested_method", "suggested_start_char", "suggested_end_char", "suggested_chunk_id"] if k != "new_text"))
+            lines.append(
+                "  actual row:   "
+                + ", ".join(
+                    f"{k}={row[k]!r}"
+                    for k in [
+                        *COMPARED,
+                        "new_chunk_id",
+                        "suggested_method",
+                        "suggested_start_char",
+                        "suggested_end_char",
+                        "suggested_chunk_id",
+                    ]
+                    if k != "new_text"
+                )
+            )
     return "\n".join(lines)
 
 
@@ -281,7 +368,16 @@ def minimise(script: EditScript, mismatches: list[dict]) -> tuple[EditScript, li
 
     def kept(found: list[dict]) -> list:
         answer_id, uid, quote = found[0]["key"]
-        return [(answer_id, next(c for a, c in script.cites if a.answer_id == answer_id and c.uid == uid and quote_text(script.old, c) == quote))]
+        return [
+            (
+                answer_id,
+                next(
+                    c
+                    for a, c in script.cites
+                    if a.answer_id == answer_id and c.uid == uid and quote_text(script.old, c) == quote
+                ),
+            )
+        ]
 
     improved = True
     while improved and runs < MINIMISE_RUNS:
@@ -320,7 +416,12 @@ SETTINGS = settings(
     database=None,
     print_blob=False,
     phases=[Phase.explicit, Phase.generate, *([Phase.shrink] if SHRINK == "hypothesis" and not SURVEY else [])],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much, HealthCheck.large_base_example],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+        HealthCheck.large_base_example,
+    ],
 )
 
 
@@ -360,7 +461,9 @@ def test_citation_statuses_follow_the_model():
     elapsed = time.perf_counter() - started
     print(f"\nstatus model: {examples[0]} examples in {elapsed:.1f} s")
     if survey:
-        summary = [f"{sum(len(v) for v in survey.values())} mismatching citations in {examples[0]} examples ({elapsed:.0f} s):"]
+        summary = [
+            f"{sum(len(v) for v in survey.values())} mismatching citations in {examples[0]} examples ({elapsed:.0f} s):"
+        ]
         summary += [f"  {len(v):4d}  {kind}" for kind, v in sorted(survey.items(), key=lambda kv: -len(kv[1]))]
         for kind, found in sorted(survey.items(), key=lambda kv: -len(kv[1])):
             summary.append(f"\n======== {kind}: smallest of {len(found)}\n{min(found, key=lambda f: f[0])[1]}")

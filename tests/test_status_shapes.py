@@ -1,6 +1,7 @@
 """Citation statuses beyond prose (issue #20), each on a real store: a native locator that moves while text and
 offsets stay (rows, sheets, slides, pages, a path), repeated paragraphs, lost evidence in verification, and a
 status table written without re-anchoring."""
+
 from __future__ import annotations
 
 import json
@@ -12,15 +13,15 @@ import pptx
 import pytest
 from fpdf import FPDF
 
-from citekeeper.answer_store import AnswerStore
-from citekeeper.store import CorpusStore
-from parsers.ingest import ingest
-from parsers.model import ParseConfig
-from tests.test_formats_ocr import OCR_TOOLS, ocr_installed
-from tests.conftest import require_service
 from changes.citation_status import check_citations
 from changes.repair import repair_citations
+from citekeeper.answers.store import AnswerStore
+from citekeeper.store import CorpusStore
+from parsers.ingest import ingest
+from parsers.records import ParseConfig
 from reports.terminal import terminal_summary
+from tests.conftest import require_service
+from tests.test_formats_ocr import OCR_TOOLS, ocr_installed
 from verifiers.verify_store import verify_store
 
 CONFIG = ParseConfig(max_chunk_chars=400, workers=1)
@@ -36,7 +37,10 @@ def cite_every_chunk(store: CorpusStore, tmp_path: Path, quotes: dict[str, str] 
     """One structured answer citing every chunk of v1 (with a quote where `quotes` maps its text to one)."""
     chunks = store.read_chunks("v1", columns=["chunk_id", "text"]).sort("chunk_id")
     claims = [
-        {"text": f"claim {i}", "citations": [{"chunk_id": cid, **({"quote": quotes[t]} if quotes and t in quotes else {})}]}
+        {
+            "text": f"claim {i}",
+            "citations": [{"chunk_id": cid, **({"quote": quotes[t]} if quotes and t in quotes else {})}],
+        }
         for i, (cid, t) in enumerate(chunks.iter_rows())
     ]
     path = tmp_path / "answers.jsonl"
@@ -78,7 +82,11 @@ def save_sheet(path: Path, title: str = "Budget", blank_rows: int = 0) -> None:
 )
 def test_a_sheet_whose_rows_or_name_change_is_relocated_with_its_new_locator(tmp_path, edit, new_locator):
     row = judged_after(tmp_path, "budget.xlsx", save_sheet, {}, edit)
-    assert (row["status"], row["old_locator"], row["new_locator"]) == ("relocated", "sheet Budget · rows 1–3", new_locator)
+    assert (row["status"], row["old_locator"], row["new_locator"]) == (
+        "relocated",
+        "sheet Budget · rows 1–3",
+        new_locator,
+    )
 
 
 def save_deck(path: Path, blank_first: bool) -> None:
@@ -124,7 +132,11 @@ def test_a_document_with_an_explicit_doc_id_moved_to_a_new_path_is_relocated(tmp
         (src / "drafts" / name).rename(src / "guide" / name)
     ingest_tree(store, src, "v2")
     row = statuses(store).row(0, named=True)
-    assert (row["status"], row["source_path"], row["new_source_path"]) == ("relocated", "drafts/timeouts.md", "guide/timeouts.md")
+    assert (row["status"], row["source_path"], row["new_source_path"]) == (
+        "relocated",
+        "drafts/timeouts.md",
+        "guide/timeouts.md",
+    )
     assert row["new_chunk_id"] == row["chunk_id"]
 
 
@@ -146,7 +158,10 @@ def test_the_surviving_copy_of_a_repeated_paragraph_keeps_its_citation(tmp_path)
     by_chunk = {r["chunk_id"]: r for r in statuses(store).iter_rows(named=True)}
     assert by_chunk[second]["status"] == "relocated" and by_chunk[second]["new_chunk_id"] == survivor["chunk_id"].item()
     assert by_chunk[first]["status"] == "removed"
-    assert by_chunk[first]["suggested_method"] == "exact" and by_chunk[first]["suggested_chunk_id"] == survivor["chunk_id"].item()
+    assert (
+        by_chunk[first]["suggested_method"] == "exact"
+        and by_chunk[first]["suggested_chunk_id"] == survivor["chunk_id"].item()
+    )
 
 
 EDITED_OLD = "Redirects are followed by default for every request the client sends."
@@ -162,8 +177,12 @@ def lost_citation(tmp_path) -> CorpusStore:
     (src / "http.md").write_text(f"{OTHER} {EDITED_OLD}\n")
     ingest_tree(store, src, "v1")
     chunk_id = store.read_chunks("v1", columns=["chunk_id"])["chunk_id"].item()
-    record = {"answer_id": "a1", "answer": "...", "corpus_version": "v1",
-              "claims": [{"text": CLAIM, "citations": [{"chunk_id": chunk_id, "quote": EDITED_OLD}]}]}  # fmt: skip
+    record = {
+        "answer_id": "a1",
+        "answer": "...",
+        "corpus_version": "v1",
+        "claims": [{"text": CLAIM, "citations": [{"chunk_id": chunk_id, "quote": EDITED_OLD}]}],
+    }
     (tmp_path / "answers.jsonl").write_text(json.dumps(record) + "\n")
     AnswerStore(store.root).add(tmp_path / "answers.jsonl")
     # The rewritten sentence stays close enough for re-anchoring to suggest it, lexically entailing nothing.

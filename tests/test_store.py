@@ -1,7 +1,8 @@
 """The corpus store on its own: versions, time travel, crash safety, locking, storage growth, Parquet."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import lancedb
@@ -12,6 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from citekeeper import schema
+from citekeeper.identity import text_hash
+from citekeeper.integrity import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
 from citekeeper.store import (
     STORED_SCHEMAS,
     CorpusStore,
@@ -22,11 +25,9 @@ from citekeeper.store import (
     VersionManifest,
     corpus_hash,
 )
-from citekeeper.integrity import duplicate_chunk_ids, mismatched_text_hashes, misplaced_offsets
-from citekeeper.identity import text_hash
 from tests.store_helpers import Crash, crash_before_manifest, hold_lock
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def document(doc_id: str, paragraphs: list[str]) -> tuple[dict, list[dict]]:
@@ -101,8 +102,13 @@ def two_versions(store_dir: Path) -> CorpusStore:
     """v1: a, b.  v2: a unchanged, b changed, c new.  v3: b deleted."""
     store = CorpusStore(store_dir)
     commit(store, "v1", {"a": paragraphs("a"), "b": paragraphs("b")})
-    commit(store, "v2", {"b": paragraphs("b")[:2] + ["A new last paragraph of b."], "c": paragraphs("c")},
-           replaced=["b"], parent="v1")
+    commit(
+        store,
+        "v2",
+        {"b": [*paragraphs("b")[:2], "A new last paragraph of b."], "c": paragraphs("c")},
+        replaced=["b"],
+        parent="v1",
+    )
     commit(store, "v3", {}, replaced=["b"], parent="v2")
     return store
 
@@ -217,7 +223,9 @@ def test_reading_some_documents_uses_the_doc_id_index(two_versions: CorpusStore)
         every = store.read_chunks(version)
         some = store.read_chunks(version, doc_ids=["b", "c", "missing"])
         assert some.equals(every.filter(pl.col("doc_id").is_in(["b", "c"])))
-        assert store.read_documents(version, doc_ids=["a"]).equals(store.read_documents(version).filter(pl.col("doc_id") == "a"))
+        assert store.read_documents(version, doc_ids=["a"]).equals(
+            store.read_documents(version).filter(pl.col("doc_id") == "a")
+        )
     assert store.read_chunks("v1", doc_ids=[]).columns == schema.CHUNKS.names
     assert store.read_chunks("v1", doc_ids=[]).height == 0
     indices = lancedb.connect(store.lance_uri).open_table("chunks").list_indices()
@@ -241,10 +249,18 @@ def test_doc_ids_with_quotes_backslashes_and_chinese_are_read_and_deleted_exactl
 
 
 def test_parquet_exports_use_the_schemas(two_versions: CorpusStore, store_dir: Path) -> None:
-    commit(two_versions, "v4", {"d": paragraphs("d")}, parent="v3",
-           errors=[{"source_path": "x.pdf", "stage": "parse", "error_type": "DocumentError", "reason": "binary"}])
-    for table, expected in (("chunks", schema.CHUNKS), ("documents", schema.DOCUMENTS),
-                            ("errors", schema.INGEST_ERRORS)):
+    commit(
+        two_versions,
+        "v4",
+        {"d": paragraphs("d")},
+        parent="v3",
+        errors=[{"source_path": "x.pdf", "stage": "parse", "error_type": "DocumentError", "reason": "binary"}],
+    )
+    for table, expected in (
+        ("chunks", schema.CHUNKS),
+        ("documents", schema.DOCUMENTS),
+        ("errors", schema.INGEST_ERRORS),
+    ):
         path = store_dir / "parquet" / table / "corpus_version=v4" / f"{table}.parquet"
         assert pq.read_schema(path).remove_metadata().equals(expected), table
     exported = pl.read_parquet(two_versions.parquet_path("chunks", "v4"))
@@ -261,9 +277,8 @@ def test_second_writer_is_refused_with_a_clear_message(store_dir: Path) -> None:
     store = CorpusStore(store_dir)
     holder = hold_lock(store_dir, None)
     try:
-        with pytest.raises(StoreLocked, match="locked by another writer"):
-            with store.lock(timeout=0.2):
-                pass
+        with pytest.raises(StoreLocked, match="locked by another writer"), store.lock(timeout=0.2):
+            pass
     finally:
         holder.stdin.close()
         holder.wait(timeout=60)

@@ -3,6 +3,7 @@ their document does not hold) are normal rows (#30): every command that reads or
 each table that holds them has them with null chunk columns, and they stay invalid with their reason. One store,
 English and Chinese, both answer forms, an answer whose only citation is unanchored; each command runs through
 the CLI."""
+
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 from tests.chunk_frames import write_tree
 from tests.test_rag_formats import GUIDE, GUIDE_ZH, LIMITS_V1, LIMITS_V2, corpus, run
 
@@ -22,18 +23,36 @@ NOWHERE_ZH = "这句话不在任何文档之中，也不像其中任何一句。
 NOT_ANCHORED = "not anchored at registration"
 
 ANSWERS = [
-    {"answer_id": "a1", "corpus_version": "v1", "answer": "Connections are reused. The timeout is five seconds. Listed. 无关。",
-     "claims": [
-         {"text": "Connections are reused.", "citations": [{"doc_id": "guide.md", "quote": GUIDE_FIRST}]},
-         {"text": "The timeout is five seconds.", "citations": [{"source_path": "limits.md", "quote": "five seconds"}]},
-         {"text": "Listed.", "citations": [{"doc_id": "retired.md", "quote": APPENDIX}]},  # no such document
-         {"text": "无关。", "citations": [{"source_path": "limits.md", "quote": NOWHERE_ZH}]},  # not in it
-     ]},
-    {"answer_id": "a2", "corpus_version": "v1", "answer": "客户端保持连接。[1] 超时见附录。[2]",
-     "references": [{"ref": 1, "doc_id": "手册.md", "quote": ZH_FIRST}, {"ref": 2, "source_path": "附录.md", "quote": APPENDIX}]},
-    {"answer_id": "a3", "corpus_version": "v1", "answer": "Only this.",
-     "claims": [{"text": "Only this.", "citations": [{"doc_id": "kb-gone", "quote": APPENDIX}]}]},
-]  # fmt: skip
+    {
+        "answer_id": "a1",
+        "corpus_version": "v1",
+        "answer": "Connections are reused. The timeout is five seconds. Listed. 无关。",
+        "claims": [
+            {"text": "Connections are reused.", "citations": [{"doc_id": "guide.md", "quote": GUIDE_FIRST}]},
+            {
+                "text": "The timeout is five seconds.",
+                "citations": [{"source_path": "limits.md", "quote": "five seconds"}],
+            },
+            {"text": "Listed.", "citations": [{"doc_id": "retired.md", "quote": APPENDIX}]},  # no such document
+            {"text": "无关。", "citations": [{"source_path": "limits.md", "quote": NOWHERE_ZH}]},  # not in it
+        ],
+    },
+    {
+        "answer_id": "a2",
+        "corpus_version": "v1",
+        "answer": "客户端保持连接。[1] 超时见附录。[2]",
+        "references": [
+            {"ref": 1, "doc_id": "手册.md", "quote": ZH_FIRST},
+            {"ref": 2, "source_path": "附录.md", "quote": APPENDIX},
+        ],
+    },
+    {
+        "answer_id": "a3",
+        "corpus_version": "v1",
+        "answer": "Only this.",
+        "claims": [{"text": "Only this.", "citations": [{"doc_id": "kb-gone", "quote": APPENDIX}]}],
+    },
+]
 UNANCHORED = {("a1", APPENDIX), ("a1", NOWHERE_ZH), ("a2", APPENDIX), ("a3", APPENDIX)}
 
 
@@ -73,7 +92,10 @@ def test_stale_judges_them_invalid_with_their_reason_and_leaves_them_out_of_the_
     assert all(reason.startswith(NOT_ANCHORED) for reason in bad["reason"])
     assert bad.select("doc_id", "source_path", "old_start_char", "new_chunk_id").null_count().row(0) == (4, 4, 4, 4)
     radius = pl.read_parquet(CorpusStore(store_root).layout.blast_radius_file("v2"))
-    assert radius.select("source_path", "n_citations", "n_citations_total").rows() == [("guide.md", 1, 1), ("limits.md", 1, 1)]
+    assert radius.select("source_path", "n_citations", "n_citations_total").rows() == [
+        ("guide.md", 1, 1),
+        ("limits.md", 1, 1),
+    ]
 
 
 def test_diff_and_stale_against_the_cited_version_itself(store_root, tmp_path):
@@ -91,7 +113,9 @@ def test_repair_carries_them_unchanged_and_they_stay_invalid(store_root, tmp_pat
     repaired = run("repair", "--against", "v2", "--apply", "--store", store_root, "--out", tmp_path / "repaired.jsonl")
     assert repaired.exit_code == 0, repaired.output
     repairs = pl.read_parquet(CorpusStore(store_root).layout.repairs_file("v2"))
-    assert {(r["answer_id"], r["old_quote"]) for r in repairs.filter(pl.col("old_chunk_id").is_null()).iter_rows(named=True)} == UNANCHORED
+    assert {
+        (r["answer_id"], r["old_quote"]) for r in repairs.filter(pl.col("old_chunk_id").is_null()).iter_rows(named=True)
+    } == UNANCHORED
     assert repairs.filter(pl.col("old_chunk_id").is_null())["repair"].unique().to_list() == ["invalid"]
     exported = tmp_path / "export.parquet"
     assert run("answers", "export", "--out", exported, "--store", store_root).exit_code == 0
@@ -146,7 +170,9 @@ def test_the_phantom_chunk_check_does_not_count_them(tmp_path):
     for batch in (ANSWERS[2:], ANSWERS[:2]):  # only unanchored ones, then beside anchored ones
         answers = tmp_path / f"{batch[0]['answer_id']}.jsonl"
         answers.write_text("".join(json.dumps(a, ensure_ascii=False) + "\n" for a in batch), encoding="utf-8")
-        checked = materialize(instance, write_tree(tmp_path / "v2", files | {"limits.md": LIMITS_V2}), tmp_path / "store", "v2", answers)
+        checked = materialize(
+            instance, write_tree(tmp_path / "v2", files | {"limits.md": LIMITS_V2}), tmp_path / "store", "v2", answers
+        )
         metadata = check_metadata(checked)
         assert (metadata["passed"], metadata["n_phantom_citations"]) == (True, 0), metadata
 

@@ -1,10 +1,11 @@
 """The NLI verdict cache (verifiers.verdict_cache): one LanceDB table upserted by key. Lookups read only the
 keys asked for; concurrent flushes from real processes lose and duplicate nothing; conflicts past Lance's own
 retries are retried, boundedly."""
+
 from __future__ import annotations
 
 import multiprocessing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import lancedb
@@ -32,8 +33,11 @@ def verdicts(ids, p: float = 0.9, prefix: str = "") -> pl.DataFrame:
             "n_windows": [1] * len(ids),
         },
         schema_overrides={
-            "window_start": pl.Int64, "window_end": pl.Int64, "n_windows": pl.Int32, "p_contradiction": pl.Float64
-        },  # fmt: skip
+            "window_start": pl.Int64,
+            "window_end": pl.Int64,
+            "n_windows": pl.Int32,
+            "p_contradiction": pl.Float64,
+        },
     )
 
 
@@ -246,7 +250,7 @@ class FlakyTable:
 def test_an_upsert_that_keeps_losing_to_other_writers_is_retried_a_bounded_number_of_times(tmp_path, monkeypatch):
     monkeypatch.setattr("time.sleep", lambda s: None)  # tenacity sleeps with time.sleep
     rows = verdicts(range(3)).with_columns(
-        model_key=pl.lit(MODEL), settings_key=pl.lit(SETTINGS), created_at=pl.lit(datetime.now(timezone.utc))
+        model_key=pl.lit(MODEL), settings_key=pl.lit(SETTINGS), created_at=pl.lit(datetime.now(UTC))
     )
     cache = VerdictCache(tmp_path)
     lost = RuntimeError("lance error: Too many concurrent writers. Attempted 10 times, but failed on retry_timeout")

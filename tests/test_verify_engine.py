@@ -1,13 +1,13 @@
 """The verification engine on hand-built frames, with a deterministic stand-in scorer where exact
 probabilities matter: every claim status, tiers, aggregation, metrics, locators."""
+
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
 from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
-from tests.verify_helpers import TableScorer, citations_frame, claims_frame
-from tests.verify_helpers import verify
+from tests.verify_helpers import TableScorer, citations_frame, claims_frame, verify
 from verifiers.engine import VerifySettings, pack_windows
 
 PARIS = "Paris is the capital of France and its largest city by population."
@@ -32,7 +32,12 @@ def world() -> tuple[pl.DataFrame, pl.DataFrame]:
             ("a1", "c-nli", "A river crosses the French capital.", 1),  # NLI entails
             ("a2", "c-contra", "The tower opened in 1925.", 1),  # NLI contradicts
             ("a2", "c-conflict", "The tower opened in 1925.", 2),  # one entails, one contradicts
-            ("a3", "c-partial", "The Eiffel Tower was completed in 1889 for the World's Fair. It rains a lot there.", 1),
+            (
+                "a3",
+                "c-partial",
+                "The Eiffel Tower was completed in 1889 for the World's Fair. It rains a lot there.",
+                1,
+            ),
             ("a3", "c-unsup", "It rains a lot there.", 1),
             ("a4", "c-uncited", "Everyone loves Paris in spring.", 0),
             ("a4", "c-gone", "The city hosts a famous iron landmark.", 1),  # its only citation resolves to nothing
@@ -41,7 +46,13 @@ def world() -> tuple[pl.DataFrame, pl.DataFrame]:
     citations = citations_frame(
         [
             {"answer_id": "a1", "claim_id": "c-lex", "citation_id": "k1", "chunk_text": f"Intro. {PARIS} More."},
-            {"answer_id": "a1", "claim_id": "c-nli", "citation_id": "k2", "chunk_text": RIVER, "quote": "flows through the centre"},
+            {
+                "answer_id": "a1",
+                "claim_id": "c-nli",
+                "citation_id": "k2",
+                "chunk_text": RIVER,
+                "quote": "flows through the centre",
+            },
             {"answer_id": "a2", "claim_id": "c-contra", "citation_id": "k3", "chunk_text": TOWER},
             {"answer_id": "a2", "claim_id": "c-conflict", "citation_id": "k4", "chunk_text": TOWER},
             {"answer_id": "a2", "claim_id": "c-conflict", "citation_id": "k5", "chunk_text": RIVER},
@@ -78,7 +89,10 @@ def test_every_status_with_exact_probabilities():
     assert rows["c-conflict"]["p_entailment"] == pytest.approx(0.80)
     assert rows["c-conflict"]["p_contradiction"] == pytest.approx(0.90)
     assert rows["c-conflict"]["conflict"] == "open" and rows["c-conflict"]["conflict_margin"] == pytest.approx(-0.05)
-    assert rows["c-conflict"]["reason"].startswith("open conflict: an unnamed document") and "says it does not" in rows["c-conflict"]["reason"]
+    assert (
+        rows["c-conflict"]["reason"].startswith("open conflict: an unnamed document")
+        and "says it does not" in rows["c-conflict"]["reason"]
+    )
     assert {row["conflict"] for key, row in rows.items() if key != "c-conflict"} == {None}
     # partial: sentence 1 is verbatim (lexical), sentence 2 gets p_entailment 0.20 from NLI.
     assert rows["c-partial"]["n_sentences"] == 2 and rows["c-partial"]["n_sentences_supported"] == 1
@@ -153,13 +167,27 @@ def test_quote_anchoring_locators_and_locatability():
     claims = claims_frame([("a", "c1", "A quick fox.", 1), ("a", "c2", "Nothing.", 1), ("a", "c3", "Moved.", 1)])
     citations = citations_frame(
         [
-            {"answer_id": "a", "claim_id": "c1", "citation_id": "q1", "chunk_text": chunk, "quote": 'The "quick" brown fox.'},
+            {
+                "answer_id": "a",
+                "claim_id": "c1",
+                "citation_id": "q1",
+                "chunk_text": chunk,
+                "quote": 'The "quick" brown fox.',
+            },
             {"answer_id": "a", "claim_id": "c2", "citation_id": "q2", "chunk_text": chunk, "quote": "not in the chunk"},
             # stale citation whose re-anchoring suggestion is the span "Gamma." (chunk offsets 38..44)
-            {"answer_id": "a", "claim_id": "c3", "citation_id": "q3", "chunk_text": chunk, "quote": "old text",
-             "citation_status": "stale", "stored_start_char": 138, "stored_end_char": 144},
+            {
+                "answer_id": "a",
+                "claim_id": "c3",
+                "citation_id": "q3",
+                "chunk_text": chunk,
+                "quote": "old text",
+                "citation_status": "stale",
+                "stored_start_char": 138,
+                "stored_end_char": 144,
+            },
         ]
-    )  # fmt: skip
+    )
     result = verify(claims, citations, "v1", TableScorer({}))
     pairs = {row["citation_id"]: row for row in result.pairs.iter_rows(named=True)}
     q1 = pairs["q1"]
@@ -201,7 +229,12 @@ def test_pack_windows_overlap_and_progress():
 def test_output_frames_match_schemas():
     claims, citations = world()
     result = verify(claims, citations, "v2", TableScorer(SCORES), run_id="r1")
-    for frame, schema in ((result.pairs, NLI_PAIRS), (result.claims, NLI_CLAIMS), (result.answers, NLI_ANSWERS), (result.run, NLI_RUNS)):
+    for frame, schema in (
+        (result.pairs, NLI_PAIRS),
+        (result.claims, NLI_CLAIMS),
+        (result.answers, NLI_ANSWERS),
+        (result.run, NLI_RUNS),
+    ):
         assert frame.columns == schema.names
         assert frame.to_arrow().schema.equals(schema, check_metadata=False) or frame.to_arrow().cast(schema)
     assert set(result.claims["status"]) <= set(CLAIM_STATUSES)
@@ -220,10 +253,21 @@ def test_no_claims_gives_empty_tables_and_null_metrics():
 def test_stale_citation_with_a_suggestion_is_judged_but_not_traceable():
     claims = claims_frame([("a", "c", "A river crosses the French capital.", 1)])
     citations = citations_frame(
-        [{"answer_id": "a", "claim_id": "c", "citation_id": "k", "chunk_text": RIVER, "citation_status": "stale",
-          "stored_start_char": 100, "stored_end_char": 100 + len(RIVER)}]
-    )  # fmt: skip
-    result = verify(claims, citations, "v2", TableScorer({("Seine", "A river crosses the French capital."): (0.9, 0.05, 0.05)}))
+        [
+            {
+                "answer_id": "a",
+                "claim_id": "c",
+                "citation_id": "k",
+                "chunk_text": RIVER,
+                "citation_status": "stale",
+                "stored_start_char": 100,
+                "stored_end_char": 100 + len(RIVER),
+            }
+        ]
+    )
+    result = verify(
+        claims, citations, "v2", TableScorer({("Seine", "A river crosses the French capital."): (0.9, 0.05, 0.05)})
+    )
     claim = result.claims.row(0, named=True)
     pair = result.pairs.row(0, named=True)
     assert claim["status"] == "supported" and pair["label"] == "entailment"  # the suggestion does support it

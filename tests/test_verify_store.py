@@ -1,10 +1,12 @@
 """Verification against a real store: ingest (LanceDB), registered answers, citation status from the
 stale-citation work, a tiny random-weight model, the verdict cache, Parquet outputs, the CLI and the
 Dagster asset with its check."""
+
 from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC
 from pathlib import Path
 
 import dagster as dg
@@ -13,28 +15,30 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from citekeeper.answer_store import AnswerStore
-from parsers.ingest import ingest
-from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
-from citekeeper.store import CorpusStore
-from parsers.model import ParseConfig
-from pipelines.cli import main
-from tests.chunk_frames import write_tree
 from changes.citation_status import check_citations
 from changes.repair import repair_citations
-from verifiers.nli import load_scorer
-from tests.random_models import save_random_nli_model
+from citekeeper.answers.store import AnswerStore
 from citekeeper.layout import latest_run_dir
+from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
 from citekeeper.sharding import Shard
+from citekeeper.store import CorpusStore
+from parsers.ingest import ingest
+from parsers.records import ParseConfig
+from pipelines.cli import main
+from tests.chunk_frames import write_tree
+from tests.random_models import save_random_nli_model
+from verifiers.nli import load_scorer
 from verifiers.verify_output import ShardsMissing, merge_shards
 from verifiers.verify_store import StoredRun, verify_store
 
 DOCS = {
     f"doc{d}.md": "\n\n".join(
         [f"# Guide {d}"]
-        + [f"Section {p} of guide {d} says the client keeps {p + d} connections alive. It shipped in release {d}.{p}."
-           for p in range(1, 5)]
-    )  # fmt: skip
+        + [
+            f"Section {p} of guide {d} says the client keeps {p + d} connections alive. It shipped in release {d}.{p}."
+            for p in range(1, 5)
+        ]
+    )
     for d in range(4)
 }
 EDITED_DOC = "doc2.md"
@@ -52,8 +56,14 @@ def answers_jsonl(chunks: pl.DataFrame, path: Path) -> Path:
                 "answer": "...",
                 "corpus_version": "v1",
                 "claims": [
-                    {"text": f"The client of {row['doc_id']} is configurable.", "citations": [{"chunk_id": row["chunk_id"]}]},
-                    {"text": "Connections are kept alive.", "citations": [{"chunk_id": row["chunk_id"], "quote": first_sentence}]},
+                    {
+                        "text": f"The client of {row['doc_id']} is configurable.",
+                        "citations": [{"chunk_id": row["chunk_id"]}],
+                    },
+                    {
+                        "text": "Connections are kept alive.",
+                        "citations": [{"chunk_id": row["chunk_id"], "quote": first_sentence}],
+                    },
                 ],
             }
         )
@@ -102,7 +112,9 @@ def test_reverification_scores_only_pairs_whose_evidence_changed(world, tmp_path
     assert evidence_texts(store, "v2", second.pairs) <= evidence_texts(store, "v1", first.pairs)
     assert second.stats["model_calls"] == 0
     lost = second.pairs.filter(pl.col("citation_status").is_in(["stale", "removed"]))
-    assert lost.height and lost["evidence_chunk_id"].null_count() == lost.height and set(lost["label"]) == {"no_evidence"}
+    assert (
+        lost.height and lost["evidence_chunk_id"].null_count() == lost.height and set(lost["label"]) == {"no_evidence"}
+    )
     statuses = set(second.pairs["citation_status"].drop_nulls())
     assert "valid" in statuses and "stale" in statuses
     lost_claims = second.claims.join(lost.select("answer_id", "claim_id").unique(), on=["answer_id", "claim_id"])
@@ -143,10 +155,16 @@ def test_batched_run_equals_one_batch(world, tmp_path):
     row for row, and the same run metrics, as one batch."""
     scorer = load_scorer(str(world["model"]))
     whole, _ = verify_store(world["store"].root, tmp_path / "one", version="v2", scorer=scorer, run_id="r")
-    batched, _ = verify_store(world["store"].root, tmp_path / "many", version="v2", scorer=scorer, run_id="r", answers_per_batch=3)
+    batched, _ = verify_store(
+        world["store"].root, tmp_path / "many", version="v2", scorer=scorer, run_id="r", answers_per_batch=3
+    )
     assert AnswerStore(world["store"].root).answers().height > 3 * 3  # several batches
     for table in ("pairs", "claims", "answers"):
-        assert batched.read(table).drop("from_cache", strict=False).equals(whole.read(table).drop("from_cache", strict=False)), table
+        assert (
+            batched.read(table)
+            .drop("from_cache", strict=False)
+            .equals(whole.read(table).drop("from_cache", strict=False))
+        ), table
     timing = ["started_at", "duration_s", "cache_hits", "model_calls"]  # the second run is served by the cache
     assert batched.run.drop(timing).equals(whole.run.drop(timing))
     assert batched.run["n_unique_pairs"].item() > 0
@@ -158,11 +176,17 @@ def test_sharded_run_equals_unsharded(world, tmp_path):
     scorer = load_scorer(str(world["model"]))
     whole, _ = verify_store(world["store"].root, tmp_path / "one", version="v2", scorer=scorer, run_id="r")
     with pytest.raises(ShardsMissing, match=r"shard\(s\) \[1, 2\] of 3"):
-        verify_store(world["store"].root, tmp_path / "sharded", version="v2", scorer=scorer, run_id="r", shard=Shard(0, 3))
+        verify_store(
+            world["store"].root, tmp_path / "sharded", version="v2", scorer=scorer, run_id="r", shard=Shard(0, 3)
+        )
         merge_shards(tmp_path / "sharded", "v2", "r")
     assert latest_run_dir(tmp_path / "sharded", "v2") is None  # not complete: no run row yet
-    shards = [verify_store(world["store"].root, tmp_path / "sharded", version="v2", scorer=scorer, run_id="r", shard=Shard(i, 3))[0]
-              for i in (1, 2)]  # fmt: skip
+    shards = [
+        verify_store(
+            world["store"].root, tmp_path / "sharded", version="v2", scorer=scorer, run_id="r", shard=Shard(i, 3)
+        )[0]
+        for i in (1, 2)
+    ]
     assert all(0 < s.run["n_answers"].item() < whole.run["n_answers"].item() for s in shards)  # each has some answers
     run = merge_shards(tmp_path / "sharded", "v2", "r")
     merged = StoredRun(run, latest_run_dir(tmp_path / "sharded", "v2"))
@@ -208,7 +232,9 @@ def test_cli_shards_and_merge(world, tmp_path):
     early = CliRunner().invoke(main, ["verify-merge", "--out", str(out), "--version", "v2", "--run-id", "r"])
     assert early.exit_code == 1 and "shard(s) [1] of 2 have not finished" in early.output
     assert run_cli(*args, "--shard", "1/2", "--run-id", "r").exit_code == 0
-    merged = CliRunner().invoke(main, ["verify-merge", "--out", str(out), "--version", "v2", "--run-id", "r", "--fail-under", "0.0"])
+    merged = CliRunner().invoke(
+        main, ["verify-merge", "--out", str(out), "--version", "v2", "--run-id", "r", "--fail-under", "0.0"]
+    )
     assert merged.exit_code == 0, merged.output
     assert run_cli(*args, "--run-id", "whole").exit_code == 0
     runs = {r: pl.read_parquet(out / "corpus_version=v2" / f"run_id={r}" / "run.parquet") for r in ("r", "whole")}
@@ -235,7 +261,9 @@ def test_dagster_asset_and_check(world):
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v2"])
     resources = settings(store_dir=str(world["store"].root), nli_model=str(world["model"])).resources()
-    result = dg.materialize([verification, every_claim_has_one_status], partition_key="v2", resources=resources, instance=instance)
+    result = dg.materialize(
+        [verification, every_claim_has_one_status], partition_key="v2", resources=resources, instance=instance
+    )
     assert result.success
     metadata = result.asset_materializations_for_node("verification")[0].metadata
     counts = metadata["status_counts"].value
@@ -252,9 +280,9 @@ def test_dagster_asset_and_check(world):
 def test_dagster_sharded_verification_job(world):
     """citekeeper_verify_sharded: one step per answer shard, then the merge, recorded as the verification
     partition; its run is the latest complete run of the version and equals an unsharded run."""
-    from tests.dagster_settings import settings
     from pipelines.automation import SHARDED_VERIFY_JOB
     from pipelines.definitions import build_definitions
+    from tests.dagster_settings import settings
 
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("corpus_version", ["v2"])
@@ -265,10 +293,15 @@ def test_dagster_sharded_verification_job(world):
     metadata = result.asset_materializations_for_node("merge_verification_shards")[0].metadata
     run_dir = Path(metadata["output_dir"].value)
     assert sorted(p.name for p in run_dir.glob("shard=*")) == ["shard=0-of-2", "shard=1-of-2"]
-    unsharded, _ = verify_store(world["store"].root, world["base"] / "unsharded", version="v2", scorer=load_scorer(str(world["model"])))
+    unsharded, _ = verify_store(
+        world["store"].root, world["base"] / "unsharded", version="v2", scorer=load_scorer(str(world["model"]))
+    )
     merged = StoredRun(pl.read_parquet(run_dir / "run.parquet"), run_dir)
-    assert merged.read("claims").drop("run_id").sort("answer_id", "claim_id").equals(
-        unsharded.read("claims").drop("run_id").sort("answer_id", "claim_id")
+    assert (
+        merged.read("claims")
+        .drop("run_id")
+        .sort("answer_id", "claim_id")
+        .equals(unsharded.read("claims").drop("run_id").sort("answer_id", "claim_id"))
     )
     assert metadata["n_claims"].value == AnswerStore(world["store"].root).claims().height
     assert latest_run_dir(world["store"].layout.runs_dir, "v2") == run_dir  # what the asset check reads
@@ -284,12 +317,16 @@ def test_the_latest_run_is_the_one_that_started_last_not_the_name_that_sorts_las
 
 def test_the_latest_run_is_found_among_runs_of_older_releases(tmp_path):
     """A store verified before the `checker` column existed keeps its old run rows beside the new ones."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     base = tmp_path / "corpus_version=v1"
     old, new = base / "run_id=a-old", base / "run_id=b-new"
     for directory in (old, new):
         directory.mkdir(parents=True)
-    pl.DataFrame({"run_id": ["a-old"], "started_at": [datetime(2026, 1, 1, tzinfo=timezone.utc)]}).write_parquet(old / "run.parquet")
-    pl.DataFrame({"run_id": ["b-new"], "started_at": [datetime(2026, 2, 1, tzinfo=timezone.utc)], "checker": ["nli"]}).write_parquet(new / "run.parquet")
+    pl.DataFrame({"run_id": ["a-old"], "started_at": [datetime(2026, 1, 1, tzinfo=UTC)]}).write_parquet(
+        old / "run.parquet"
+    )
+    pl.DataFrame(
+        {"run_id": ["b-new"], "started_at": [datetime(2026, 2, 1, tzinfo=UTC)], "checker": ["nli"]}
+    ).write_parquet(new / "run.parquet")
     assert latest_run_dir(tmp_path, "v1") == new

@@ -2,6 +2,7 @@
 sidecar and the configured overrides holds; a citation is re-anchored only into levels no stricter than its own; and
 each shared output shows of a document what its level allows: everything (user_visible), title, link and summary
 but no text (redacted), locators but no text (internal_only), nothing that names it (aggregate_only)."""
+
 from __future__ import annotations
 
 import itertools
@@ -15,7 +16,7 @@ from click.testing import CliRunner
 from citekeeper.scope import ACCESS_SCOPES, AGGREGATE_MARK, AGGREGATE_REASON, WITHHELD_TEXT, visible_from
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 from pipelines.cli import main
 
 SENTENCE = "The {level} page says retries back off twice."
@@ -46,7 +47,9 @@ def test_the_strictest_of_front_matter_sidecar_and_override_holds(tmp_path: Path
 
 
 def test_a_citation_is_re_anchored_only_into_levels_no_stricter_than_its_own() -> None:
-    assert [visible_from(level) for level in ACCESS_SCOPES] == [ACCESS_SCOPES[: i + 1] for i in range(len(ACCESS_SCOPES))]
+    assert [visible_from(level) for level in ACCESS_SCOPES] == [
+        ACCESS_SCOPES[: i + 1] for i in range(len(ACCESS_SCOPES))
+    ]
     assert visible_from(None) == visible_from("no such level") == ("user_visible",)
 
 
@@ -73,7 +76,9 @@ def outputs(tmp_path_factory) -> dict[str, pl.DataFrame]:
         {"text": f"{level} retries.", "citations": [{"chunk_id": chunk_id, "quote": SENTENCE.format(level=level)}]}
         for chunk_id, level in chunks.sort("access_scope").iter_rows()
     ]
-    (base / "answers.jsonl").write_text(json.dumps({"answer_id": "a", "answer": "...", "corpus_version": "v1", "claims": claims}) + "\n")
+    (base / "answers.jsonl").write_text(
+        json.dumps({"answer_id": "a", "answer": "...", "corpus_version": "v1", "claims": claims}) + "\n"
+    )
     run("answers", "add", str(base / "answers.jsonl"))
     for table in ("chunks", "documents"):
         run("export", table, "--version", "v1", "--out", str(out / f"{table}.parquet"))
@@ -97,13 +102,26 @@ def test_the_corpus_exports_show_each_level_what_it_allows(outputs) -> None:
         assert SENTENCE.format(level="user_visible") in shown["user_visible"][0]
         assert shown["user_visible"][1:] == _source("user_visible")
         assert shown["redacted"] == (WITHHELD_TEXT["redacted"], *_source("redacted"))
-        assert shown["internal_only"] == (WITHHELD_TEXT["internal_only"], *_source("internal_only")[:3], None)  # no summary
-        assert shown["aggregate_only"] == (WITHHELD_TEXT["aggregate_only"], AGGREGATE_MARK, AGGREGATE_MARK, AGGREGATE_MARK, None)
+        assert shown["internal_only"] == (
+            WITHHELD_TEXT["internal_only"],
+            *_source("internal_only")[:3],
+            None,
+        )  # no summary
+        assert shown["aggregate_only"] == (
+            WITHHELD_TEXT["aggregate_only"],
+            AGGREGATE_MARK,
+            AGGREGATE_MARK,
+            AGGREGATE_MARK,
+            None,
+        )
     documents = _by_level(outputs["documents"], ["doc_id", "front_matter"])
     assert documents["aggregate_only"] == (AGGREGATE_MARK, WITHHELD_TEXT["aggregate_only"])
     assert documents["redacted"][1] == WITHHELD_TEXT["redacted"] and "user_visible" in documents["user_visible"][1]
     chunk = _by_level(outputs["chunks"], ["doc_id", "section_path"])
-    assert chunk["aggregate_only"] == (AGGREGATE_MARK, None) and chunk["internal_only"] == ("internal_only.md", ["Heading"])
+    assert chunk["aggregate_only"] == (AGGREGATE_MARK, None) and chunk["internal_only"] == (
+        "internal_only.md",
+        ["Heading"],
+    )
 
 
 def test_the_answer_and_status_exports_show_each_level_what_it_allows(outputs) -> None:
@@ -111,12 +129,39 @@ def test_the_answer_and_status_exports_show_each_level_what_it_allows(outputs) -
     assert answers["user_visible"][0] == SENTENCE.format(level="user_visible")
     title, path, url, summary = _source("redacted")
     assert answers["redacted"] == (WITHHELD_TEXT["redacted"], title, path, path, url, summary)
-    assert answers["internal_only"][:4] == (WITHHELD_TEXT["internal_only"], "The internal_only page", "internal_only.md", "internal_only.md")
+    assert answers["internal_only"][:4] == (
+        WITHHELD_TEXT["internal_only"],
+        "The internal_only page",
+        "internal_only.md",
+        "internal_only.md",
+    )
     assert answers["internal_only"][5] is None
-    assert answers["aggregate_only"] == (WITHHELD_TEXT["aggregate_only"], AGGREGATE_MARK, AGGREGATE_MARK, AGGREGATE_MARK, AGGREGATE_MARK, None)
+    assert answers["aggregate_only"] == (
+        WITHHELD_TEXT["aggregate_only"],
+        AGGREGATE_MARK,
+        AGGREGATE_MARK,
+        AGGREGATE_MARK,
+        AGGREGATE_MARK,
+        None,
+    )
     status = _by_level(outputs["status"], ["quote", "old_text", "source_path", "doc_id", "old_locator", "reason"])
     assert status["user_visible"][0] == SENTENCE.format(level="user_visible") in status["user_visible"][1]
     assert status["user_visible"][5] == "chunk unchanged"
-    assert status["redacted"][:4] == (WITHHELD_TEXT["redacted"], WITHHELD_TEXT["redacted"], "redacted.md", "redacted.md")
-    assert status["internal_only"][:4] == (WITHHELD_TEXT["internal_only"], WITHHELD_TEXT["internal_only"], "internal_only.md", "internal_only.md")
-    assert status["aggregate_only"] == (WITHHELD_TEXT["aggregate_only"],) * 2 + (AGGREGATE_MARK, AGGREGATE_MARK, None, AGGREGATE_REASON)
+    assert status["redacted"][:4] == (
+        WITHHELD_TEXT["redacted"],
+        WITHHELD_TEXT["redacted"],
+        "redacted.md",
+        "redacted.md",
+    )
+    assert status["internal_only"][:4] == (
+        WITHHELD_TEXT["internal_only"],
+        WITHHELD_TEXT["internal_only"],
+        "internal_only.md",
+        "internal_only.md",
+    )
+    assert status["aggregate_only"] == (WITHHELD_TEXT["aggregate_only"],) * 2 + (
+        AGGREGATE_MARK,
+        AGGREGATE_MARK,
+        None,
+        AGGREGATE_REASON,
+    )

@@ -4,9 +4,9 @@
 One store holds the three revisions as versions named by date. Answers are built from sentences of the
 oldest revision in marker form (Chinese sentences, [n] and 【n】 markers) and judged against the newest.
 """
+
 from __future__ import annotations
 
-import itertools
 import json
 from collections import defaultdict
 
@@ -14,16 +14,18 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from citekeeper.answer_store import AnswerStore
+from citekeeper.answers.records import parse_answer
+from citekeeper.answers.store import AnswerStore
 from citekeeper.schema import CITATION_STATUS
 from citekeeper.store import CorpusStore
 from citekeeper.text import is_cjk, normalize_text, sentence_spans, split_sentences
-from parsers.model import ParseConfig
+from parsers.records import ParseConfig
 from pipelines.cli import main
 from tests.conftest import VUE_DOCS_ZH, require_eval
-from citekeeper.answers import parse_answer
 
-DATES = sorted(p.name for p in VUE_DOCS_ZH.iterdir() if p.is_dir() and p.name[:1].isdigit()) if VUE_DOCS_ZH.is_dir() else []
+DATES = (
+    sorted(p.name for p in VUE_DOCS_ZH.iterdir() if p.is_dir() and p.name[:1].isdigit()) if VUE_DOCS_ZH.is_dir() else []
+)
 OLDEST, NEWEST = (DATES[0], DATES[-1]) if DATES else (None, None)
 MAX_CHARS = ParseConfig().max_chunk_chars
 MIN_SENTENCE_CHARS = 12  # shorter sentences (headings, "示例：") are too ambiguous to cite
@@ -59,7 +61,11 @@ def copies(chunks: pl.DataFrame) -> pl.DataFrame:
     """Chunks with their text's whitespace runs as one space (`spaced`) and which copy of it in its document they
     are, in document order (`copy`)."""
     spaced = pl.col("text").str.replace_all(r"\s+", " ").str.strip_chars()
-    return chunks.sort("doc_id", "start_char").with_columns(spaced=spaced).with_columns(copy=pl.int_range(pl.len()).over("doc_id", "spaced"))
+    return (
+        chunks.sort("doc_id", "start_char")
+        .with_columns(spaced=spaced)
+        .with_columns(copy=pl.int_range(pl.len()).over("doc_id", "spaced"))
+    )
 
 
 def test_unchanged_chunks_keep_their_ids_across_both_revisions(vue_store):
@@ -73,7 +79,9 @@ def test_unchanged_chunks_keep_their_ids_across_both_revisions(vue_store):
         # The k-th copy of a text in a document (whitespace runs counted as one space, as ids count copies) keeps
         # the id of its k-th copy before; copies beyond the old count are new.
         before, after = (copies(frame) for frame in (before, after))
-        changed_id = after.join(before, on=["doc_id", "spaced", "copy"], suffix="_old").filter(pl.col("chunk_id") != pl.col("chunk_id_old"))
+        changed_id = after.join(before, on=["doc_id", "spaced", "copy"], suffix="_old").filter(
+            pl.col("chunk_id") != pl.col("chunk_id_old")
+        )
         assert changed_id.is_empty(), (old, new, changed_id.head(3).to_dicts())
         assert kept["chunk_id"].n_unique() >= minimum, (old, new)
     assert (kept["start_char"] != kept["start_char_old"]).sum() >= 100  # ids survive edits before them
@@ -106,18 +114,26 @@ def marker_answers(store: CorpusStore, version: str) -> list[dict]:
     for chunk_id, text in store.read_chunks(version, columns=["chunk_id", "text"]).iter_rows():
         paragraph = max(text.split("\n\n"), key=len)
         # prose sentences: a run of spaces (a code comment) is not kept as written in a claim
-        sentences = [s for s in split_sentences(paragraph)
-                     if len(s) >= MIN_SENTENCE_CHARS and "\n" not in s and "  " not in s and chinese(s)]
+        sentences = [
+            s
+            for s in split_sentences(paragraph)
+            if len(s) >= MIN_SENTENCE_CHARS and "\n" not in s and "  " not in s and chinese(s)
+        ]
         if not sentences or not all(s in paragraph for s in sentences):
             continue
         sentences = sentences[:3]
         styles = ("[{}]", "【{}】", " [{}]")
         answer = "".join(sentence + styles[i % 3].format(i + 1) for i, sentence in enumerate(sentences))
-        answers.append({
-            "answer_id": f"zh-{chunk_id}", "question": "这是什么？", "answer": answer, "corpus_version": version,
-            "references": [{"ref": i + 1, "chunk_id": chunk_id, "quote": s} for i, s in enumerate(sentences)],
-            "sentences": sentences,
-        })  # fmt: skip
+        answers.append(
+            {
+                "answer_id": f"zh-{chunk_id}",
+                "question": "这是什么？",
+                "answer": answer,
+                "corpus_version": version,
+                "references": [{"ref": i + 1, "chunk_id": chunk_id, "quote": s} for i, s in enumerate(sentences)],
+                "sentences": sentences,
+            }
+        )
     return answers
 
 
@@ -125,7 +141,9 @@ def marker_answers(store: CorpusStore, version: str) -> list[dict]:
 def stale_run(vue_store, tmp_path_factory):
     answers = marker_answers(vue_store, OLDEST)
     path = tmp_path_factory.mktemp("answers") / "answers.jsonl"
-    path.write_text("\n".join(json.dumps({k: v for k, v in a.items() if k != "sentences"}, ensure_ascii=False) for a in answers))
+    path.write_text(
+        "\n".join(json.dumps({k: v for k, v in a.items() if k != "sentences"}, ensure_ascii=False) for a in answers)
+    )
     runner = CliRunner()
     store = ["--store", str(vue_store.root)]
     added = runner.invoke(main, ["answers", "add", str(path), *store])
@@ -166,7 +184,11 @@ def test_stale_against_the_newest_revision_matches_the_text(stale_run, vue_store
         if row["status"] in ("valid", "relocated", "drifted"):
             span = text_by_id[row["new_doc_id"]][row["new_start_char"] : row["new_end_char"]]
             # An edit that only touched forms ("（CI/CD）" -> " (CI/CD) ") still holds, as a normalised match.
-            assert span == quote if row["new_match"] == "exact" else normalize_text(span, loose=True) == normalize_text(quote, loose=True), (span, quote)
+            assert (
+                span == quote
+                if row["new_match"] == "exact"
+                else normalize_text(span, loose=True) == normalize_text(quote, loose=True)
+            ), (span, quote)
             normalised += row["new_match"] == "normalized"
         elif anywhere:
             assert row["suggested_method"] == "exact", row
@@ -178,7 +200,9 @@ def test_stale_against_the_newest_revision_matches_the_text(stale_run, vue_store
             assert row["status"] in ("stale", "removed") and row["suggested_method"] != "exact"
     assert normalised >= 1  # the real revisions include form-only edits
     assert seen[("valid", True)] >= 100 and seen[("relocated", True)] + seen[("drifted", True)] >= 10
-    assert sum(n for (s, anywhere), n in seen.items() if s in ("stale", "removed") and anywhere) >= 3, seen  # re-anchored
+    assert sum(n for (s, anywhere), n in seen.items() if s in ("stale", "removed") and anywhere) >= 3, (
+        seen
+    )  # re-anchored
     assert sum(n for (_, anywhere), n in seen.items() if not anywhere) >= 5, seen  # truly gone
 
 
@@ -192,4 +216,6 @@ def test_repair_of_chinese_marker_answers_closes_the_loop(stale_run, vue_store):
     assert kinds.get("repointed_successor", 0) >= 10 and kinds.get("repointed_exact", 0) >= 3, kinds
     assert kinds.get("unresolved", 0) >= 1 and "invalid" not in kinds, kinds
     exact = repairs.filter(pl.col("repair") == "repointed_exact")
-    assert (exact["new_quote"] == exact["old_quote"]).all() and exact["new_quote"].map_elements(chinese, return_dtype=pl.Boolean).all()
+    assert (exact["new_quote"] == exact["old_quote"]).all() and exact["new_quote"].map_elements(
+        chinese, return_dtype=pl.Boolean
+    ).all()

@@ -1,5 +1,6 @@
 """The real dagster-webserver on a loopback port: the UI's GraphQL API lists every definition and
 launches an ingest run for a new corpus-version partition, which writes Parquet."""
+
 from __future__ import annotations
 
 import json
@@ -131,9 +132,20 @@ def webserver(tmp_path: Path, sample_source: Path):
     log_path = tmp_path / "webserver.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "dagster-webserver"), "-m", "pipelines.definitions",
-             "-h", "127.0.0.1", "-p", str(port)],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                str(Path(sys.executable).parent / "dagster-webserver"),
+                "-m",
+                "pipelines.definitions",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     server = Webserver(port, process, log_path)
     try:

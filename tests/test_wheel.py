@@ -6,6 +6,7 @@ this environment's site-packages on the new venv's path. Only its directory is a
 it (among them the editable install of citekeeper) are not processed, so citekeeper, parsers, verifiers,
 assets and pipelines can only come from the wheel, which the test asserts.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,20 @@ from tests.conftest import REPO, SAMPLE_CORPUS
 from tests.layers import LAYERS
 
 NOT_SOURCE = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".citekeeper", ".dagster_home",
-    ".pytest_cache", ".ruff_cache", ".hypothesis", "out", ".whl", ".wheels",
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".citekeeper",
+    ".dagster_home",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    "out",
+    ".whl",
+    ".wheels",
 )
 
 
@@ -39,8 +52,10 @@ def wheel(tmp_path_factory) -> Path:
     shutil.copytree(REPO, source, ignore=NOT_SOURCE)
     out = tmp_path_factory.mktemp("wheel")
     # no build isolation: the build backend (setuptools, in the dev extra) is already here; nothing is fetched
-    run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(out)], cwd=out)  # fmt: skip
+    run(
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
+        cwd=out,
+    )
     (built,) = out.glob("citekeeper-*.whl")
     return built
 
@@ -49,11 +64,15 @@ def test_wheel_ships_the_packages_and_the_sample_corpus(wheel: Path):
     names = set(zipfile.ZipFile(wheel).namelist())
     corpus = {
         f"pipelines/sample_corpus/{p.relative_to(SAMPLE_CORPUS).as_posix()}"
-        for p in SAMPLE_CORPUS.rglob("*") if p.is_file()
-    }  # fmt: skip
+        for p in SAMPLE_CORPUS.rglob("*")
+        if p.is_file()
+    }
     assert corpus and corpus <= names, sorted(corpus - names)
-    assert {"pipelines/sample_corpus/answers.jsonl", "pipelines/sample_corpus/README.md",
-            "pipelines/sample_corpus/v1/internal/db-failover-runbook.md.citekeeper.json"} <= names  # fmt: skip
+    assert {
+        "pipelines/sample_corpus/answers.jsonl",
+        "pipelines/sample_corpus/README.md",
+        "pipelines/sample_corpus/v1/internal/db-failover-runbook.md.citekeeper.json",
+    } <= names
     for package in LAYERS:
         modules = {f"{package}/{p.relative_to(REPO / package).as_posix()}" for p in (REPO / package).rglob("*.py")}
         assert modules <= names, sorted(modules - names)
@@ -64,10 +83,13 @@ def test_demo_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path):
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp_path)
     python = venv / "bin" / "python"
-    run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q",
-         str(wheel)], cwd=tmp_path)  # fmt: skip
-    new_site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                        cwd=tmp_path).strip())  # fmt: skip
+    run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        cwd=tmp_path,
+    )
+    new_site = Path(
+        run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp_path).strip()
+    )
     # the dependencies: this environment's site-packages, as a plain path entry (its .pth files stay inert)
     (new_site / "_citekeeper_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
@@ -75,8 +97,15 @@ def test_demo_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path):
     empty.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CITEKEEPER_", "PYTHON", "DAGSTER_"))}
     env.update(HF_HUB_OFFLINE="1", UNSTRUCTURED_DISABLE_NOTICE="1")
-    where = run([str(python), "-c", "import importlib; print('\\n'.join(importlib.import_module(p).__file__ "
-                 f"for p in {LAYERS!r}))"], cwd=empty, env=env).split()  # fmt: skip
+    where = run(
+        [
+            str(python),
+            "-c",
+            f"import importlib; print('\\n'.join(importlib.import_module(p).__file__ for p in {LAYERS!r}))",
+        ],
+        cwd=empty,
+        env=env,
+    ).split()
     assert all(Path(path).is_relative_to(new_site) for path in where), where
 
     corpus = new_site / "pipelines" / "sample_corpus"
@@ -84,8 +113,13 @@ def test_demo_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path):
     store = tmp_path / "store"
     output = run([str(venv / "bin" / "citekeeper"), "demo", "--no-model", "--store", str(store)], cwd=empty, env=env)
     assert f"store {store}" in output and "claims against v2:" in output
-    for produced in ("versions/v1.json", "versions/v2.json", "citations/target_version=v2/citation_status.parquet",
-                     "citations/target_version=v2/blast_radius.parquet", "dagster_home"):  # fmt: skip
+    for produced in (
+        "versions/v1.json",
+        "versions/v2.json",
+        "citations/target_version=v2/citation_status.parquet",
+        "citations/target_version=v2/blast_radius.parquet",
+        "dagster_home",
+    ):
         assert (store / produced).exists(), produced
     assert list(empty.iterdir()) == []  # nothing lands in the working directory
     assert sorted(p.relative_to(corpus) for p in corpus.rglob("*")) == before  # the package data is only read

@@ -1,4 +1,5 @@
 """The lexical fast path: its guards, and its precision on the real WiCE dev file."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,20 +1,20 @@
 """Frames and scorers for the verification tests."""
+
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-import time
-from datetime import datetime, timezone
-from pathlib import Path
-
 from citekeeper.identity import text_hash
 from verifiers.engine import VerifyResult, VerifySettings, model_values, verify_tables
+from verifiers.nli import Scorer
 from verifiers.run_tally import new_run_id, run_stats, run_table
 from verifiers.verdict_cache import VerdictCache
-from verifiers.nli import Scorer
 from verifiers.verify_output import RunWriter
 
 
@@ -31,10 +31,15 @@ def claims_frame(rows: list[tuple[str, str, str, int]]) -> pl.DataFrame:
             "n_citations": [r[3] for r in rows],
         },
         schema={
-            "answer_id": pl.String, "revision": pl.Int32, "claim_id": pl.String, "claim_index": pl.Int32,
-            "text": pl.String, "text_hash": pl.String, "n_citations": pl.Int32,
+            "answer_id": pl.String,
+            "revision": pl.Int32,
+            "claim_id": pl.String,
+            "claim_index": pl.Int32,
+            "text": pl.String,
+            "text_hash": pl.String,
+            "n_citations": pl.Int32,
         },
-    )  # fmt: skip
+    )
 
 
 def citations_frame(rows: list[dict]) -> pl.DataFrame:
@@ -62,11 +67,18 @@ def citations_frame(rows: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(
         full,
         schema_overrides={
-            "revision": pl.Int32, "citation_index": pl.Int32, "quote": pl.String, "chunk_text": pl.String,
-            "doc_id": pl.String, "chunk_start_char": pl.Int64, "citation_status": pl.String,
-            "stored_start_char": pl.Int64, "stored_end_char": pl.Int64, "evidence_chunk_id": pl.String,
+            "revision": pl.Int32,
+            "citation_index": pl.Int32,
+            "quote": pl.String,
+            "chunk_text": pl.String,
+            "doc_id": pl.String,
+            "chunk_start_char": pl.Int64,
+            "citation_status": pl.String,
+            "stored_start_char": pl.Int64,
+            "stored_end_char": pl.Int64,
+            "evidence_chunk_id": pl.String,
         },
-    )  # fmt: skip
+    )
 
 
 @dataclass
@@ -119,10 +131,12 @@ def verify(
     cache: VerdictCache | None = None,
     run_id: str | None = None,
 ) -> VerifyResult:
-    started_at, clock = datetime.now(timezone.utc), time.perf_counter()
+    started_at, clock = datetime.now(UTC), time.perf_counter()
     run_id = run_id or new_run_id()
     frames, tally = verify_tables(claims, citations, corpus_version, scorer, settings, cache, run_id)
-    run = run_table(tally, run_id, corpus_version, started_at, time.perf_counter() - clock, model_values(scorer, settings))
+    run = run_table(
+        tally, run_id, corpus_version, started_at, time.perf_counter() - clock, model_values(scorer, settings)
+    )
     return VerifyResult(frames["pairs"], frames["claims"], frames["answers"], run, run_stats(run))
 
 

@@ -2,6 +2,7 @@
 
 Quotes are located by citekeeper.locate (exact, then normalised, offsets in code points of the chunk text).
 """
+
 from __future__ import annotations
 
 import polars as pl

@@ -1,6 +1,7 @@
 """The fact-checker protocols behind verifiers.nli's one scorer contract (nli, binary, seq2seq, causal-lm; after
 MiniCheck's inference code, Liyan06/MiniCheck minicheck/inference.py) and the presets of the known checkers
 (docs/verification.md, "Checkers")."""
+
 from __future__ import annotations
 
 import re
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from citekeeper.models import pulled_spec
+from citekeeper.model_sources import pulled_spec
 
 PROTOCOLS = ("nli", "binary", "seq2seq", "causal-lm")
 MINICHECK_SYSTEM_PROMPT = (
@@ -26,12 +27,19 @@ _CLAIM_MARK = "\u2063CLAIM\u2063"  # where the claim goes in a rendered prompt (
 ENTAILMENT, NEUTRAL, CONTRADICTION, NOT_ENTAILMENT = "entailment", "neutral", "contradiction", "not_entailment"
 
 _LABEL_ALIASES = {
-    "entailment": ENTAILMENT, "entail": ENTAILMENT, "entails": ENTAILMENT, "entailed": ENTAILMENT,
+    "entailment": ENTAILMENT,
+    "entail": ENTAILMENT,
+    "entails": ENTAILMENT,
+    "entailed": ENTAILMENT,
     "neutral": NEUTRAL,
-    "contradiction": CONTRADICTION, "contradict": CONTRADICTION, "contradicts": CONTRADICTION,
+    "contradiction": CONTRADICTION,
+    "contradict": CONTRADICTION,
+    "contradicts": CONTRADICTION,
     "contradicted": CONTRADICTION,
-    "not_entailment": NOT_ENTAILMENT, "non_entailment": NOT_ENTAILMENT, "not_entailed": NOT_ENTAILMENT,
-}  # fmt: skip
+    "not_entailment": NOT_ENTAILMENT,
+    "non_entailment": NOT_ENTAILMENT,
+    "not_entailed": NOT_ENTAILMENT,
+}
 _THREE_WAY = {ENTAILMENT, NEUTRAL, CONTRADICTION}
 _TWO_WAY = {ENTAILMENT, NOT_ENTAILMENT}
 
@@ -103,7 +111,9 @@ def detect_protocol(model: str, config) -> str:
     architectures = list(getattr(config, "architectures", None) or [])
     if any(a.endswith("ForCausalLM") for a in architectures):
         return "causal-lm"
-    if any(a.endswith("ForConditionalGeneration") for a in architectures) and getattr(config, "is_encoder_decoder", False):
+    if any(a.endswith("ForConditionalGeneration") for a in architectures) and getattr(
+        config, "is_encoder_decoder", False
+    ):
         return "seq2seq"
     if any(a.endswith("ForSequenceClassification") for a in architectures):
         try:
@@ -133,9 +143,18 @@ class Protocol:
     def texts(self, premises: list[str], hypotheses: list[str]):
         raise NotImplementedError
 
-    def encode(self, premises: list[str], hypotheses: list[str], max_length: int | None = None) -> dict[str, np.ndarray]:
-        return dict(self.tokenizer(self.texts(premises, hypotheses), truncation=True, max_length=max_length or self.max_tokens,
-                                   padding=True, return_tensors="np"))  # fmt: skip
+    def encode(
+        self, premises: list[str], hypotheses: list[str], max_length: int | None = None
+    ) -> dict[str, np.ndarray]:
+        return dict(
+            self.tokenizer(
+                self.texts(premises, hypotheses),
+                truncation=True,
+                max_length=max_length or self.max_tokens,
+                padding=True,
+                return_tensors="np",
+            )
+        )
 
     def to_canonical(self, logits: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -164,9 +183,19 @@ def _support(p_supported: np.ndarray) -> np.ndarray:
 class NLIProtocol(Protocol):
     columns: tuple[int, int, int | None] = (0, 1, 2)
 
-    def encode(self, premises: list[str], hypotheses: list[str], max_length: int | None = None) -> dict[str, np.ndarray]:
-        return dict(self.tokenizer(premises, hypotheses, truncation="longest_first", max_length=max_length or self.max_tokens,
-                                   padding=True, return_tensors="np"))  # fmt: skip
+    def encode(
+        self, premises: list[str], hypotheses: list[str], max_length: int | None = None
+    ) -> dict[str, np.ndarray]:
+        return dict(
+            self.tokenizer(
+                premises,
+                hypotheses,
+                truncation="longest_first",
+                max_length=max_length or self.max_tokens,
+                padding=True,
+                return_tensors="np",
+            )
+        )
 
     def to_canonical(self, logits: np.ndarray) -> np.ndarray:
         softmax = _softmax(logits)
@@ -207,7 +236,9 @@ class Seq2SeqProtocol(Protocol):
     def texts(self, premises: list[str], hypotheses: list[str]) -> list[str]:
         return [f"predict: {p}{self.separator}{h}" for p, h in zip(premises, hypotheses)]
 
-    def encode(self, premises: list[str], hypotheses: list[str], max_length: int | None = None) -> dict[str, np.ndarray]:
+    def encode(
+        self, premises: list[str], hypotheses: list[str], max_length: int | None = None
+    ) -> dict[str, np.ndarray]:
         encoded = super().encode(premises, hypotheses, max_length)
         encoded["decoder_input_ids"] = np.full((len(encoded["input_ids"]), 1), self.decoder_start, dtype=np.int64)
         return encoded
@@ -229,11 +260,21 @@ class CausalLMProtocol(Protocol):
         messages = [{"role": "system", "content": MINICHECK_SYSTEM_PROMPT}, {"role": "user", "content": user}]
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
-    def encode(self, premises: list[str], hypotheses: list[str], max_length: int | None = None) -> dict[str, np.ndarray]:
+    def encode(
+        self, premises: list[str], hypotheses: list[str], max_length: int | None = None
+    ) -> dict[str, np.ndarray]:
         # The chat template writes its own special tokens; left padding puts every prompt's last token last.
-        return dict(self.tokenizer(self.texts(premises, hypotheses), add_special_tokens=False, truncation=True,
-                                   max_length=max_length or self.max_tokens, padding=True, padding_side="left",
-                                   return_tensors="np"))  # fmt: skip
+        return dict(
+            self.tokenizer(
+                self.texts(premises, hypotheses),
+                add_special_tokens=False,
+                truncation=True,
+                max_length=max_length or self.max_tokens,
+                padding=True,
+                padding_side="left",
+                return_tensors="np",
+            )
+        )
 
     def split_prompt(self, premise: str, hypotheses: list[str]) -> tuple[list[int], list[list[int]]] | None:
         """The prompts' tokens as (the evidence prefix they share, each one's rest: claim and template tail), so
@@ -242,7 +283,7 @@ class CausalLMProtocol(Protocol):
         text = self.prompt(premise, _CLAIM_MARK)
         at = text.index(_CLAIM_MARK)
         cut = len(text[:at].rstrip(" "))  # the space before the claim belongs to the claim's first token
-        prefix, (before, after) = text[:cut], (text[cut:at], text[at + len(_CLAIM_MARK):])
+        prefix, (before, after) = text[:cut], (text[cut:at], text[at + len(_CLAIM_MARK) :])
 
         def tokenize(part: str) -> list[int]:
             return self.tokenizer(part, add_special_tokens=False)["input_ids"]
@@ -268,7 +309,9 @@ def spelling_ids(model: str, tokenizer, word: str) -> tuple[int, ...]:
     decoded = tokenizer.batch_decode([[i] for i in vocabulary])
     ids = tuple(i for i, text in zip(vocabulary, decoded) if text.strip().lower() == word)
     if not ids:
-        raise CheckerError(f"model {model!r}: its tokenizer has no token {word!r}, which the protocol reads the verdict from")
+        raise CheckerError(
+            f"model {model!r}: its tokenizer has no token {word!r}, which the protocol reads the verdict from"
+        )
     return ids
 
 
@@ -276,7 +319,9 @@ def first_token(model: str, tokenizer, word: str) -> int:
     """The first token of `word` (MiniCheck-Flan-T5 compares the logits of the first tokens of "0" and "1")."""
     pieces = tokenizer(word, add_special_tokens=False)["input_ids"]
     if not pieces or pieces[0] == tokenizer.unk_token_id:
-        raise CheckerError(f"model {model!r}: its tokenizer has no token {word!r}, which the protocol reads the verdict from")
+        raise CheckerError(
+            f"model {model!r}: its tokenizer has no token {word!r}, which the protocol reads the verdict from"
+        )
     return pieces[0]
 
 
@@ -287,20 +332,34 @@ def build_protocol(name: str, model: str, tokenizer, config, max_tokens: int, su
     if name == "binary":
         n_labels = len(config.id2label)
         if not 0 <= supported_label < n_labels:
-            raise CheckerError(f"model {model!r}: --supported-label {supported_label} is not one of its {n_labels} labels")
-        return BinaryProtocol(name, tokenizer, max_tokens, separator=_separator(model, tokenizer), supported_label=supported_label)
+            raise CheckerError(
+                f"model {model!r}: --supported-label {supported_label} is not one of its {n_labels} labels"
+            )
+        return BinaryProtocol(
+            name, tokenizer, max_tokens, separator=_separator(model, tokenizer), supported_label=supported_label
+        )
     if name == "seq2seq":
         zero, one = (first_token(model, tokenizer, word) for word in ("0", "1"))
         if zero == one:
             raise CheckerError(f"model {model!r}: its tokenizer starts '0' and '1' with the same token")
         start = getattr(config, "decoder_start_token_id", None)
-        return Seq2SeqProtocol(name, tokenizer, max_tokens, separator=_separator(model, tokenizer),
-                               label_ids=(zero, one), decoder_start=0 if start is None else start)  # fmt: skip
+        return Seq2SeqProtocol(
+            name,
+            tokenizer,
+            max_tokens,
+            separator=_separator(model, tokenizer),
+            label_ids=(zero, one),
+            decoder_start=0 if start is None else start,
+        )
     if name == "causal-lm":
         if not getattr(tokenizer, "chat_template", None):
-            raise CheckerError(f"model {model!r}: its tokenizer has no chat template, which the causal-lm protocol writes the prompt with")
+            raise CheckerError(
+                f"model {model!r}: its tokenizer has no chat template, which the causal-lm protocol writes the prompt with"
+            )
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         yes, no = spelling_ids(model, tokenizer, "yes"), spelling_ids(model, tokenizer, "no")
-        return CausalLMProtocol(name, tokenizer, max_tokens, forward_kwargs={"logits_to_keep": 1}, yes_ids=yes, no_ids=no)
+        return CausalLMProtocol(
+            name, tokenizer, max_tokens, forward_kwargs={"logits_to_keep": 1}, yes_ids=yes, no_ids=no
+        )
     raise CheckerError(f"unknown checker protocol {name!r}: use one of {', '.join(PROTOCOLS)}")

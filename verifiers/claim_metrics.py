@@ -1,6 +1,7 @@
 """Claim statuses and answer metrics, aggregated from pair verdicts as polars expressions: one status per claim
 with its deciding tier and reason, and per answer and run the four ratio metrics with their counts and
 traceability (definitions: docs/verification.md)."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -16,12 +17,15 @@ CLAIM_KEY = ["answer_id", "revision", "claim_id"]
 
 def citation_verdicts(pairs: pl.DataFrame) -> pl.DataFrame:
     """Per citation: does its evidence entail at least one sentence of its claim; is it locatable."""
-    return pairs.group_by(CLAIM_KEY + ["citation_id"]).agg(
+    return pairs.group_by([*CLAIM_KEY, "citation_id"]).agg(
         (pl.col("label") == "entailment").any().alias("supports"),
         pl.col("locatable").first(),
         pl.col("evidence_text").is_not_null().first().alias("has_evidence"),
-        pl.when(pl.col("anchor") == ANCHOR_OUT_OF_SCOPE).then(pl.col("anchor"))
-        .otherwise(pl.coalesce("citation_status", "anchor")).first().alias("evidence_finding"),
+        pl.when(pl.col("anchor") == ANCHOR_OUT_OF_SCOPE)
+        .then(pl.col("anchor"))
+        .otherwise(pl.coalesce("citation_status", "anchor"))
+        .first()
+        .alias("evidence_finding"),
         (pl.col("anchor") == ANCHOR_OUT_OF_SCOPE).first().alias("out_of_scope"),
     )
 
@@ -30,7 +34,7 @@ def sentence_labels(pairs: pl.DataFrame, decisions: pl.DataFrame) -> pl.DataFram
     """Best support of each claim sentence over all its citations; a sentence one citation entails and another
     contradicts takes the side the ranking decided (verifiers.conflicts.decide_sentences), else is conflicted."""
     entail, contra = pl.col("label") == "entailment", pl.col("label") == "contradiction"
-    per_sentence = pairs.group_by(CLAIM_KEY + ["sentence_index"]).agg(
+    per_sentence = pairs.group_by([*CLAIM_KEY, "sentence_index"]).agg(
         entail.any().alias("entailed"),
         (entail & pl.col("anchored")).any().alias("entailed_anchored"),
         contra.any().alias("contradicted"),
@@ -42,13 +46,17 @@ def sentence_labels(pairs: pl.DataFrame, decisions: pl.DataFrame) -> pl.DataFram
     )
     decided = decisions.select(*CLAIM_KEY, "sentence_index", "decided_label")
     return per_sentence.join(decided, on=[*CLAIM_KEY, "sentence_index"], how="left").with_columns(
-        pl.when(pl.col("entailed") & pl.col("contradicted")).then(pl.coalesce("decided_label", pl.lit("conflicted")))
-        .when(pl.col("entailed")).then(pl.lit("entailed"))
-        .when(pl.col("contradicted")).then(pl.lit("contradicted"))
-        .when(pl.col("undecided")).then(pl.lit("unverified"))
+        pl.when(pl.col("entailed") & pl.col("contradicted"))
+        .then(pl.coalesce("decided_label", pl.lit("conflicted")))
+        .when(pl.col("entailed"))
+        .then(pl.lit("entailed"))
+        .when(pl.col("contradicted"))
+        .then(pl.lit("contradicted"))
+        .when(pl.col("undecided"))
+        .then(pl.lit("unverified"))
         .otherwise(pl.lit("not_entailed"))
         .alias("sentence_label")
-    )  # fmt: skip
+    )
 
 
 def aggregate_claims(
@@ -57,34 +65,47 @@ def aggregate_claims(
     """One status per claim, with its deciding tier, probabilities and reason. `decisions` and `conflicts`: the
     conflicting sentences' and claims' rows of verifiers.conflicts (decide_sentences, claim_conflicts)."""
     label = pl.col("sentence_label")
-    per_claim = sentence_labels(pairs, decisions).group_by(CLAIM_KEY).agg(
-        *(
-            (label == name).sum().cast(pl.Int32).alias(f"n_{name}")
-            for name in ("entailed", "conflicted", "contradicted", "unverified")
-        ),
-        pl.col("entailed_anchored").sum().cast(pl.Int32).alias("n_traceable"),
-        pl.col("by_nli").any(),
-        pl.when(pl.col("support").is_null().any()).then(None).otherwise(pl.col("support").min()).alias("support_score"),
-        pl.col("p_entailment").min(),
-        pl.col("p_contradiction").max(),
+    per_claim = (
+        sentence_labels(pairs, decisions)
+        .group_by(CLAIM_KEY)
+        .agg(
+            *(
+                (label == name).sum().cast(pl.Int32).alias(f"n_{name}")
+                for name in ("entailed", "conflicted", "contradicted", "unverified")
+            ),
+            pl.col("entailed_anchored").sum().cast(pl.Int32).alias("n_traceable"),
+            pl.col("by_nli").any(),
+            pl.when(pl.col("support").is_null().any())
+            .then(None)
+            .otherwise(pl.col("support").min())
+            .alias("support_score"),
+            pl.col("p_entailment").min(),
+            pl.col("p_contradiction").max(),
+        )
     )
-    per_citation = citation_verdicts(pairs).group_by(CLAIM_KEY).agg(
-        pl.len().cast(pl.Int32).alias("n_citations"),
-        pl.col("supports").sum().cast(pl.Int32).alias("n_citations_supporting"),
-        pl.col("locatable").sum().cast(pl.Int32).alias("n_citations_locatable"),
-        pl.col("out_of_scope").sum().cast(pl.Int32).alias("n_citations_out_of_scope"),
-        pl.col("has_evidence").any(),
-        pl.col("evidence_finding").unique().sort().str.join(", ").alias("findings"),
+    per_citation = (
+        citation_verdicts(pairs)
+        .group_by(CLAIM_KEY)
+        .agg(
+            pl.len().cast(pl.Int32).alias("n_citations"),
+            pl.col("supports").sum().cast(pl.Int32).alias("n_citations_supporting"),
+            pl.col("locatable").sum().cast(pl.Int32).alias("n_citations_locatable"),
+            pl.col("out_of_scope").sum().cast(pl.Int32).alias("n_citations_out_of_scope"),
+            pl.col("has_evidence").any(),
+            pl.col("evidence_finding").unique().sort().str.join(", ").alias("findings"),
+        )
     )
     n_sentences = sentences.group_by(CLAIM_KEY).len("n_sentences")
     frame = (
-        claims.select(CLAIM_KEY + ["claim_index", "text"])
+        claims.select([*CLAIM_KEY, "claim_index", "text"])
         .join(n_sentences, on=CLAIM_KEY, how="left")
         .join(per_claim, on=CLAIM_KEY, how="left")
         .join(per_citation, on=CLAIM_KEY, how="left")
         .join(conflicts.select(*CLAIM_KEY, "conflict", "conflict_margin", "conflict_reason"), on=CLAIM_KEY, how="left")
         .with_columns(
-            pl.col("n_citations", "n_citations_supporting", "n_citations_locatable", "n_citations_out_of_scope").fill_null(0),
+            pl.col(
+                "n_citations", "n_citations_supporting", "n_citations_locatable", "n_citations_out_of_scope"
+            ).fill_null(0),
             pl.col("n_entailed").fill_null(0).alias("n_sentences_supported"),
             pl.col("has_evidence").fill_null(False),
             pl.col("text").map_elements(_needs_evidence, return_dtype=pl.Boolean).alias("needs_evidence"),
@@ -103,30 +124,44 @@ def _needs_evidence(text: str) -> bool:
 def _status_expr() -> pl.Expr:
     n = pl.col
     return (
-        pl.when(n("n_citations") == 0).then(pl.lit("uncited"))
-        .when(~n("has_evidence")).then(pl.lit("unsupported"))
-        .when(n("n_conflicted") > 0).then(pl.lit("conflicted"))
-        .when(n("n_contradicted") > 0).then(pl.lit("contradicted"))
-        .when(n("n_unverified") > 0).then(pl.lit("unverified"))
-        .when(n("n_entailed") == n("n_sentences")).then(pl.lit("supported"))
-        .when(n("n_entailed") > 0).then(pl.lit("partially_supported"))
+        pl.when(n("n_citations") == 0)
+        .then(pl.lit("uncited"))
+        .when(~n("has_evidence"))
+        .then(pl.lit("unsupported"))
+        .when(n("n_conflicted") > 0)
+        .then(pl.lit("conflicted"))
+        .when(n("n_contradicted") > 0)
+        .then(pl.lit("contradicted"))
+        .when(n("n_unverified") > 0)
+        .then(pl.lit("unverified"))
+        .when(n("n_entailed") == n("n_sentences"))
+        .then(pl.lit("supported"))
+        .when(n("n_entailed") > 0)
+        .then(pl.lit("partially_supported"))
         .otherwise(pl.lit("unsupported"))
-    )  # fmt: skip
+    )
 
 
 def _tier_expr() -> pl.Expr:
     return (
-        pl.when(pl.col("n_citations") == 0).then(pl.lit("none"))
-        .when(~pl.col("has_evidence")).then(pl.lit("anchoring"))
-        .when(pl.col("by_nli")).then(pl.lit("nli"))
+        pl.when(pl.col("n_citations") == 0)
+        .then(pl.lit("none"))
+        .when(~pl.col("has_evidence"))
+        .then(pl.lit("anchoring"))
+        .when(pl.col("by_nli"))
+        .then(pl.lit("nli"))
         .otherwise(pl.lit("lexical"))
-    )  # fmt: skip
+    )
 
 
 def _reason_expr() -> pl.Expr:
     """The status's reason; a conflict the ranking decided adds who outranked whom."""
     decided = pl.col("conflict") == "decided"
-    return pl.when(decided).then(pl.format("{}; {}", _status_reason(), pl.col("conflict_reason"))).otherwise(_status_reason())
+    return (
+        pl.when(decided)
+        .then(pl.format("{}; {}", _status_reason(), pl.col("conflict_reason")))
+        .otherwise(_status_reason())
+    )
 
 
 def _status_reason() -> pl.Expr:
@@ -135,20 +170,37 @@ def _status_reason() -> pl.Expr:
     p_entail = n("p_entailment").round(3).cast(pl.String).fill_null("n/a")
     p_contra = n("p_contradiction").round(3).cast(pl.String).fill_null("n/a")
     return (
-        pl.when(status == "uncited").then(pl.lit("the claim has no citations"))
-        .when(~n("has_evidence")).then(
-            pl.format("none of its {} citation(s) resolves to evidence: {}", n("n_citations"), n("findings")))
-        .when(status == "conflicted").then(n("conflict_reason"))
-        .when(status == "contradicted").then(
-            pl.format("{} sentence(s) contradicted by cited evidence (p_contradiction {})", n("n_contradicted"), p_contra))
-        .when(status == "unverified").then(
-            pl.format("{} sentence(s) not decided by the lexical tier and no NLI model was loaded", n("n_unverified")))
-        .when(status == "supported").then(
-            pl.format("all {} sentence(s) entailed by cited evidence ({} tier; weakest support {})",
-                      n("n_sentences"), n("tier"), n("support_score").round(3).cast(pl.String).fill_null("n/a")))
-        .when(status == "partially_supported").then(pl.format("{} entailed, the rest not supported", of_n))
-        .otherwise(pl.format("no sentence entailed by its {} citation(s) (best p_entailment {})", n("n_citations"), p_entail))
-    )  # fmt: skip
+        pl.when(status == "uncited")
+        .then(pl.lit("the claim has no citations"))
+        .when(~n("has_evidence"))
+        .then(pl.format("none of its {} citation(s) resolves to evidence: {}", n("n_citations"), n("findings")))
+        .when(status == "conflicted")
+        .then(n("conflict_reason"))
+        .when(status == "contradicted")
+        .then(
+            pl.format(
+                "{} sentence(s) contradicted by cited evidence (p_contradiction {})", n("n_contradicted"), p_contra
+            )
+        )
+        .when(status == "unverified")
+        .then(
+            pl.format("{} sentence(s) not decided by the lexical tier and no NLI model was loaded", n("n_unverified"))
+        )
+        .when(status == "supported")
+        .then(
+            pl.format(
+                "all {} sentence(s) entailed by cited evidence ({} tier; weakest support {})",
+                n("n_sentences"),
+                n("tier"),
+                n("support_score").round(3).cast(pl.String).fill_null("n/a"),
+            )
+        )
+        .when(status == "partially_supported")
+        .then(pl.format("{} entailed, the rest not supported", of_n))
+        .otherwise(
+            pl.format("no sentence entailed by its {} citation(s) (best p_entailment {})", n("n_citations"), p_entail)
+        )
+    )
 
 
 # ------------------------------------------------------------------------------------------ metrics
@@ -171,9 +223,14 @@ METRICS = {
 }
 SOURCE_MODEL_RATES = ("decided_by_ranking_rate", "open_conflict_rate", "out_of_scope_rate")
 _COUNTS = [
-    "n_claims", "n_needing_evidence", "n_covered", "n_citations", "n_citations_supporting", "n_citations_locatable",
+    "n_claims",
+    "n_needing_evidence",
+    "n_covered",
+    "n_citations",
+    "n_citations_supporting",
+    "n_citations_locatable",
     *SOURCE_MODEL_COUNTS,
-]  # fmt: skip
+]
 
 
 def answer_metrics(claims: pl.DataFrame) -> pl.DataFrame:

@@ -2,6 +2,7 @@
 takes a side on a claim sentence is ranked by S(e,c) = w_a*A + w_t*T + w_s*G + w_v*V - w_x*X; a sentence one
 citation entails and another contradicts takes the side whose best evidence leads by the margin, else its
 conflict stays open. Reasons name the sources (never an aggregate_only one) and never quote their text."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -16,7 +17,13 @@ from verifiers.claim_metrics import CLAIM_KEY
 SENTENCE_KEY = [*CLAIM_KEY, "sentence_index"]
 STANCES = ("entailment", "contradiction")  # the labels that take a side, and so are ranked
 # The ranking terms as NLI_PAIRS records them, with the weight each is multiplied by (the penalty subtracted).
-TERMS = {"authority": "w_authority", "time": "w_time", "scope": "w_scope", "support": "w_support", "penalty": "w_penalty"}
+TERMS = {
+    "authority": "w_authority",
+    "time": "w_time",
+    "scope": "w_scope",
+    "support": "w_support",
+    "penalty": "w_penalty",
+}
 _DAY_US = 86_400_000_000
 # A lead equal to the margin decides; float sums of the weighted terms are exact to far less than this.
 _TOLERANCE = 1e-9
@@ -42,7 +49,9 @@ class RankingSettings:
         if self.margin < 0:
             raise ValueError(f"the conflict margin must be 0 or more, not {self.margin}")
         if not self.authority_levels or len(set(self.authority_levels)) != len(self.authority_levels):
-            raise ValueError(f"authority levels must be named once each, most authoritative first: {list(self.authority_levels)}")
+            raise ValueError(
+                f"authority levels must be named once each, most authoritative first: {list(self.authority_levels)}"
+            )
 
     def key(self) -> str:
         weights = ",".join(f"{term}={getattr(self, weight)}" for term, weight in TERMS.items())
@@ -59,8 +68,10 @@ def ranking_settings(
         raise ValueError(f"unknown ranking term(s) {unknown}: weigh {', '.join(TERMS)}")
     return RankingSettings(
         **{TERMS[term]: float(weight) for term, weight in weights.items()},
-        margin=margin, half_life_days=half_life_days, authority_levels=tuple(authority_levels),
-    )  # fmt: skip
+        margin=margin,
+        half_life_days=half_life_days,
+        authority_levels=tuple(authority_levels),
+    )
 
 
 # ------------------------------------------------------------------------------------------ the terms
@@ -80,10 +91,12 @@ def time_term(half_life_days: float) -> pl.Expr:
     dated = pl.coalesce("updated_at", "published_at")
     age_days = (pl.col("answer_created_at") - dated).dt.total_microseconds() / _DAY_US
     return (
-        pl.when(versions_known).then((pl.col("source_version") == pl.col("about_version")).cast(pl.Float64))
-        .when(age_days >= 0).then(pl.lit(0.5).pow(age_days / half_life_days))
+        pl.when(versions_known)
+        .then((pl.col("source_version") == pl.col("about_version")).cast(pl.Float64))
+        .when(age_days >= 0)
+        .then(pl.lit(0.5).pow(age_days / half_life_days))
         .otherwise(0.0)
-    )  # fmt: skip
+    )
 
 
 def scope_term() -> pl.Expr:
@@ -97,18 +110,22 @@ def support_term() -> pl.Expr:
     """V(e,c): the verifier's confidence in the side the evidence takes: the lexical score of a lexical decision,
     else p_entailment of an entailment, p_contradiction of a contradiction."""
     return (
-        pl.when(pl.col("tier") == "lexical").then(pl.col("score"))
-        .when(pl.col("label") == "entailment").then(pl.col("p_entailment"))
+        pl.when(pl.col("tier") == "lexical")
+        .then(pl.col("score"))
+        .when(pl.col("label") == "entailment")
+        .then(pl.col("p_entailment"))
         .otherwise(pl.col("p_contradiction"))
         .fill_null(0.0)
-    )  # fmt: skip
+    )
 
 
 def penalty_term() -> pl.Expr:
     """X(e): 1 when the document was updated after the citation retrieved it (the answer's created_at when the
     citation has no retrieved_at), or the citation drifted; else 0."""
     retrieved = pl.coalesce("retrieved_at", "answer_created_at")
-    changed = (pl.col("updated_at") > retrieved).fill_null(False) | (pl.col("citation_status") == "drifted").fill_null(False)
+    changed = (pl.col("updated_at") > retrieved).fill_null(False) | (pl.col("citation_status") == "drifted").fill_null(
+        False
+    )
     return changed.cast(pl.Float64)
 
 
@@ -124,7 +141,9 @@ def rank_pairs(pairs: pl.DataFrame, settings: RankingSettings) -> pl.DataFrame:
     }
     stance = pl.col("label").is_in(STANCES)
     ranked = pairs.with_columns(pl.when(stance).then(term).alias(name) for name, term in terms.items())
-    weighted = [getattr(settings, weight) * pl.col(f"rank_{term}") for term, weight in TERMS.items() if term != "penalty"]
+    weighted = [
+        getattr(settings, weight) * pl.col(f"rank_{term}") for term, weight in TERMS.items() if term != "penalty"
+    ]
     return ranked.with_columns(rank_score=pl.sum_horizontal(weighted) - settings.w_penalty * pl.col("rank_penalty"))
 
 
@@ -149,7 +168,9 @@ def decide_sentences(pairs: pl.DataFrame, settings: RankingSettings) -> pl.DataF
     decided = lead.abs() >= settings.margin - _TOLERANCE
     return both.with_columns(
         conflict=pl.when(decided).then(pl.lit("decided")).otherwise(pl.lit("open")),
-        decided_label=pl.when(decided).then(pl.when(lead > 0).then(pl.lit("entailed")).otherwise(pl.lit("contradicted"))),
+        decided_label=pl.when(decided).then(
+            pl.when(lead > 0).then(pl.lit("entailed")).otherwise(pl.lit("contradicted"))
+        ),
         conflict_margin=lead,
         conflict_reason=pl.when(decided).then(_decided_reason(settings)).otherwise(_open_reason(settings)),
     ).select(*SENTENCE_KEY, "conflict", "decided_label", "conflict_margin", "conflict_reason")
@@ -162,7 +183,10 @@ def claim_conflicts(decisions: pl.DataFrame) -> pl.DataFrame:
         decisions.sort([*CLAIM_KEY, pl.col("conflict_margin").abs()])
         .group_by(CLAIM_KEY, maintain_order=True)
         .agg(
-            pl.when((pl.col("conflict") == "open").any()).then(pl.lit("open")).otherwise(pl.lit("decided")).alias("conflict"),
+            pl.when((pl.col("conflict") == "open").any())
+            .then(pl.lit("open"))
+            .otherwise(pl.lit("decided"))
+            .alias("conflict"),
             pl.col("conflict_margin").first(),
             pl.col("conflict_reason").first(),
             pl.len().cast(pl.Int32).alias("n_conflicting"),
@@ -179,7 +203,15 @@ def claim_conflicts(decisions: pl.DataFrame) -> pl.DataFrame:
 # ------------------------------------------------------------------------------------------ the reasons
 
 # What a reason may say of an evidence's document: never its text; for an aggregate_only one, nothing at all.
-_SOURCE_NAME_COLUMNS = ["authority", "title", "source_path", "source_version", "updated_at", "published_at", "access_scope"]
+_SOURCE_NAME_COLUMNS = [
+    "authority",
+    "title",
+    "source_path",
+    "source_version",
+    "updated_at",
+    "published_at",
+    "access_scope",
+]
 AGGREGATE_SOURCE = "an aggregate_only source"
 
 
@@ -189,17 +221,21 @@ def _aggregate(side: str) -> pl.Expr:
 
 def _who(side: str) -> pl.Expr:
     """`official_spec "Title"` (its path when it has no title; no level when it has no authority)."""
-    name = pl.coalesce(pl.format('"{}"', pl.col(f"title{side}")), pl.col(f"source_path{side}"), pl.lit("an unnamed document"))
+    name = pl.coalesce(
+        pl.format('"{}"', pl.col(f"title{side}")), pl.col(f"source_path{side}"), pl.lit("an unnamed document")
+    )
     return pl.concat_str(pl.col(f"authority{side}"), name, separator=" ", ignore_nulls=True)
 
 
 def _when(side: str) -> pl.Expr:
     """`updated 2024-05-01`, `published 2023-01-02`, or `undated`."""
     return (
-        pl.when(pl.col(f"updated_at{side}").is_not_null()).then(pl.format("updated {}", pl.col(f"updated_at{side}").dt.date()))
-        .when(pl.col(f"published_at{side}").is_not_null()).then(pl.format("published {}", pl.col(f"published_at{side}").dt.date()))
+        pl.when(pl.col(f"updated_at{side}").is_not_null())
+        .then(pl.format("updated {}", pl.col(f"updated_at{side}").dt.date()))
+        .when(pl.col(f"published_at{side}").is_not_null())
+        .then(pl.format("published {}", pl.col(f"published_at{side}").dt.date()))
         .otherwise(pl.lit("undated"))
-    )  # fmt: skip
+    )
 
 
 def _version(side: str) -> pl.Expr:
@@ -222,7 +258,10 @@ def _deciding_term(settings: RankingSettings) -> pl.Expr:
     """The term whose weighted difference between the two sides' best evidence contributes most to the lead."""
     sign = pl.when(pl.col("rank_score") >= pl.col("rank_score_c")).then(1.0).otherwise(-1.0)
     shares = [
-        sign * (-1.0 if term == "penalty" else 1.0) * getattr(settings, weight) * (pl.col(f"rank_{term}") - pl.col(f"rank_{term}_c"))
+        sign
+        * (-1.0 if term == "penalty" else 1.0)
+        * getattr(settings, weight)
+        * (pl.col(f"rank_{term}") - pl.col(f"rank_{term}_c"))
         for term, weight in TERMS.items()
     ]
     return pl.concat_list(shares).list.arg_max().replace_strict(dict(enumerate(TERMS)), return_dtype=pl.String)
@@ -235,9 +274,13 @@ def _decided_reason(settings: RankingSettings) -> pl.Expr:
     side = pl.when(entails_wins).then(pl.lit("supporting")).otherwise(pl.lit("contradicting"))
     return pl.format(
         "conflict decided by ranking: the {} evidence of {} outranks {} ({} against {}; decided by {})",
-        side, winner, loser, _rounded("rank_score", "rank_score_c", entails_wins), _rounded("rank_score_c", "rank_score", entails_wins),
+        side,
+        winner,
+        loser,
+        _rounded("rank_score", "rank_score_c", entails_wins),
+        _rounded("rank_score_c", "rank_score", entails_wins),
         _deciding_term(settings),
-    )  # fmt: skip
+    )
 
 
 def _rounded(if_entails: str, otherwise: str, entails_wins: pl.Expr) -> pl.Expr:
@@ -247,6 +290,9 @@ def _rounded(if_entails: str, otherwise: str, entails_wins: pl.Expr) -> pl.Expr:
 def _open_reason(settings: RankingSettings) -> pl.Expr:
     return pl.format(
         "open conflict: {}; {} (rank {} against {}, a lead under the margin {})",
-        _says("", "the claim holds"), _says("_c", "it does not"),
-        pl.col("rank_score").round(3).cast(pl.String), pl.col("rank_score_c").round(3).cast(pl.String), pl.lit(settings.margin),
-    )  # fmt: skip
+        _says("", "the claim holds"),
+        _says("_c", "it does not"),
+        pl.col("rank_score").round(3).cast(pl.String),
+        pl.col("rank_score_c").round(3).cast(pl.String),
+        pl.lit(settings.margin),
+    )

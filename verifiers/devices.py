@@ -1,5 +1,6 @@
 """Where the NLI model runs: the device (auto | cpu | cuda[:N]), its precision, and batch sizes that adapt to
 the device's memory (docs/verification.md, "Devices and precision")."""
+
 from __future__ import annotations
 
 import logging

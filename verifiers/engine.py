@@ -1,5 +1,6 @@
 """The verification engine: per (claim sentence, cited evidence) pair, the lexical fast path, then the NLI
 checker, with the verdict cache in between. Takes frames, needs no store (verifiers.verify_store runs it on one)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -75,7 +76,9 @@ def verify_tables(
     evidence = resolve_spans(with_citation_columns(citations)).drop("chunk_text")
     sentences = claim_sentences(claims)
     pairs = sentences.join(evidence, on=CLAIM_KEY, how="inner")
-    judged, stats = judge_pairs(pairs.filter(pl.col("evidence_text").is_not_null()).select(PAIR_KEY).unique(), scorer, settings, cache)
+    judged, stats = judge_pairs(
+        pairs.filter(pl.col("evidence_text").is_not_null()).select(PAIR_KEY).unique(), scorer, settings, cache
+    )
     pairs = rank_pairs(_label_pairs(pairs, judged), settings.ranking).with_columns(**model)
     decisions = decide_sentences(pairs, settings.ranking)
     claim_rows = aggregate_claims(claims, sentences, pairs, decisions, claim_conflicts(decisions)).with_columns(**model)
@@ -132,10 +135,19 @@ def judge_pairs(
 
 
 _VERDICT_COLUMNS = {
-    "sentence": pl.String, "evidence_text": pl.String, "label": pl.String, "tier": pl.String,
-    "score": pl.Float64, "p_entailment": pl.Float64, "p_neutral": pl.Float64, "p_contradiction": pl.Float64,
-    "window_start": pl.Int64, "window_end": pl.Int64, "n_windows": pl.Int32, "from_cache": pl.Boolean,
-}  # fmt: skip
+    "sentence": pl.String,
+    "evidence_text": pl.String,
+    "label": pl.String,
+    "tier": pl.String,
+    "score": pl.Float64,
+    "p_entailment": pl.Float64,
+    "p_neutral": pl.Float64,
+    "p_contradiction": pl.Float64,
+    "window_start": pl.Int64,
+    "window_end": pl.Int64,
+    "n_windows": pl.Int32,
+    "from_cache": pl.Boolean,
+}
 
 
 def _empty_verdicts() -> pl.DataFrame:
@@ -160,10 +172,12 @@ def nli_verdicts(
     known = [scored.with_columns(from_cache=pl.lit(False)), hits.with_columns(from_cache=pl.lit(True))]
     verdicts = keyed.join(pl.concat(known, how="diagonal_relaxed"), on=hashes, how="left")
     label = (
-        pl.when(pl.col("p_entailment") >= settings.entail_threshold).then(pl.lit("entailment"))
-        .when(pl.col("p_contradiction") >= settings.contradict_threshold).then(pl.lit("contradiction"))
+        pl.when(pl.col("p_entailment") >= settings.entail_threshold)
+        .then(pl.lit("entailment"))
+        .when(pl.col("p_contradiction") >= settings.contradict_threshold)
+        .then(pl.lit("contradiction"))
         .otherwise(pl.lit("neutral"))
-    )  # fmt: skip
+    )
     verdicts = verdicts.with_columns(label=label, tier=pl.lit("nli"), score=pl.col("p_entailment")).drop(hashes)
     return verdicts, keyed.height - misses.height
 
@@ -180,7 +194,9 @@ def score_windows(pairs: pl.DataFrame, scorer: Scorer, settings: VerifySettings)
     check_claims_fit(pairs["sentence"].unique().to_list(), scorer)
     windows = evidence_windows(pairs["evidence_text"].unique().to_list(), scorer, settings)
     items = pairs.join(windows, on="evidence_text").with_columns(
-        pl.col("evidence_text").str.slice(pl.col("window_start"), pl.col("window_end") - pl.col("window_start")).alias("window_text")
+        pl.col("evidence_text")
+        .str.slice(pl.col("window_start"), pl.col("window_end") - pl.col("window_start"))
+        .alias("window_text")
     )
     distinct = items.select("window_text", "sentence").unique(maintain_order=True)
     probs = scorer.score(distinct["window_text"].to_list(), distinct["sentence"].to_list())
@@ -195,9 +211,11 @@ def score_windows(pairs: pl.DataFrame, scorer: Scorer, settings: VerifySettings)
         items.sort("p_contradiction", descending=True, nulls_last=True).group_by(hashes, maintain_order=True).first()
     )
     values = ["p_entailment", "p_neutral", "p_contradiction", "window_start", "window_end"]
-    chosen = best_entail.select(hashes + values).join(
-        best_contra.select(hashes + values), on=hashes, suffix="_c"
-    ).join(items.group_by(hashes).len("n_windows"), on=hashes)
+    chosen = (
+        best_entail.select(hashes + values)
+        .join(best_contra.select(hashes + values), on=hashes, suffix="_c")
+        .join(items.group_by(hashes).len("n_windows"), on=hashes)
+    )
     contradiction_wins = (pl.col("p_entailment") < settings.entail_threshold) & (
         pl.col("p_contradiction_c") >= settings.contradict_threshold
     )
@@ -239,10 +257,14 @@ def evidence_windows(evidences: list[str], scorer: Scorer, settings: VerifySetti
         sentence_tokens = [next(counts) for _ in text_spans]
         for start, end in pack_windows(text_spans, sentence_tokens, budget, settings.window_overlap_sentences):
             rows.append((text, start, end))
-    return pl.DataFrame(rows, schema={"evidence_text": pl.String, "window_start": pl.Int64, "window_end": pl.Int64}, orient="row")
+    return pl.DataFrame(
+        rows, schema={"evidence_text": pl.String, "window_start": pl.Int64, "window_end": pl.Int64}, orient="row"
+    )
 
 
-def pack_windows(spans: list[tuple[int, int]], tokens_per_span: list[int], budget: int, overlap: int) -> list[tuple[int, int]]:
+def pack_windows(
+    spans: list[tuple[int, int]], tokens_per_span: list[int], budget: int, overlap: int
+) -> list[tuple[int, int]]:
     """Greedy windows of consecutive sentences within `budget` tokens; each next window starts `overlap`
     sentences before the previous one ended (always moving forward). A lone over-long sentence is its own
     window (the tokenizer truncates it)."""

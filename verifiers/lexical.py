@@ -3,6 +3,7 @@ sentences is supported without a model; one that is near-verbatim in one evidenc
 number, or a negation one side has and the other lacks, is contradicted; anything else is left to the NLI tier
 (this tier never says "unsupported"). Kept deliberately precise: the rules are in docs/verification.md, the precision is measured by
 bench/wice_lexical_precision.py and bench/zh_lexical_precision.py."""
+
 from __future__ import annotations
 
 import logging
@@ -48,7 +49,21 @@ QUALIFIERS = frozenset(_ENGLISH_QUALIFIERS.split() + _CHINESE_QUALIFIERS.split()
 # "regardless", 不仅/不但 "not only", 未来 "future"; without the exemptions bench/zh_lexical_precision.py
 # decides none of its claims that drop a 非常 (0/45 instead of 45/45).
 _NEGATION_START = "不没未无非别勿莫"
-_NOT_NEGATIONS = ("不同", "非常", "别名", "别处", "别的", "别人", "无障碍", "无论", "不论", "不管", "不仅", "不但", "未来")
+_NOT_NEGATIONS = (
+    "不同",
+    "非常",
+    "别名",
+    "别处",
+    "别的",
+    "别人",
+    "无障碍",
+    "无论",
+    "不论",
+    "不管",
+    "不仅",
+    "不但",
+    "未来",
+)
 # The words that negate outright (not the hedges and contrasts among QUALIFIERS): a claim and an evidence sentence
 # that differ only in one of these contradict each other. A glued Chinese negation (不支持) counts as its first
 # character plus the rest (不 支持), so that it lines up with the plain verb.
@@ -139,7 +154,11 @@ def _contradiction(claim_tokens: tuple[str, ...], evidence: str, settings: Lexic
         return None
     # a cheap bound before a sentence is neutralised: enough of the claim's words (numbers aside) are in it
     needed = settings.min_content_recall * n_content - (n_content - len(words))
-    sentences = [w for w in _windows(evidence, settings.max_window_sentences) if w.n_sentences == 1 and len(words & w.split_set) >= needed]
+    sentences = [
+        w
+        for w in _windows(evidence, settings.max_window_sentences)
+        if w.n_sentences == 1 and len(words & w.split_set) >= needed
+    ]
     if not sentences:
         return None
     neutral_claim, claim_negations = _neutral(claim_tokens)
@@ -154,9 +173,15 @@ def _contradiction(claim_tokens: tuple[str, ...], evidence: str, settings: Lexic
             continue
         aligned = _alignment(neutral_claim, neutral_window)
         lo, hi = min(aligned.values()), max(aligned.values())
-        numbers_differ = any(_NUMBER.match(claim_tokens[claim_negations[i]]) and window_tokens[window_negations[j]]
-                             != claim_tokens[claim_negations[i]] for i, j in aligned.items())  # fmt: skip
-        flipped = _negations(claim_tokens) % 2 != _negations(window_tokens[window_negations[lo] : window_negations[hi] + 1]) % 2
+        numbers_differ = any(
+            _NUMBER.match(claim_tokens[claim_negations[i]])
+            and window_tokens[window_negations[j]] != claim_tokens[claim_negations[i]]
+            for i, j in aligned.items()
+        )
+        flipped = (
+            _negations(claim_tokens) % 2
+            != _negations(window_tokens[window_negations[lo] : window_negations[hi] + 1]) % 2
+        )
         if numbers_differ != flipped and (best is None or _better(score, neutral, best)):
             best = LexicalMatch(score, window.start, window.end, CONTRADICTION)
     return best
@@ -166,7 +191,12 @@ def _split_negations(words: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     """Glued Chinese negations cut into the negator and the rest (不支持 -> 不, 支持); other words as they are."""
     out: list[str] = []
     for word in words:
-        if len(word) > 1 and word[0] in _NEGATION_START and word not in _CHINESE_NEGATORS and not word.startswith(_NOT_NEGATIONS):
+        if (
+            len(word) > 1
+            and word[0] in _NEGATION_START
+            and word not in _CHINESE_NEGATORS
+            and not word.startswith(_NOT_NEGATIONS)
+        ):
             out += [word[0], word[1:]]
         else:
             out.append(word)

@@ -1,6 +1,7 @@
 """Checkers: a Hugging Face NLI model or fact-checker behind one small scorer interface (premise = evidence,
 hypothesis = claim sentence), on the torch or the ONNX Runtime int8 backend. The protocols and presets are in
 verifiers.checkers, device placement in verifiers.devices; docs/verification.md."""
+
 from __future__ import annotations
 
 import functools
@@ -17,11 +18,17 @@ from typing import Protocol
 
 import numpy as np
 
-from citekeeper.language import ENGLISH, ModelChoice, choose_nli_model
 from citekeeper.files import replace_durably
-from citekeeper.models import PULLED_FROM, ModelSourceError, load_pretrained, load_weights, resolve_model
+from citekeeper.language import ENGLISH, ModelChoice, choose_nli_model
+from citekeeper.model_sources import PULLED_FROM, ModelSourceError, load_pretrained, load_weights, resolve_model
 from verifiers.checkers import (
-    PROTOCOLS, CheckerError, LabelSetError, Preset, build_protocol, detect_protocol, preset_for,
+    PROTOCOLS,
+    CheckerError,
+    LabelSetError,
+    Preset,
+    build_protocol,
+    detect_protocol,
+    preset_for,
 )
 from verifiers.checkers import Protocol as CheckerProtocol
 from verifiers.devices import Placement, gpu_requested, is_out_of_memory, resolve_device
@@ -32,6 +39,8 @@ log = logging.getLogger("citekeeper.nli")
 # citekeeper.language.choose_nli_model (multilingual for Chinese and other non-English corpora).
 DEFAULT_MODEL = ENGLISH.nli
 BACKENDS = ("torch", "onnx")
+
+
 class ModelUnavailable(RuntimeError):
     """The NLI model cannot be loaded; the message says what to do instead."""
 
@@ -137,9 +146,10 @@ class HFScorer:
             batch = order[start : start + size]
             return start, size, self.encode([premises[i] for i in batch], [hypotheses[i] for i in batch])
 
-        with ThreadPoolExecutor(max_workers=1) as tokeniser, tqdm(
-            total=len(order), desc="NLI", unit="pair", disable=not self.progress or not len(order)
-        ) as bar:
+        with (
+            ThreadPoolExecutor(max_workers=1) as tokeniser,
+            tqdm(total=len(order), desc="NLI", unit="pair", disable=not self.progress or not len(order)) as bar,
+        ):
             start, upcoming = 0, None
             while start < len(order):
                 size = self.batch_size
@@ -163,7 +173,7 @@ class HFScorer:
         (the caller retries the pass). Any other error is raised."""
         try:
             return forward()
-        except Exception as error:  # noqa: BLE001 (only an out-of-memory error is handled)
+        except Exception as error:
             if not is_out_of_memory(error) or size == 1:
                 raise
             self._halve_batch(error)
@@ -171,7 +181,9 @@ class HFScorer:
 
     def _halve_batch(self, error: BaseException) -> None:
         self.batch_size = max(1, self.batch_size // 2)
-        log.warning(f"event=nli_out_of_memory device={self.placement.device} batch_size={self.batch_size} error={str(error)[:200]!r}")
+        log.warning(
+            f"event=nli_out_of_memory device={self.placement.device} batch_size={self.batch_size} error={str(error)[:200]!r}"
+        )
         self.release_memory()
 
     def release_memory(self) -> None:
@@ -236,11 +248,18 @@ class TorchScorer(HFScorer):
         device, pad = self.placement.device, self.tokenizer.pad_token_id
         lengths = torch.tensor([len(rest) for rest in rests], device=device)
         ids = torch.tensor([rest + [pad] * (int(lengths.max()) - len(rest)) for rest in rests], device=device)
-        mask = torch.cat([torch.ones((len(rests), prefix_length), dtype=torch.long, device=device),
-                          (torch.arange(ids.shape[1], device=device)[None, :] < lengths[:, None]).long()], dim=1)  # fmt: skip
+        mask = torch.cat(
+            [
+                torch.ones((len(rests), prefix_length), dtype=torch.long, device=device),
+                (torch.arange(ids.shape[1], device=device)[None, :] < lengths[:, None]).long(),
+            ],
+            dim=1,
+        )
         shared = copy.deepcopy(cache)
         shared.batch_repeat_interleave(len(rests))
-        hidden = self.model.base_model(input_ids=ids, attention_mask=mask, cache=shared, use_cache=True).last_hidden_state
+        hidden = self.model.base_model(
+            input_ids=ids, attention_mask=mask, cache=shared, use_cache=True
+        ).last_hidden_state
         last = hidden[torch.arange(len(rests), device=device), lengths - 1]
         return self.model.get_output_embeddings()(last).float().cpu().numpy()
 
@@ -286,7 +305,7 @@ def load_scorer(
     torch's intra-op threads (default: torch's own, one per core); `precision` overrides the device's.
 
     `model` is a local directory or a hub id (from the local Hugging Face cache, else downloaded into it:
-    citekeeper.models.resolve_model). The revision is the hub commit, else a content hash of the directory.
+    citekeeper.model_sources.resolve_model). The revision is the hub commit, else a content hash of the directory.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown NLI backend {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -303,7 +322,9 @@ def load_scorer(
         if protocol_name not in PROTOCOLS:
             raise CheckerError(f"unknown checker protocol {protocol_name!r}: use one of {', '.join(PROTOCOLS)}")
         if backend == "onnx" and protocol_name not in ONNX_PROTOCOLS:
-            raise CheckerError(f"model {model!r}: the onnx backend runs {' and '.join(ONNX_PROTOCOLS)} checkers, not {protocol_name}")
+            raise CheckerError(
+                f"model {model!r}: the onnx backend runs {' and '.join(ONNX_PROTOCOLS)} checkers, not {protocol_name}"
+            )
         tokenizer = load_pretrained(AutoTokenizer, local.path)
         hf_model = load_weights(_model_class(protocol_name), local.path).eval()
     except (ModelSourceError, OSError, ValueError, KeyError) as exc:
@@ -321,21 +342,33 @@ def load_scorer(
 
         torch.set_num_threads(threads)
     common = dict(
-        model_id=model, revision=revision, tokenizer=tokenizer, protocol=protocol, max_tokens=max_tokens,
-        batch_size=batch_size or placement.default_batch, progress=progress, backend=backend, placement=placement,
-        chunk_tokens=preset.chunk if preset else None, preset=preset,
-    )  # fmt: skip
+        model_id=model,
+        revision=revision,
+        tokenizer=tokenizer,
+        protocol=protocol,
+        max_tokens=max_tokens,
+        batch_size=batch_size or placement.default_batch,
+        progress=progress,
+        backend=backend,
+        placement=placement,
+        chunk_tokens=preset.chunk if preset else None,
+        preset=preset,
+    )
     if backend == "torch":
         return TorchScorer(**common, model=_placed(hf_model, placement))
     cache = Path(onnx_cache_dir or Path.home() / ".cache" / "citekeeper" / "onnx")
-    onnx_path = export_int8_onnx(hf_model, protocol, cache / _safe_name(f"{model}@{revision}" + (f"/{protocol.key}" if protocol.key else "")))
+    onnx_path = export_int8_onnx(
+        hf_model, protocol, cache / _safe_name(f"{model}@{revision}" + (f"/{protocol.key}" if protocol.key else ""))
+    )
     return OnnxScorer(**common, session=_onnx_session(onnx_path, placement))
 
 
 MODEL_CLASSES = {  # the transformers Auto class each protocol's model loads with
-    "nli": "AutoModelForSequenceClassification", "binary": "AutoModelForSequenceClassification",
-    "seq2seq": "AutoModelForSeq2SeqLM", "causal-lm": "AutoModelForCausalLM",
-}  # fmt: skip
+    "nli": "AutoModelForSequenceClassification",
+    "binary": "AutoModelForSequenceClassification",
+    "seq2seq": "AutoModelForSeq2SeqLM",
+    "causal-lm": "AutoModelForCausalLM",
+}
 
 
 def _model_class(protocol_name: str):
@@ -411,14 +444,23 @@ def _temp_file(directory: Path, prefix: str) -> Path:
 def _export_fp32(hf_model, protocol: CheckerProtocol, path: Path) -> None:
     import torch
 
-    sample = {name: torch.from_numpy(value) for name, value in protocol.encode(["a premise"] * 2, ["a hypothesis"] * 2).items()}
+    sample = {
+        name: torch.from_numpy(value)
+        for name, value in protocol.encode(["a premise"] * 2, ["a hypothesis"] * 2).items()
+    }
     names = list(sample)
     axes = {name: {0: "batch", 1: "sequence"} for name in names} | {"logits": {0: "batch"}}
     with torch.inference_mode():
         torch.onnx.export(
-            _logits_only(hf_model, names), tuple(sample[n] for n in names), str(path),
-            input_names=names, output_names=["logits"], dynamic_axes=axes, opset_version=17, dynamo=False,
-        )  # fmt: skip
+            _logits_only(hf_model, names),
+            tuple(sample[n] for n in names),
+            str(path),
+            input_names=names,
+            output_names=["logits"],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
 
 
 def _logits_only(model, names: list[str]):
@@ -441,7 +483,9 @@ def onnx_providers(placement: Placement, available: list[str]) -> list:
     if placement.is_cuda and "CUDAExecutionProvider" in available:
         return [("CUDAExecutionProvider", {"device_id": int(placement.device.split(":")[1])}), "CPUExecutionProvider"]
     if placement.is_cuda:
-        log.warning("event=nli_device_fallback backend=onnx reason='this onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu)'")
+        log.warning(
+            "event=nli_device_fallback backend=onnx reason='this onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu)'"
+        )
     return ["CPUExecutionProvider"]
 
 

@@ -1,36 +1,70 @@
 """Tier 1: each citation's evidence span (its quote anchored in the chunk), and each claim's sentences."""
+
 from __future__ import annotations
 
 import polars as pl
 
 from citekeeper.schema import HOLDING_STATUSES
-from citekeeper.text import sentence_spans
 from citekeeper.scope import outside_audience
+from citekeeper.text import sentence_spans
 from verifiers.anchoring import (
-    ANCHOR_EXACT, ANCHOR_NO_QUOTE, ANCHOR_NORMALIZED, ANCHOR_NOT_FOUND, ANCHOR_OUT_OF_SCOPE, anchor_quotes,
-)  # fmt: skip
+    ANCHOR_EXACT,
+    ANCHOR_NO_QUOTE,
+    ANCHOR_NORMALIZED,
+    ANCHOR_NOT_FOUND,
+    ANCHOR_OUT_OF_SCOPE,
+    anchor_quotes,
+)
 from verifiers.claim_metrics import CLAIM_KEY
 
 # The columns a resolved citation frame must have (changes.evidence builds it from the store).
 CITATION_COLUMNS = [
-    "answer_id", "revision", "claim_id", "citation_id", "citation_index", "chunk_id", "quote",
-    "citation_status", "evidence_chunk_id", "doc_id", "chunk_text", "chunk_start_char",
-    "stored_start_char", "stored_end_char",
-]  # fmt: skip
+    "answer_id",
+    "revision",
+    "claim_id",
+    "citation_id",
+    "citation_index",
+    "chunk_id",
+    "quote",
+    "citation_status",
+    "evidence_chunk_id",
+    "doc_id",
+    "chunk_text",
+    "chunk_start_char",
+    "stored_start_char",
+    "stored_end_char",
+]
 _TIME = pl.Datetime("us", "UTC")
 _LABELS = pl.List(pl.String)
 # What the conflict ranking and the audience check read (verifiers.conflicts; null where unknown): the evidence
 # document's source fields and names, the answer's audience, version, scope labels and time, when the citation
 # retrieved its evidence.
 SOURCE_COLUMNS = {
-    "source_type": pl.String, "source_url": pl.String, "published_at": _TIME, "updated_at": _TIME,
-    "authority": pl.String, "source_version": pl.String, "title": pl.String, "source_path": pl.String,
-    "access_scope": pl.String, "access_groups": _LABELS, "scope_labels": _LABELS,
-    "audience": _LABELS, "about_version": pl.String, "answer_scope_labels": _LABELS, "answer_created_at": _TIME,
+    "source_type": pl.String,
+    "source_url": pl.String,
+    "published_at": _TIME,
+    "updated_at": _TIME,
+    "authority": pl.String,
+    "source_version": pl.String,
+    "title": pl.String,
+    "source_path": pl.String,
+    "access_scope": pl.String,
+    "access_groups": _LABELS,
+    "scope_labels": _LABELS,
+    "audience": _LABELS,
+    "about_version": pl.String,
+    "answer_scope_labels": _LABELS,
+    "answer_created_at": _TIME,
     "retrieved_at": _TIME,
-}  # fmt: skip
-_TYPES = {"revision": pl.Int32, "citation_index": pl.Int32, "chunk_start_char": pl.Int64,
-          "stored_start_char": pl.Int64, "stored_end_char": pl.Int64, **SOURCE_COLUMNS}  # fmt: skip
+}
+_TYPES = {
+    "revision": pl.Int32,
+    "citation_index": pl.Int32,
+    "chunk_start_char": pl.Int64,
+    "stored_start_char": pl.Int64,
+    "stored_end_char": pl.Int64,
+    **SOURCE_COLUMNS,
+}
 
 
 def with_citation_columns(citations: pl.DataFrame) -> pl.DataFrame:
@@ -45,7 +79,9 @@ def with_citation_columns(citations: pl.DataFrame) -> pl.DataFrame:
 def out_of_audience(citations: pl.DataFrame) -> pl.DataFrame:
     """Citations of a document outside the answer's audience (their status says so, or citekeeper.scope's
     test on the joined frame does) anchored `out_of_scope`: no evidence, not anchored, not locatable."""
-    outside = (pl.col("citation_status") == "out_of_scope").fill_null(False) | outside_audience("access_groups", "audience")
+    outside = (pl.col("citation_status") == "out_of_scope").fill_null(False) | outside_audience(
+        "access_groups", "audience"
+    )
     return citations.with_columns(
         pl.when(outside).then(pl.lit(ANCHOR_OUT_OF_SCOPE)).otherwise(pl.col("anchor")).alias("anchor"),
         *(pl.when(~outside).then(pl.col(c)).alias(c) for c in ("quote_start", "quote_end", "chunk_text")),
@@ -68,25 +104,37 @@ def resolve_spans(citations: pl.DataFrame) -> pl.DataFrame:
     stored_in_chunk = (stored_start >= 0) & (stored_end <= chunk_len) & (stored_start <= stored_end)
     anchored = pl.col("anchor").is_in([ANCHOR_EXACT, ANCHOR_NORMALIZED])
     span_start = (
-        pl.when(anchored).then(pl.col("quote_start"))
-        .when(pl.col("anchor") == ANCHOR_NO_QUOTE).then(0)
-        .when((pl.col("anchor") == ANCHOR_NOT_FOUND) & stored_in_chunk).then(stored_start)
-    )  # fmt: skip
+        pl.when(anchored)
+        .then(pl.col("quote_start"))
+        .when(pl.col("anchor") == ANCHOR_NO_QUOTE)
+        .then(0)
+        .when((pl.col("anchor") == ANCHOR_NOT_FOUND) & stored_in_chunk)
+        .then(stored_start)
+    )
     span_end = (
-        pl.when(anchored).then(pl.col("quote_end"))
-        .when(pl.col("anchor") == ANCHOR_NO_QUOTE).then(chunk_len)
-        .when((pl.col("anchor") == ANCHOR_NOT_FOUND) & stored_in_chunk).then(stored_end)
-    )  # fmt: skip
+        pl.when(anchored)
+        .then(pl.col("quote_end"))
+        .when(pl.col("anchor") == ANCHOR_NO_QUOTE)
+        .then(chunk_len)
+        .when((pl.col("anchor") == ANCHOR_NOT_FOUND) & stored_in_chunk)
+        .then(stored_end)
+    )
     no_quote = pl.col("anchor") == ANCHOR_NO_QUOTE
     exact = pl.col("anchor") == ANCHOR_EXACT
     frame = frame.with_columns(
         span_start.cast(pl.Int64).alias("_span_start"),
         span_end.cast(pl.Int64).alias("_span_end"),
-        pl.when(no_quote).then(0).otherwise(pl.coalesce(stored_start, pl.when(exact).then(pl.col("quote_start"))))
-        .cast(pl.Int64).alias("_loc_start"),
-        pl.when(no_quote).then(chunk_len).otherwise(pl.coalesce(stored_end, pl.when(exact).then(pl.col("quote_end"))))
-        .cast(pl.Int64).alias("_loc_end"),
-    )  # fmt: skip
+        pl.when(no_quote)
+        .then(0)
+        .otherwise(pl.coalesce(stored_start, pl.when(exact).then(pl.col("quote_start"))))
+        .cast(pl.Int64)
+        .alias("_loc_start"),
+        pl.when(no_quote)
+        .then(chunk_len)
+        .otherwise(pl.coalesce(stored_end, pl.when(exact).then(pl.col("quote_end"))))
+        .cast(pl.Int64)
+        .alias("_loc_end"),
+    )
     # A stale / removed / invalid citation does not hold (nor has it evidence: changes.evidence).
     holding = (pl.col("citation_status").is_null() | pl.col("citation_status").is_in(HOLDING_STATUSES)) & (
         pl.col("anchor") != ANCHOR_OUT_OF_SCOPE
@@ -116,7 +164,11 @@ def claim_sentences(claims: pl.DataFrame) -> pl.DataFrame:
     spans = [sentence_spans(text) or [(0, len(text))] for text in texts]
     return (
         claims.select(CLAIM_KEY)
-        .with_columns(pl.Series("sentence", [[text[s:e] for s, e in sp] for text, sp in zip(texts, spans)], dtype=pl.List(pl.String)))
+        .with_columns(
+            pl.Series(
+                "sentence", [[text[s:e] for s, e in sp] for text, sp in zip(texts, spans)], dtype=pl.List(pl.String)
+            )
+        )
         .explode("sentence")
         .with_columns(pl.int_range(pl.len()).over(CLAIM_KEY).cast(pl.Int32).alias("sentence_index"))
     )

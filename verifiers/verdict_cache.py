@@ -1,12 +1,13 @@
 """Persistent cache of NLI verdicts, keyed by (model, settings, claim text hash, evidence text hash): one LanceDB
 table that runs and shards share, so a pair whose claim and evidence are unchanged never reaches the model
 again (docs/verification.md, "Bulk and incremental")."""
+
 from __future__ import annotations
 
 import hashlib
 import logging
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -137,7 +138,7 @@ class VerdictCache:
             verdicts.select(KEY[2:] + VALUES).with_columns(
                 pl.lit(model_key).alias("model_key"),
                 pl.lit(settings_key).alias("settings_key"),
-                pl.lit(datetime.now(timezone.utc)).alias("created_at"),
+                pl.lit(datetime.now(UTC)).alias("created_at"),
             )
         )
 
@@ -169,7 +170,7 @@ class VerdictCache:
                 return None
         try:
             return db.create_table(TABLE, schema=TABLE_SCHEMA, exist_ok=True)
-        except Exception:  # noqa: BLE001 (another process created it between the two calls)
+        except Exception:
             return db.open_table(TABLE)
 
     def _upsert(self, table, rows: pl.DataFrame, what: str) -> None:
@@ -186,13 +187,19 @@ class VerdictCache:
         merges = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(MERGE_ATTEMPTS),
             # 0.5, 1, 2, 4, 8 s (at most 8) times 0.5-1.5: half of it fixed, plus uniform(0, all of it)
-            wait=tenacity.wait_exponential(multiplier=0.25, max=4) + tenacity.wait_random_exponential(multiplier=0.5, max=8),
+            wait=tenacity.wait_exponential(multiplier=0.25, max=4)
+            + tenacity.wait_random_exponential(multiplier=0.5, max=8),
             retry=tenacity.retry_if_exception_type((RuntimeError, OSError)) & tenacity.retry_if_exception(_is_conflict),
             before_sleep=lambda state: log.warning(
                 "verdict cache: upsert of %s lost to concurrent writers (attempt %d of %d: %s); retrying in %.1f s",
-                what, state.attempt_number, MERGE_ATTEMPTS, _first_line(state.outcome.exception()), state.upcoming_sleep),
+                what,
+                state.attempt_number,
+                MERGE_ATTEMPTS,
+                _first_line(state.outcome.exception()),
+                state.upcoming_sleep,
+            ),
             reraise=True,  # the last attempt's error, not tenacity's RetryError
-        )  # fmt: skip
+        )
         for attempt in merges:
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
@@ -208,7 +215,9 @@ class VerdictCache:
         lance_attempts = getattr(result, "num_attempts", 1)
         self.merge_attempts += lance_attempts - 1
         if lance_attempts > 1:
-            log.info("verdict cache: upsert of %s committed after %d attempts (concurrent writers)", what, lance_attempts)
+            log.info(
+                "verdict cache: upsert of %s committed after %d attempts (concurrent writers)", what, lance_attempts
+            )
 
     def _maintain(self, table) -> None:
         """Best effort (a failure only logs): compact once there are COMPACT_FRAGMENTS fragments, create the BTree
@@ -227,7 +236,7 @@ class VerdictCache:
                 # rewrites the index: once per tenth of growth, so its writes stay proportional to the rows added
                 dataset.optimize.optimize_indices(index_names=[INDEX])
             dataset.cleanup_old_versions(older_than=KEEP_VERSIONS)
-        except Exception as error:  # noqa: BLE001 (maintenance never fails a run; the next flush tries again)
+        except Exception as error:
             level = logging.INFO if _is_conflict(error) else logging.WARNING  # another writer maintained it first
             log.log(level, "verdict cache: maintenance of %s skipped: %s", self.table_path, _first_line(error))
 

@@ -1,9 +1,10 @@
 """Writing a verification run: pairs/claims/answers/run Parquet under <out>/corpus_version=<v>/run_id=<r>/; a
 shard of a sharded run writes its tables and its tally under <run>/shard=<i>-of-<n>/, and the merge the run row."""
+
 from __future__ import annotations
 
 from contextlib import ExitStack
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -26,12 +27,14 @@ class RunWriter:
 
     def __init__(self, out_dir: Path | str, corpus_version: str, run_id: str, shard: Shard | None = None):
         self.directory = (
-            run_dir(out_dir, corpus_version, run_id) if shard is None
+            run_dir(out_dir, corpus_version, run_id)
+            if shard is None
             else shard_run_dir(out_dir, corpus_version, run_id, shard.index, shard.count)
-        )  # fmt: skip
+        )
         self._stack = ExitStack()
         self._streams = {
-            name: self._stack.enter_context(ParquetStream(self.directory / f"{name}.parquet", TABLES[name])) for name in BATCH_TABLES
+            name: self._stack.enter_context(ParquetStream(self.directory / f"{name}.parquet", TABLES[name]))
+            for name in BATCH_TABLES
         }
 
     def write(self, frames: dict[str, pl.DataFrame]) -> None:
@@ -47,7 +50,9 @@ class RunWriter:
         return {
             **self._paths(),
             "pair_keys": write_parquet(pair_keys, NLI_PAIR_KEYS, self.directory / "pair_keys.parquet"),
-            "tally": write_parquet(tally_row, NLI_SHARD_TALLY, self.directory / "tally.parquet"),  # last: the shard is done
+            "tally": write_parquet(
+                tally_row, NLI_SHARD_TALLY, self.directory / "tally.parquet"
+            ),  # last: the shard is done
         }
 
     def _paths(self) -> dict[str, Path]:
@@ -76,13 +81,19 @@ def merge_shards(out_dir: Path | str, corpus_version: str, run_id: str) -> pl.Da
     count = rows["shard_count"].max()
     missing = sorted(set(range(count)) - set(rows["shard_index"].to_list()))
     if missing or rows["shard_count"].n_unique() != 1:
-        raise ShardsMissing(f"{directory}: shard(s) {missing} of {count} have not finished (found {len(tallies)} tallies)")
+        raise ShardsMissing(
+            f"{directory}: shard(s) {missing} of {count} have not finished (found {len(tallies)} tallies)"
+        )
     pair_keys = pl.concat([read_parquet(path.with_name("pair_keys.parquet"), NLI_PAIR_KEYS) for path in tallies])
     started_at = rows["started_at"].min()
     run = run_table(
-        RunTally.of_shards(rows, pair_keys), run_id, corpus_version, started_at,
-        (datetime.now(timezone.utc) - started_at).total_seconds(), rows.select(MODEL_COLUMNS).row(0, named=True),
-    )  # fmt: skip
+        RunTally.of_shards(rows, pair_keys),
+        run_id,
+        corpus_version,
+        started_at,
+        (datetime.now(UTC) - started_at).total_seconds(),
+        rows.select(MODEL_COLUMNS).row(0, named=True),
+    )
     write_parquet(run, TABLES["run"], directory / "run.parquet")
     return run
 

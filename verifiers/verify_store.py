@@ -1,31 +1,37 @@
 """Verification against the store: the current answers (or an answers file) checked against a corpus version,
 a batch of answers at a time."""
+
 from __future__ import annotations
 
 import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import reduce
 from pathlib import Path
 
 import polars as pl
 
-from citekeeper.answer_store import ANSWER_BATCH, AnswerStore
-from citekeeper.store import CorpusStore
-from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
-from citekeeper.tables import empty, read_parquet
+from changes.evidence import (
+    ANSWER_SOURCE_COLUMNS,
+    EVIDENCE_CHUNK_COLUMNS,
+    EVIDENCE_DOCUMENT_COLUMNS,
+    answers_from_file,
+    citation_evidence,
+    read_citation_status,
+)
+from citekeeper.answers.store import ANSWER_BATCH, AnswerStore
 from citekeeper.layout import run_table_files
-from citekeeper.sharding import Shard
+from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from citekeeper.scope import aggregate_documents, withhold_documents
+from citekeeper.sharding import Shard
+from citekeeper.store import CorpusStore
+from citekeeper.tables import empty, read_parquet
 from verifiers.claim_metrics import status_counts
 from verifiers.engine import TABLES, VerifySettings, model_values, verify_tables
-from verifiers.run_tally import new_run_id, run_stats, run_table
-from changes.evidence import (
-    ANSWER_SOURCE_COLUMNS, EVIDENCE_CHUNK_COLUMNS, EVIDENCE_DOCUMENT_COLUMNS, answers_from_file, citation_evidence, read_citation_status,
-)  # fmt: skip
 from verifiers.nli import Scorer
+from verifiers.run_tally import new_run_id, run_stats, run_table
 from verifiers.verdict_cache import VerdictCache
 from verifiers.verify_output import RunWriter
 
@@ -79,7 +85,7 @@ def verify_store(
 
     With `shard`, only the answers it owns (verifiers.verify_output.merge_shards makes the run row once every
     shard of the run_id has finished); the returned run row is the shard's own."""
-    started_at, clock = datetime.now(timezone.utc), time.perf_counter()
+    started_at, clock = datetime.now(UTC), time.perf_counter()
     store = store_root if isinstance(store_root, CorpusStore) else CorpusStore(store_root)
     with store.reading():  # gc waits until the run has read its version and written its tables (CLI and Dagster)
         version = store.version_or_latest(version)
@@ -126,6 +132,9 @@ def _answer_batches(
     # of the answers table only what the evidence reads (its source_record and texts would double a batch's memory)
     columns = {"answers": ["answer_id", "revision", *ANSWER_SOURCE_COLUMNS]}
     batches = AnswerStore(store.root).snapshot().current_batches(ANSWER_TABLES, answers_per_batch, shard, columns)
-    first = next(batches, {"answers": empty(ANSWERS).select(columns["answers"]), "claims": empty(CLAIMS), "citations": empty(CITATIONS)})
+    first = next(
+        batches,
+        {"answers": empty(ANSWERS).select(columns["answers"]), "claims": empty(CLAIMS), "citations": empty(CITATIONS)},
+    )
     for batch in itertools.chain([first], batches):
         yield tuple(batch[table] for table in ANSWER_TABLES)

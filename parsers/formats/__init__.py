@@ -3,10 +3,11 @@ merged here into the lookups by extension and filetype that discovery and parsin
 takes the source, its raw bytes and the parse settings and returns `Partitioned` (parsers.formats.base): the
 elements in reading order, each element's Locator (page, slide, sheet and rows, e-mail part, OCR) and what the
 format knows of the whole document (encoding, e-mail header); it raises DocumentError with a clear reason."""
+
 from __future__ import annotations
 
-from parsers.formats.base import Format, Partitioned, no_locator
 from parsers.formats import email, office, paged, text
+from parsers.formats.base import Format, Partitioned, no_locator
 
 FORMATS: tuple[Format, ...] = (*text.FORMATS, *office.FORMATS, *email.FORMATS, *paged.FORMATS)
 BY_FILETYPE: dict[str, Format] = {f.filetype: f for f in FORMATS}

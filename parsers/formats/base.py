@@ -1,10 +1,11 @@
 """The contract between a file format and the rest of parsing (see parsers.formats)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from parsers.model import EmailHeader, Locator, ParseConfig, SourceFile
+from parsers.records import EmailHeader, Locator, ParseConfig, SourceFile
 
 # The compound-file header of Office 97-2003 documents, Outlook .msg files and encrypted OOXML.
 OLE2_SIGNATURE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"

@@ -1,6 +1,7 @@
 """E-mail formats: .eml (the standard library's email package) and .msg (Outlook, python-oxmsg). The body and each
 attachment are separate parts (Locator.part), and each attachment is partitioned and quarantined by its own
 file format (_message)."""
+
 from __future__ import annotations
 
 import email
@@ -13,7 +14,7 @@ from pathlib import PurePath
 
 from parsers.formats.base import OLE2_SIGNATURE, Format, Partitioned
 from parsers.formats.text import UndecodableText, decode_text
-from parsers.model import DocumentError, EmailHeader, Locator, ParseConfig, SourceFile
+from parsers.records import DocumentError, EmailHeader, Locator, ParseConfig, SourceFile
 
 BODY_PART = "body"
 _FOLD = re.compile(r"\r?\n(?=[ \t])")  # a header's line break before white space is folding, not content
@@ -61,7 +62,9 @@ def _header_text(source: SourceFile, value: str | None) -> str | None:
         try:
             words.append(decode_text(word, declared=charset)[0])
         except UndecodableText as exc:
-            raise DocumentError(source.source_path, "read", f"message header: {exc}", error_type="EncodingError") from exc
+            raise DocumentError(
+                source.source_path, "read", f"message header: {exc}", error_type="EncodingError"
+            ) from exc
     return "".join(words).strip() or None
 
 
@@ -101,11 +104,21 @@ def _load_msg(source: SourceFile, raw: bytes):
     from oxmsg import Message
 
     if not raw.startswith(OLE2_SIGNATURE):  # every .msg is an OLE2 compound file
-        raise DocumentError(source.source_path, "parse", "not an Outlook .msg file: no OLE2 compound-file header", error_type="CorruptMsg")
+        raise DocumentError(
+            source.source_path,
+            "parse",
+            "not an Outlook .msg file: no OLE2 compound-file header",
+            error_type="CorruptMsg",
+        )
     try:
         return Message.load(raw)
     except Exception as exc:  # olefile and oxmsg raise anything on a damaged container
-        raise DocumentError(source.source_path, "parse", f"not a readable Outlook .msg file: {type(exc).__name__}: {exc}", error_type="CorruptMsg") from exc
+        raise DocumentError(
+            source.source_path,
+            "parse",
+            f"not a readable Outlook .msg file: {type(exc).__name__}: {exc}",
+            error_type="CorruptMsg",
+        ) from exc
 
 
 def _msg_attachment(attachment) -> _Attachment:
@@ -128,8 +141,14 @@ def _body_elements(html: str | None, plain: str | None) -> list:
     return []
 
 
-def _message(source: SourceFile, config: ParseConfig, body_elements: list, attachments: list[_Attachment],
-             header: EmailHeader, encoding: str | None) -> Partitioned:  # fmt: skip
+def _message(
+    source: SourceFile,
+    config: ParseConfig,
+    body_elements: list,
+    attachments: list[_Attachment],
+    header: EmailHeader,
+    encoding: str | None,
+) -> Partitioned:
     """The body's elements (Locator.part "body"), then each attachment's (part: its file name, "fwd.eml/report.pdf"
     for one inside a forwarded message), so no chunk spans the body and an attachment. unstructured's
     partition_email / partition_msg are not used: they hand attachments to its auto partition (a PDF or image may
@@ -163,14 +182,21 @@ def _attachment_format(attachment: _Attachment) -> Format | None:
     return BY_EXTENSION.get(PurePath(attachment.name).suffix.lower())
 
 
-def _partition_attachment(source: SourceFile, config: ParseConfig, file_format: Format, attachment: _Attachment) -> Partitioned:
+def _partition_attachment(
+    source: SourceFile, config: ParseConfig, file_format: Format, attachment: _Attachment
+) -> Partitioned:
     # The attachment stands in for a file of its own; source_path stays the message's, which errors name.
     inner = replace(source, filetype=file_format.filetype, raw=attachment.data, size_bytes=len(attachment.data))
     try:
         return file_format.partition(inner, attachment.data, config)
     except DocumentError as exc:
         error = exc.error
-        raise DocumentError(source.source_path, error.stage, f"attachment {attachment.name!r}: {error.reason}", error_type=error.error_type) from exc
+        raise DocumentError(
+            source.source_path,
+            error.stage,
+            f"attachment {attachment.name!r}: {error.reason}",
+            error_type=error.error_type,
+        ) from exc
     except Exception as exc:  # as parse_document reports any parser's crash, but naming the attachment
         reason = f"attachment {attachment.name!r}: {file_format.filetype} parser failed: {type(exc).__name__}: {exc}"
         raise DocumentError(source.source_path, "parse", reason, error_type="ParserError") from exc

@@ -1,6 +1,7 @@
 """Office formats: word-processor documents and decks through unstructured's partitioners (.doc and .ppt converted
 by LibreOffice first), and spreadsheets (xlsx, xls, csv, tsv) read here one element per row, so that a citation
 knows the rows it quotes (_sheet_elements; docs/ingest.md, "Spreadsheets")."""
+
 from __future__ import annotations
 
 import csv
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from parsers.formats.base import OLE2_SIGNATURE, Format, Partitioned
 from parsers.formats.text import read_text
-from parsers.model import DocumentError, Locator, ParseConfig, SourceFile, over_limit
+from parsers.records import DocumentError, Locator, ParseConfig, SourceFile, over_limit
 from parsers.system_tools import LIBREOFFICE, require
 
 CELL_SEPARATOR = " | "
@@ -40,8 +41,13 @@ def _check_zip(source: SourceFile, raw: bytes, member: str, config: ParseConfig)
     if zipfile.is_zipfile(buffer) and member in (archive := zipfile.ZipFile(buffer)).namelist():
         unpacked = sum(info.file_size for info in archive.infolist())
         if unpacked > config.max_decompressed_bytes:
-            raise over_limit(source.source_path, "parse", f"its ZIP members unpack to {unpacked:,} bytes",
-                             "max_decompressed_bytes", config.max_decompressed_bytes)  # fmt: skip
+            raise over_limit(
+                source.source_path,
+                "parse",
+                f"its ZIP members unpack to {unpacked:,} bytes",
+                "max_decompressed_bytes",
+                config.max_decompressed_bytes,
+            )
         return
     hint = ""
     if raw.startswith(OLE2_SIGNATURE):  # an encrypted OOXML file is an OLE2 container, not a ZIP
@@ -61,8 +67,10 @@ def _check_rtf(source: SourceFile, raw: bytes) -> None:
     code_page = _RTF_CODE_PAGE.search(raw)
     # pandoc reads 8-bit escapes as Windows-1252 whatever the code page, so e.g. GBK text would come out garbled.
     if code_page and code_page.group(1) != b"1252" and _RTF_8BIT_ESCAPE.search(_RTF_UNICODE_ESCAPE.sub(b"", raw)):
-        reason = (f"RTF text in code page {code_page.group(1).decode()} as 8-bit \\'hh escapes, which pandoc reads "
-                  f"as Windows-1252 only (the text would be garbled); re-save the file as .docx")  # fmt: skip
+        reason = (
+            f"RTF text in code page {code_page.group(1).decode()} as 8-bit \\'hh escapes, which pandoc reads "
+            f"as Windows-1252 only (the text would be garbled); re-save the file as .docx"
+        )
         raise DocumentError(source.source_path, "read", reason, error_type="EncodingError")
 
 
@@ -177,8 +185,13 @@ def _row_elements(source: SourceFile, rows: Iterable[SheetRow], config: ParseCon
         kept = list(itertools.islice(((n, values) for _, n, values in sheet_rows), config.max_rows_per_sheet + 1))
         if len(kept) > config.max_rows_per_sheet:  # stop reading: 5.7 M rows took minutes and gigabytes
             where = f"sheet {sheet!r}" if sheet is not None else "the file"
-            raise over_limit(source.source_path, "parse", f"{where} has more than {config.max_rows_per_sheet:,} rows",
-                             "max_rows_per_sheet", config.max_rows_per_sheet)  # fmt: skip
+            raise over_limit(
+                source.source_path,
+                "parse",
+                f"{where} has more than {config.max_rows_per_sheet:,} rows",
+                "max_rows_per_sheet",
+                config.max_rows_per_sheet,
+            )
         elements += _sheet_elements(sheet, kept)
     return elements
 

@@ -1,6 +1,7 @@
 """Paged formats: PDF (a page's text layer where it has one, OCR of the pages without, in page order) and images
 (OCR'd frame by frame). OCR is unstructured's "ocr_only" strategy, Tesseract alone: the layout models of
 "hi_res" are downloads that air-gapped machines cannot make."""
+
 from __future__ import annotations
 
 import io
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from citekeeper.text import close_unspaced_gaps
 from parsers.formats.base import Format, Partitioned, page_locator
-from parsers.model import DocumentError, Locator, ParseConfig, SourceFile
+from parsers.records import DocumentError, Locator, ParseConfig, SourceFile
 from parsers.system_tools import PDFTOPPM, TESSERACT, SystemTool, require
 
 # Tesseract reads body text best at 300 dpi or more; higher only costs time.
@@ -23,7 +24,9 @@ RENDER_DPI = 300
 
 def _partition_pdf(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
     if b"%PDF-" not in raw[:1024]:
-        raise DocumentError(source.source_path, "parse", "not a PDF: no %PDF- header in the first 1024 bytes", error_type="NotAPdf")
+        raise DocumentError(
+            source.source_path, "parse", "not a PDF: no %PDF- header in the first 1024 bytes", error_type="NotAPdf"
+        )
     pages = _text_layer_pages(raw) or _pages_without_text(raw)
     scanned = [number for number, elements in enumerate(pages, start=1) if not _has_text(elements)]
     if not scanned:
@@ -78,8 +81,16 @@ def _ocr_pdf_page(pdf_path: Path, number: int, config: ParseConfig) -> list:
     from pdf2image import convert_from_path
 
     with tempfile.TemporaryDirectory(dir=pdf_path.parent) as directory:
-        (png,) = convert_from_path(str(pdf_path), dpi=RENDER_DPI, first_page=number, last_page=number, fmt="png",
-                                   grayscale=True, output_folder=directory, paths_only=True)  # fmt: skip
+        (png,) = convert_from_path(
+            str(pdf_path),
+            dpi=RENDER_DPI,
+            first_page=number,
+            last_page=number,
+            fmt="png",
+            grayscale=True,
+            output_folder=directory,
+            paths_only=True,
+        )
         return _ocr_image(Path(png).read_bytes(), number, config)
 
 
@@ -97,17 +108,21 @@ def _has_text(elements: list) -> bool:
 def _partition_image(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
     frames = _image_frames(source, raw)
     _require_ocr(source, config)
-    elements = [element for number, frame in enumerate(frames, start=1) for element in _ocr_image(frame, number, config)]
+    elements = [
+        element for number, frame in enumerate(frames, start=1) for element in _ocr_image(frame, number, config)
+    ]
     if not _has_text(elements):
-        raise DocumentError(source.source_path, "parse", f"OCR ({_languages(config)}) found no text in the image", error_type="NoText")
+        raise DocumentError(
+            source.source_path, "parse", f"OCR ({_languages(config)}) found no text in the image", error_type="NoText"
+        )
     return Partitioned(elements, _ocr_locator)
 
 
 def _image_frames(source: SourceFile, raw: bytes) -> list[bytes]:
     """Each frame (a TIFF's pages; one for most images) as PNG: unstructured's ocr_only reads only an
     image's first frame."""
-    from PIL import Image, ImageSequence, UnidentifiedImageError
     from pi_heif import register_heif_opener
+    from PIL import Image, ImageSequence, UnidentifiedImageError
 
     register_heif_opener()  # HEIC/HEIF (iPhone photos) through Pillow
     try:
@@ -139,12 +154,16 @@ def _require_ocr(source: SourceFile, config: ParseConfig, *tools: SystemTool) ->
         require(tool, source.source_path)
     from unstructured_pytesseract import get_languages
 
-    installed = set(get_languages())  # `tesseract --list-langs`, asked per document: packs can be added while a run goes on
+    installed = set(
+        get_languages()
+    )  # `tesseract --list-langs`, asked per document: packs can be added while a run goes on
     missing = [language for language in config.ocr_languages if language not in installed]
     if missing:
         packs = " ".join(f"tesseract-ocr-{language.replace('_', '-')}" for language in missing)
-        reason = (f"OCR language(s) {', '.join(missing)} (ParseConfig.ocr_languages) not installed for Tesseract "
-                  f"(installed: {', '.join(sorted(installed))}): apt-get install {packs}")  # fmt: skip
+        reason = (
+            f"OCR language(s) {', '.join(missing)} (ParseConfig.ocr_languages) not installed for Tesseract "
+            f"(installed: {', '.join(sorted(installed))}): apt-get install {packs}"
+        )
         raise DocumentError(source.source_path, "parse", reason, error_type="MissingSystemTool")
 
 
@@ -152,8 +171,9 @@ def _ocr_image(png: bytes, number: int, config: ParseConfig) -> list:
     """unstructured's ocr_only elements for one page image, numbered `number`, with Chinese/Japanese spacing fixed."""
     from unstructured.partition.image import partition_image
 
-    elements = partition_image(file=io.BytesIO(png), strategy="ocr_only", languages=list(config.ocr_languages),
-                               starting_page_number=number)  # fmt: skip
+    elements = partition_image(
+        file=io.BytesIO(png), strategy="ocr_only", languages=list(config.ocr_languages), starting_page_number=number
+    )
     for element in elements:
         element.text = close_unspaced_gaps(str(element.text or ""))
     return elements

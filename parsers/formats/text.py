@@ -3,6 +3,7 @@
 Every text format (and an e-mail body, and discovery's front-matter reading) goes through `decode_text`, so a file
 reads the same wherever it is read, and `Partitioned.encoding` records what it was decoded from.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -14,7 +15,7 @@ from charset_normalizer import from_bytes
 
 from parsers.formats.base import Format, Partitioned
 from parsers.metadata import MetadataError, read_front_matter
-from parsers.model import DocumentError, NothingToCite, ParseConfig, SourceFile
+from parsers.records import DocumentError, NothingToCite, ParseConfig, SourceFile
 
 # (byte-order mark, the encoding recorded, the codec of the bytes after the mark). UTF-32 comes first: the
 # UTF-32-LE mark starts with the UTF-16-LE one.
@@ -133,7 +134,9 @@ def _decode_after_bom(raw: bytes, bom: bytes, encoding: str, codec: str) -> tupl
     except UnicodeDecodeError as exc:
         offset = len(bom) + exc.start
         name = encoding.upper().removesuffix("-SIG")
-        raise UndecodableText(f"not valid {name} although it starts with its byte-order mark: byte 0x{raw[offset]:02x} at offset {offset} ({exc.reason}); re-save the file as UTF-8") from exc
+        raise UndecodableText(
+            f"not valid {name} although it starts with its byte-order mark: byte 0x{raw[offset]:02x} at offset {offset} ({exc.reason}); re-save the file as UTF-8"
+        ) from exc
 
 
 def _declared_codec(declared: str | None) -> str | None:
@@ -166,7 +169,9 @@ def _utf16_codec(raw: bytes) -> str | None:
 def _guess(raw: bytes) -> tuple[str, str] | None:
     # threshold=1.0: rank every candidate, however messy; its default (0.2) rejects short Chinese with
     # full-width punctuation ("你好，世界。") outright.
-    ranked = from_bytes(raw, cp_isolation=list(_LEGACY_CANDIDATES), threshold=1.0, enable_fallback=False, preemptive_behaviour=False)
+    ranked = from_bytes(
+        raw, cp_isolation=list(_LEGACY_CANDIDATES), threshold=1.0, enable_fallback=False, preemptive_behaviour=False
+    )
     for match in ranked:
         codec = codecs.lookup(match.encoding).name
         # charset_normalizer decodes only samples of a large file: the whole file must decode.
@@ -178,8 +183,10 @@ def _guess(raw: bytes) -> tuple[str, str] | None:
 def _undecodable_reason(raw: bytes, declared: str | None, not_utf8: UnicodeDecodeError) -> str:
     tried = [f"declared {declared!r}"] if declared else []
     tried += [*filter(None, [_utf16_codec(raw)]), "utf-8", *(codecs.lookup(codec).name for codec in _LEGACY_CANDIDATES)]
-    return (f"byte 0x{raw[not_utf8.start]:02x} at offset {not_utf8.start} is not UTF-8 ({not_utf8.reason}), and no encoding "
-            f"tried ({', '.join(tried)}) decodes every byte; re-save the file as UTF-8")  # fmt: skip
+    return (
+        f"byte 0x{raw[not_utf8.start]:02x} at offset {not_utf8.start} is not UTF-8 ({not_utf8.reason}), and no encoding "
+        f"tried ({', '.join(tried)}) decodes every byte; re-save the file as UTF-8"
+    )
 
 
 def _body(source: SourceFile, text: str) -> str:
@@ -276,8 +283,10 @@ def _escaped_angle_brackets(body: str) -> str:
 def _plain_markdown(body: str) -> str:
     """Markdown read as plain text, without what a reader never sees as text: fence lines, and outside fences
     HTML comments and lines of tags alone (VitePress' `<div class="sfc">`, `</div>`); code and prose stay."""
-    parts = ("\n" if kind == "fence" else _UNSHOWN_PROSE.sub("", text) if kind == "prose" else text
-             for kind, text in _markdown_parts(body))  # fmt: skip
+    parts = (
+        "\n" if kind == "fence" else _UNSHOWN_PROSE.sub("", text) if kind == "prose" else text
+        for kind, text in _markdown_parts(body)
+    )
     return "".join(parts)
 
 
@@ -361,8 +370,13 @@ def _partition_xml(source: SourceFile, raw: bytes, config: ParseConfig) -> Parti
 
 FORMATS = (
     Format("md", (".md", ".markdown"), _partition_md, "Markdown (front matter read as metadata)", front_matter=True),
-    Format("mdx", (".mdx",), _partition_mdx, "MDX (Markdown with JSX; its ESM import/export blocks are not text)",
-           front_matter=True),
+    Format(
+        "mdx",
+        (".mdx",),
+        _partition_mdx,
+        "MDX (Markdown with JSX; its ESM import/export blocks are not text)",
+        front_matter=True,
+    ),
     Format("html", (".html", ".htm"), _partition_html, "HTML"),
     Format("txt", (".txt",), _partition_txt, "plain text"),
     Format("rst", (".rst",), _partition_rst, "reStructuredText"),

@@ -1,4 +1,5 @@
 """The records parsers/ hands to the store. Field names match citekeeper.schema."""
+
 from __future__ import annotations
 
 import json
@@ -6,8 +7,12 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from pathlib import Path
 
-from citekeeper.scope import ACCESS_SCOPES  # noqa: F401  (re-exported: parsers validate scopes with it)
-from citekeeper.scope import AGGREGATE_MARK, AGGREGATE_REASON, is_aggregate
+from citekeeper.scope import (
+    ACCESS_SCOPES,  # noqa: F401  (re-exported: parsers validate scopes with it)
+    AGGREGATE_MARK,
+    AGGREGATE_REASON,
+    is_aggregate,
+)
 from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS, DEFAULT_SOURCE_KEYS, DEFAULTABLE_FIELDS, check_url_template
 from citekeeper.text import TEXT_RULES_VERSION
 
@@ -59,16 +64,28 @@ class ParseConfig:
         if self.source_url_template is not None:
             check_url_template(self.source_url_template)
         levels = self.authority_levels
-        if not levels or len(set(levels)) < len(levels) or not all(isinstance(level, str) and level.strip() for level in levels):
-            raise ValueError(f"authority_levels must be distinct, non-empty names, most authoritative first; got {list(levels)}")
+        if (
+            not levels
+            or len(set(levels)) < len(levels)
+            or not all(isinstance(level, str) and level.strip() for level in levels)
+        ):
+            raise ValueError(
+                f"authority_levels must be distinct, non-empty names, most authoritative first; got {list(levels)}"
+            )
         for name, _ in self.source_fields_map:
             if name not in DEFAULT_SOURCE_KEYS:
-                raise ValueError(f"source_fields_map: unknown field {name!r}; fields read from front matter: {list(DEFAULT_SOURCE_KEYS)}")
+                raise ValueError(
+                    f"source_fields_map: unknown field {name!r}; fields read from front matter: {list(DEFAULT_SOURCE_KEYS)}"
+                )
         for glob, name, value in self.source_defaults:
             if name not in DEFAULTABLE_FIELDS:
-                raise ValueError(f"source_defaults {glob!r}: field {name!r} cannot be set by glob; only {list(DEFAULTABLE_FIELDS)}")
+                raise ValueError(
+                    f"source_defaults {glob!r}: field {name!r} cannot be set by glob; only {list(DEFAULTABLE_FIELDS)}"
+                )
             if name == "authority" and value not in levels:
-                raise ValueError(f"source_defaults {glob!r}: authority {value!r} is not one of authority_levels {list(levels)}")
+                raise ValueError(
+                    f"source_defaults {glob!r}: authority {value!r} is not one of authority_levels {list(levels)}"
+                )
 
     def source_keys(self) -> dict[str, tuple[str, ...]]:
         """Each source field's front matter keys: DEFAULT_SOURCE_KEYS with source_fields_map's replacements."""
@@ -81,10 +98,24 @@ class ParseConfig:
 # setting, a new one included, counts as a parse setting, so an unknown effect re-parses rather than reusing
 # stale output.
 RUN_SETTINGS = frozenset(
-    {"max_file_bytes", "parse_timeout_s", "default_access_scope", "access_scope_overrides", "include", "exclude", "workers",
-     "max_decompressed_bytes", "max_rows_per_sheet", "max_chunks_per_document", "worker_memory_bytes",
-     "source_url_template", "source_defaults", "source_fields_map", "authority_levels"}
-)  # fmt: skip
+    {
+        "max_file_bytes",
+        "parse_timeout_s",
+        "default_access_scope",
+        "access_scope_overrides",
+        "include",
+        "exclude",
+        "workers",
+        "max_decompressed_bytes",
+        "max_rows_per_sheet",
+        "max_chunks_per_document",
+        "worker_memory_bytes",
+        "source_url_template",
+        "source_defaults",
+        "source_fields_map",
+        "authority_levels",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -206,7 +237,11 @@ class IngestError:
     def shared(self) -> IngestError:
         """The error as a printed line or recorded metadata shows it: an aggregate_only file neither named nor
         described."""
-        return replace(self, source_path=AGGREGATE_MARK, reason=AGGREGATE_REASON) if is_aggregate(self.access_scope) else self
+        return (
+            replace(self, source_path=AGGREGATE_MARK, reason=AGGREGATE_REASON)
+            if is_aggregate(self.access_scope)
+            else self
+        )
 
 
 @dataclass(frozen=True)
@@ -219,7 +254,9 @@ class SkippedDocument:
 
 def over_limit(source_path: str, stage: str, what: str, setting: str, limit: int) -> DocumentError:
     """The error of a document over one of ParseConfig's cost limits."""
-    return DocumentError(source_path, stage, f"{what}, over the limit of {limit:,} ({setting})", error_type="LimitExceeded")
+    return DocumentError(
+        source_path, stage, f"{what}, over the limit of {limit:,} ({setting})", error_type="LimitExceeded"
+    )
 
 
 class DocumentError(Exception):

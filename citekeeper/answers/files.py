@@ -1,5 +1,6 @@
 """Answer files read line by line (JSONL) or row by row (Parquet), in batches: a bad line is an error of that
 line only, and memory follows the batch, not the file."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from citekeeper.answers import AnswerInputError, AnswerLimits, ParsedAnswer, parse_answer
+from citekeeper.answers.records import AnswerInputError, AnswerLimits, ParsedAnswer, parse_answer
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,9 @@ class LineError:
 READ_BATCH = 20_000  # records parsed and registered at a time: memory follows this, not the file
 
 
-def read_answer_records(path: Path, limits: AnswerLimits = AnswerLimits()) -> tuple[list[ParsedAnswer], list[LineError]]:
+def read_answer_records(
+    path: Path, limits: AnswerLimits = AnswerLimits()
+) -> tuple[list[ParsedAnswer], list[LineError]]:
     """The answers of a JSONL or Parquet file, and an error for each problem of a bad non-blank line / row."""
     answers, errors = [], []
     for batch_answers, batch_errors in iter_answer_records(path, limits=limits):
@@ -52,7 +55,7 @@ class JsonLine(NamedTuple):
     text: str
 
 
-# Parses a record of another shape (an LLM API's response, citekeeper.rag_formats), read from a line (the line's
+# Parses a record of another shape (an LLM API's response, citekeeper.answers.formats), read from a line (the line's
 # text, when it was one), within the AnswerLimits; raises AnswerInputError.
 Convert = Callable[[object, int, AnswerLimits, str | None], ParsedAnswer]
 
@@ -74,7 +77,9 @@ def parsed_batches(
         else:
             try:
                 record, text = (row.value, row.text) if isinstance(row, JsonLine) else (row, None)
-                answers.append(convert(record, line_no, limits, text) if convert else parse_answer(record, line_no, limits))
+                answers.append(
+                    convert(record, line_no, limits, text) if convert else parse_answer(record, line_no, limits)
+                )
             except AnswerInputError as exc:
                 errors.extend(LineError(line_no, issue.field, issue.message) for issue in exc.issues)
         if n % batch_size == 0:
@@ -103,7 +108,12 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, object]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                yield line_no, LineError(line_no, "json", f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})")
+                yield (
+                    line_no,
+                    LineError(
+                        line_no, "json", f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+                    ),
+                )
                 continue
             if not line.strip():
                 continue

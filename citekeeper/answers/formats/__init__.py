@@ -1,6 +1,7 @@
 """Answers as RAG systems return them: an LLM API's or framework's response in its envelope (`--from FORMAT`),
-turned into an answer record whose citations name documents, anchored at registration (citekeeper.anchor;
+turned into an answer record whose citations name documents, anchored at registration (citekeeper.answers.anchoring;
 docs/answers.md, "Answers as LLM APIs return them")."""
+
 from __future__ import annotations
 
 import functools
@@ -12,10 +13,22 @@ from datetime import datetime
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from citekeeper.answers import (
-    UNANCHORED, AnswerLimits, AnswerInputError, DocumentRef, GivenText, Issue, Names, ParsedAnswer, ParsedCitation,
-    ParsedClaim, RequiredText, Timestamp, issue_from, record_json,
-)  # fmt: skip
+from citekeeper.answers.records import (
+    UNANCHORED,
+    AnswerInputError,
+    AnswerLimits,
+    DocumentRef,
+    GivenText,
+    Issue,
+    Names,
+    ParsedAnswer,
+    ParsedCitation,
+    ParsedClaim,
+    RequiredText,
+    Timestamp,
+    issue_from,
+    record_json,
+)
 from citekeeper.text import marker_ids, sentence_spans, strip_markers
 
 RESPONSE_FORMATS = ("anthropic", "openai", "cohere", "gemini", "llamaindex", "langchain")
@@ -107,10 +120,15 @@ def _unmapped(cited: Cited) -> Issue:
 
 
 def parse_response(
-    row: object, line: int | None = None, limits: AnswerLimits = AnswerLimits(), text: str | None = None, *, response_format: str
+    row: object,
+    line: int | None = None,
+    limits: AnswerLimits = AnswerLimits(),
+    text: str | None = None,
+    *,
+    response_format: str,
 ) -> ParsedAnswer:
     """The answer of one `--from FORMAT` line (`text`: the line as read): claims citing documents, to be anchored
-    at registration (citekeeper.anchor), the envelope kept as the source_record. AnswerInputError names each
+    at registration (citekeeper.answers.anchoring), the envelope kept as the source_record. AnswerInputError names each
     problem; a source `documents` does not map is no such error: its citation registers unanchored (invalid), the
     answer's `unmapped` names it."""
     try:
@@ -177,9 +195,13 @@ def _claims(
         document = None if entry is None else entry.reference(_hint(c))
         if entry is None:  # registered all the same, judged invalid with the reason, like a missing document
             unmapped.append(_unmapped(c))
-            citation = ParsedCitation(None, quote, None, anchored_by=UNANCHORED, anchor_note=unmapped[-1].message, retrieved_at=retrieved_at)
+            citation = ParsedCitation(
+                None, quote, None, anchored_by=UNANCHORED, anchor_note=unmapped[-1].message, retrieved_at=retrieved_at
+            )
         else:
-            citation = ParsedCitation(None, quote, None, None, document, retrieved_at=entry.retrieved_at or retrieved_at)
+            citation = ParsedCitation(
+                None, quote, None, None, document, retrieved_at=entry.retrieved_at or retrieved_at
+            )
         for i in _sentences_of(c.span, sentences):
             citations[i].setdefault((document if document is not None else c.field, quote), citation)
     claims = tuple(ParsedClaim(claim, tuple(cites.values())) for (_, _, claim), cites in zip(sentences, citations))
@@ -188,7 +210,7 @@ def _claims(
 
 def _hint(cited: Cited) -> tuple[int | None, int | None]:
     start, end = cited.start_char, cited.end_char
-    if type(start) is int and type(end) is int and 0 <= start < end:  # noqa: E721 (bool is not an offset)
+    if type(start) is int and type(end) is int and 0 <= start < end:
         return start, end
     return None, None
 
@@ -233,7 +255,11 @@ def _text_blocks(blocks: list) -> list[tuple[int, dict, int, int]]:
     """(index, block, start, end) of each text block in order, the spans into the blocks' joined text."""
     out, at = [], 0
     for i, block in enumerate(blocks):
-        if isinstance(block, dict) and isinstance(block.get("text"), str) and block.get("type", "text") in ("text", "output_text"):
+        if (
+            isinstance(block, dict)
+            and isinstance(block.get("text"), str)
+            and block.get("type", "text") in ("text", "output_text")
+        ):
             out.append((i, block, at, at + len(block["text"])))
             at += len(block["text"])
     return out
@@ -252,16 +278,31 @@ def _anthropic(response) -> tuple[str, list[Cited]]:
             field = f"response.content.{i}.citations.{j}"
             kind = _get(citation, "type", f"{field}.type", str)
             if kind in ("char_location", "page_location", "content_block_location"):
-                keys = (_index(citation.get("document_index"), f"{field}.document_index"), citation.get("document_title"))
+                keys = (
+                    _index(citation.get("document_index"), f"{field}.document_index"),
+                    citation.get("document_title"),
+                )
             elif kind == "search_result_location":
-                keys = (citation.get("source"), citation.get("title"), _index(citation.get("search_result_index"), f"{field}.search_result_index"))
+                keys = (
+                    citation.get("source"),
+                    citation.get("title"),
+                    _index(citation.get("search_result_index"), f"{field}.search_result_index"),
+                )
             elif kind == "web_search_result_location":
                 keys = (citation.get("url"), citation.get("title"))
             else:
                 raise ShapeError(f"{field}.type", f"unknown Anthropic citation type {kind!r:.40}")
             char = kind == "char_location"
-            cited.append(Cited((start, end), keys, field, citation.get("cited_text"),
-                               citation.get("start_char_index") if char else None, citation.get("end_char_index") if char else None))  # fmt: skip
+            cited.append(
+                Cited(
+                    (start, end),
+                    keys,
+                    field,
+                    citation.get("cited_text"),
+                    citation.get("start_char_index") if char else None,
+                    citation.get("end_char_index") if char else None,
+                )
+            )
     return _joined(blocks), cited
 
 
@@ -282,7 +323,13 @@ def _openai(response) -> tuple[str, list[Cited]]:
         elif item.get("type") == "message":
             for j, part in enumerate(_get(item, "content", f"response.output.{i}.content", list)):
                 if isinstance(part, dict) and part.get("type") == "output_text":
-                    texts.append((_get(part, "text", f"response.output.{i}.content.{j}.text", str), part.get("annotations") or [], f"response.output.{i}.content.{j}"))
+                    texts.append(
+                        (
+                            _get(part, "text", f"response.output.{i}.content.{j}.text", str),
+                            part.get("annotations") or [],
+                            f"response.output.{i}.content.{j}",
+                        )
+                    )
     text, cited, at = "", [], 0
     for part_text, notes, field in texts:
         for k, note in enumerate(notes):
@@ -316,8 +363,14 @@ def _openai_chat(response: dict) -> tuple[str, list[Cited]]:
     cited = []
     for k, note in enumerate(message.get("annotations") or []):
         field = f"response.choices.0.message.annotations.{k}"
-        body = note.get(note.get("type"), note) if isinstance(note, dict) else note  # {"type": "url_citation", "url_citation": {...}}
-        cited.append(_openai_annotation({"type": note.get("type"), **body} if isinstance(body, dict) else body, field, 0, len(text), {}))
+        body = (
+            note.get(note.get("type"), note) if isinstance(note, dict) else note
+        )  # {"type": "url_citation", "url_citation": {...}}
+        cited.append(
+            _openai_annotation(
+                {"type": note.get("type"), **body} if isinstance(body, dict) else body, field, 0, len(text), {}
+            )
+        )
     return text, cited
 
 
@@ -329,8 +382,12 @@ def _cohere(response) -> tuple[str, list[Cited]]:
     else:
         message = _get(response, "message", "response.message", dict)
         content = message.get("content")
-        text = content if isinstance(content, str) else _joined(_text_blocks(content) if isinstance(content, list) else [])
-        citations = [(citation, f"response.message.citations.{i}") for i, citation in enumerate(message.get("citations") or [])]
+        text = (
+            content if isinstance(content, str) else _joined(_text_blocks(content) if isinstance(content, list) else [])
+        )
+        citations = [
+            (citation, f"response.message.citations.{i}") for i, citation in enumerate(message.get("citations") or [])
+        ]
     return text, [cited for citation, field in citations for cited in _cohere_citation(citation, field)]
 
 
@@ -346,7 +403,9 @@ def _cohere_stream(events: list) -> tuple[str, list[tuple[object, str]]]:
         if kind in ("content-start", "content-delta"):
             content = _get(message, "content", f"response.{i}.delta.message.content", dict, required=False) or {}
             text = _get(content, "text", f"response.{i}.delta.message.content.text", str, required=False)
-            texts.setdefault(_index(event.get("index", 0), f"response.{i}.index"), []).append(text or "")  # a thinking delta has none
+            texts.setdefault(_index(event.get("index", 0), f"response.{i}.index"), []).append(
+                text or ""
+            )  # a thinking delta has none
         elif kind == "citation-start":
             citations.append((message.get("citations"), f"response.{i}.delta.message.citations"))
     return "".join("".join(pieces) for _, pieces in sorted(texts.items())), citations
@@ -362,7 +421,9 @@ def _cohere_citation(citation, field: str) -> list[Cited]:
         document = document if isinstance(document, dict) else {}
         source_id = source.get("id") if isinstance(source, dict) else None
         keys = (document.get("id"), source_id, *_positional(source_id))
-        passage = next((document[k] for k in ("text", "snippet", "content", "chunk") if isinstance(document.get(k), str)), None)
+        passage = next(
+            (document[k] for k in ("text", "snippet", "content", "chunk") if isinstance(document.get(k), str)), None
+        )
         cited.append(Cited((start, end), keys, f"{field}.sources.{j}", passage))
     return cited
 
@@ -380,7 +441,10 @@ _UPPER = re.compile(r"[A-Z]")
 def _camel(value):
     """The REST API's camelCase keys for the Python SDK's snake_case dump, recursively."""
     if isinstance(value, dict):
-        return {_CAMEL.sub(lambda m: m.group(1).upper(), key) if isinstance(key, str) else key: _camel(item) for key, item in value.items()}
+        return {
+            _CAMEL.sub(lambda m: m.group(1).upper(), key) if isinstance(key, str) else key: _camel(item)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
         return [_camel(item) for item in value]
     return value
@@ -412,7 +476,12 @@ def _gemini_rest(response: object) -> tuple[str, list[Cited]]:
     if not candidates:
         raise ShapeError("response.candidates", "is empty")
     candidate = candidates[0]
-    parts = _get(_get(candidate, "content", "response.candidates.0.content", dict), "parts", "response.candidates.0.content.parts", list)
+    parts = _get(
+        _get(candidate, "content", "response.candidates.0.content", dict),
+        "parts",
+        "response.candidates.0.content.parts",
+        list,
+    )
     blocks = _text_blocks(parts)
     by_part = {i: (block["text"], start) for i, block, start, _ in blocks}
     grounding = candidate.get("groundingMetadata") or {}
@@ -423,10 +492,14 @@ def _gemini_rest(response: object) -> tuple[str, list[Cited]]:
         segment = _get(support, "segment", f"{field}.segment", dict)
         part = _index(segment.get("partIndex", 0), f"{field}.segment.partIndex")
         if part not in by_part:
-            raise ShapeError(f"{field}.segment.partIndex", f"names part {part}, which holds no text ({len(parts)} part(s))")
+            raise ShapeError(
+                f"{field}.segment.partIndex", f"names part {part}, which holds no text ({len(parts)} part(s))"
+            )
         part_text, part_start = by_part[part]
         span = _code_points(part_text, segment, f"{field}.segment")
-        for position, index in enumerate(_get(support, "groundingChunkIndices", f"{field}.groundingChunkIndices", list)):
+        for position, index in enumerate(
+            _get(support, "groundingChunkIndices", f"{field}.groundingChunkIndices", list)
+        ):
             at = f"{field}.groundingChunkIndices.{position}"
             if _index(index, at) >= len(chunks):
                 raise ShapeError(at, f"names grounding chunk {index}, of {len(chunks)}")
@@ -443,7 +516,9 @@ def _code_points(text: str, segment: dict, field: str) -> tuple[int, int]:
     start = _index(segment.get("startIndex", 0), f"{field}.startIndex")
     end = _index(_get(segment, "endIndex", f"{field}.endIndex", int), f"{field}.endIndex")
     if end > len(encoded) or start >= end:
-        raise ShapeError(f"{field}.endIndex", f"bytes {start}-{end} are not inside the part's {len(encoded)} UTF-8 bytes")
+        raise ShapeError(
+            f"{field}.endIndex", f"bytes {start}-{end} are not inside the part's {len(encoded)} UTF-8 bytes"
+        )
     return len(encoded[:start].decode("utf-8", "ignore")), len(encoded[:end].decode("utf-8", "ignore"))
 
 
@@ -460,7 +535,9 @@ def _llamaindex(response) -> tuple[str, list[Cited]]:
     for match, ref in markers:
         if not 1 <= ref <= len(nodes):
             raise ShapeError("response.response", f"marker [{ref}] names source node {ref}, of {len(nodes)}")
-        cited.append(_node(nodes[ref - 1], f"response.source_nodes.{ref - 1}", (max(match.start() - 1, 0), match.end())))
+        cited.append(
+            _node(nodes[ref - 1], f"response.source_nodes.{ref - 1}", (max(match.start() - 1, 0), match.end()))
+        )
     if not markers:
         cited = [_node(node, f"response.source_nodes.{i}", None) for i, node in enumerate(nodes)]
     return text, cited
@@ -478,7 +555,13 @@ def _node(entry, field: str, span) -> Cited:
     prefixed = bool(_SOURCE_PREFIX.match(text))  # CitationQueryEngine's sub-chunk: the parent's offsets, not its own
     metadata = node.get("metadata") or {}
     source = (node.get("relationships") or {}).get("1") or (node.get("relationships") or {}).get("SOURCE") or {}
-    keys = (node.get("ref_doc_id"), source.get("node_id"), metadata.get("file_path"), metadata.get("file_name"), node.get("id_"))
+    keys = (
+        node.get("ref_doc_id"),
+        source.get("node_id"),
+        metadata.get("file_path"),
+        metadata.get("file_name"),
+        node.get("id_"),
+    )
     start, end = (None, None) if prefixed else (node.get("start_char_idx"), node.get("end_char_idx"))
     return Cited(span, keys, field, _SOURCE_PREFIX.sub("", text, count=1), start, end)
 
@@ -500,8 +583,14 @@ def _langchain(response) -> tuple[str, list[Cited]]:
             else:  # CitedAnswer: source ids
                 cited.append(Cited(None, (_index(citation, field),), field))
         return text, cited
-    blocks_field = "response.content_blocks" if isinstance(response, dict) and "content_blocks" in response else "response.content"
-    raw = response if isinstance(response, list) else _get(response, blocks_field.split(".")[1], blocks_field, (list, str))
+    blocks_field = (
+        "response.content_blocks" if isinstance(response, dict) and "content_blocks" in response else "response.content"
+    )
+    raw = (
+        response
+        if isinstance(response, list)
+        else _get(response, blocks_field.split(".")[1], blocks_field, (list, str))
+    )
     if isinstance(raw, str):
         return raw, []
     blocks = _text_blocks(raw)
@@ -512,9 +601,19 @@ def _langchain(response) -> tuple[str, list[Cited]]:
             if not isinstance(note, dict) or note.get("type") != "citation":
                 continue  # non_standard_annotation and the like cite nothing
             extras = note.get("extras") or {}
-            keys = (note.get("url"), note.get("id"), note.get("title"), extras.get("source"), extras.get("document_index"))
+            keys = (
+                note.get("url"),
+                note.get("id"),
+                note.get("title"),
+                extras.get("source"),
+                extras.get("document_index"),
+            )
             lo, hi = note.get("start_index"), note.get("end_index")
-            span = (start + _index(lo, f"{field}.start_index"), start + _index(hi, f"{field}.end_index")) if lo is not None and hi is not None else (start, end)
+            span = (
+                (start + _index(lo, f"{field}.start_index"), start + _index(hi, f"{field}.end_index"))
+                if lo is not None and hi is not None
+                else (start, end)
+            )
             cited.append(Cited(span, keys, field, note.get("cited_text")))
     return _joined(blocks), cited
 

@@ -2,6 +2,7 @@
 `pull` copies models into plain directories for a machine without network (docs/verification.md, "Where
 models come from"); and how a model folder is loaded, as data and never as code (load_pretrained,
 load_weights, load_sentence_transformer; docs/production.md, "Security model")."""
+
 from __future__ import annotations
 
 import json
@@ -99,7 +100,9 @@ def weight_files(names: Iterable[str]) -> list[str]:
     """The weights a listing holds in the one format citekeeper loads: safetensors when there are any, else the
     pickled .bin files."""
     names = sorted(names)
-    return [name for name in names if name.endswith(".safetensors")] or [name for name in names if name.endswith(".bin")]
+    return [name for name in names if name.endswith(".safetensors")] or [
+        name for name in names if name.endswith(".bin")
+    ]
 
 
 def refuse_custom_code(directory: Path) -> None:
@@ -140,8 +143,13 @@ def load_sentence_transformer(directory: Path):
     from sentence_transformers import SentenceTransformer
 
     with _pickles_refused(directory):
-        return SentenceTransformer(str(directory), device="cpu", local_files_only=True, trust_remote_code=False,
-                                   model_kwargs=_safetensors_first(directory))  # fmt: skip
+        return SentenceTransformer(
+            str(directory),
+            device="cpu",
+            local_files_only=True,
+            trust_remote_code=False,
+            model_kwargs=_safetensors_first(directory),
+        )
 
 
 def _safetensors_first(directory: Path) -> dict:

@@ -1,5 +1,6 @@
 """Parse registered answers, in structured or marker form (docs/answers.md, "Registering answers"), into answer,
 claim and citation records, validated by pydantic models whose errors name the field by its dotted loc."""
+
 from __future__ import annotations
 
 import base64
@@ -7,22 +8,30 @@ import dataclasses
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
-from functools import cached_property
-from datetime import date, datetime, time, timedelta, timezone
-from decimal import Decimal
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from functools import cached_property
 from typing import Annotated
 
 from pydantic import (
-    AfterValidator, BaseModel, Field, PlainValidator, PrivateAttr, StrictInt, StrictStr, StringConstraints, ValidationError,
-    ValidationInfo, model_validator,
+    AfterValidator,
+    BaseModel,
+    Field,
+    PlainValidator,
+    PrivateAttr,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from citekeeper.text import MARKER_ID, lone_surrogate, marker_ids, split_sentences, strip_markers
 from citekeeper.identity import text_hash
-
+from citekeeper.text import MARKER_ID, lone_surrogate, marker_ids, split_sentences, strip_markers
 
 # An answer of more claims is refused (a 50 MB marker-form answer made 1.87 M claims and a 10 GB verify).
 MAX_CLAIMS_PER_ANSWER = 10_000
@@ -74,12 +83,16 @@ class ParsedCitation:
     cited_text_hash: str | None
     corpus_version: str | None = None  # None: the answer's
     document: DocumentRef | None = None  # named by document (before anchoring, or when it could not be)
-    anchored_by: str = ANCHORED_BY_CHUNK  # citekeeper.anchor.ANCHOR_METHODS
+    anchored_by: str = ANCHORED_BY_CHUNK  # citekeeper.answers.anchoring.ANCHOR_METHODS
     anchor_score: float | None = None
     anchor_note: str | None = None
     given_index: int | None = None  # the citation as given, within its claim: a quote across chunks is several
-    quote_access_scope: str | None = None  # unanchored, its quote withheld text of this level (citekeeper.anchor)
-    retrieved_at: datetime | None = None  # when the RAG system read the evidence, as given (None: the answer's created_at)
+    quote_access_scope: str | None = (
+        None  # unanchored, its quote withheld text of this level (citekeeper.answers.anchoring)
+    )
+    retrieved_at: datetime | None = (
+        None  # when the RAG system read the evidence, as given (None: the answer's created_at)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +109,7 @@ class ParsedAnswer:
     answer: str
     corpus_version: str
     created_at: datetime | None
-    input_form: str  # structured | marker | a response format (citekeeper.rag_formats.RESPONSE_FORMATS)
+    input_form: str  # structured | marker | a response format (citekeeper.answers.formats.RESPONSE_FORMATS)
     claims: tuple[ParsedClaim, ...] = field(default_factory=tuple)
     # The input record as JSON, every key kept: repair edits it, or, for an answer anchored by document (whose
     # citations are no longer the record's one for one), keeps it under `given` of the record it rebuilds.
@@ -104,7 +117,7 @@ class ParsedAnswer:
     repaired_from: int | None = None  # the revision `citekeeper repair` made this record from
     line: int | None = None  # of the input file it was read from
     # Sources the input names that no document maps (`--from FORMAT`'s `documents`): each is a citation registered
-    # unanchored, so judged invalid, and an error of the line (citekeeper.anchor reports it).
+    # unanchored, so judged invalid, and an error of the line (citekeeper.answers.anchoring reports it).
     unmapped: tuple[Issue, ...] = ()
     # Who it was given to (groups; None: not said, nothing checked), the product version asked about and what the
     # question is about (docs/answers.md, "Audience, version and scope").
@@ -198,11 +211,13 @@ def _utc_timestamp(value: object) -> datetime | None:
             raise _not_a_timestamp(value) from None
     if not isinstance(value, datetime):
         raise _not_a_timestamp(value)
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _not_a_timestamp(value: object) -> PydanticCustomError:
-    return PydanticCustomError("timestamp", "Input should be an ISO-8601 timestamp, got {got}", {"got": f"{value!r:.60}"})
+    return PydanticCustomError(
+        "timestamp", "Input should be an ISO-8601 timestamp, got {got}", {"got": f"{value!r:.60}"}
+    )
 
 
 def _groups(value: object) -> tuple[str, ...] | None:
@@ -212,10 +227,14 @@ def _groups(value: object) -> tuple[str, ...] | None:
         return None
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)):
-        raise PydanticCustomError("names", "Input should be a list of names or one name, got {got}", {"got": f"{value!r:.60}"})
+        raise PydanticCustomError(
+            "names", "Input should be a list of names or one name, got {got}", {"got": f"{value!r:.60}"}
+        )
     for i, item in enumerate(items):
         if not isinstance(item, str) or not item.strip():
-            raise PydanticCustomError("names", "item {i} should be a non-blank name, got {got}", {"i": i, "got": f"{item!r:.40}"})
+            raise PydanticCustomError(
+                "names", "item {i} should be a non-blank name, got {got}", {"i": i, "got": f"{item!r:.40}"}
+            )
     return tuple(sorted(set(items)))
 
 
@@ -257,20 +276,29 @@ class AnswerLimits:
     def check_claims(self, n: int) -> None:
         """Before the claims are made: how many there will be."""
         if n > self.max_claims_per_answer:
-            raise _record_error("claims", f"the answer has {n:,} claims, over the limit of {self.max_claims_per_answer:,} "
-                                "(max_claims_per_answer)")  # fmt: skip
+            raise _record_error(
+                "claims",
+                f"the answer has {n:,} claims, over the limit of {self.max_claims_per_answer:,} "
+                "(max_claims_per_answer)",
+            )
 
     def check_citations(self, claims: Iterable[ParsedClaim]) -> None:
         total = 0
         for index, claim in enumerate(claims):
             n = len(claim.citations)
             if n > self.max_citations_per_claim:
-                raise _record_error("claims", f"claim {index + 1} has {n:,} citations, over the limit of "
-                                    f"{self.max_citations_per_claim:,} (max_citations_per_claim)")  # fmt: skip
+                raise _record_error(
+                    "claims",
+                    f"claim {index + 1} has {n:,} citations, over the limit of "
+                    f"{self.max_citations_per_claim:,} (max_citations_per_claim)",
+                )
             total += n
         if total > self.max_citations_per_answer:
-            raise _record_error("claims", f"the answer has {total:,} citations, over the limit of "
-                                f"{self.max_citations_per_answer:,} (max_citations_per_answer)")  # fmt: skip
+            raise _record_error(
+                "claims",
+                f"the answer has {total:,} citations, over the limit of "
+                f"{self.max_citations_per_answer:,} (max_citations_per_answer)",
+            )
 
 
 def _record_error(field_name: str, message: str) -> PydanticCustomError:
@@ -309,11 +337,15 @@ class CitationRecord(BaseModel):
         if self.chunk_id is not None:
             for key in ("start_char", "end_char"):
                 if getattr(self, key) is not None:
-                    raise _record_error(key, "offsets are a hint for a citation by doc_id or source_path, not by chunk_id")
+                    raise _record_error(
+                        key, "offsets are a hint for a citation by doc_id or source_path, not by chunk_id"
+                    )
         elif self.text_hash is not None:
             raise _record_error("text_hash", "is a chunk's hash: give it with chunk_id")
         if (self.start_char is None) != (self.end_char is None):
-            raise _record_error("end_char" if self.end_char is None else "start_char", "give start_char and end_char together")
+            raise _record_error(
+                "end_char" if self.end_char is None else "start_char", "give start_char and end_char together"
+            )
         if self.start_char is not None and self.end_char <= self.start_char:
             raise _record_error("end_char", f"should be after start_char ({self.start_char})")
         return self
@@ -326,7 +358,7 @@ class CitationRecord(BaseModel):
         document = None
         if self.chunk_id is None and (self.doc_id is not None or self.source_path is not None):
             document = DocumentRef(self.doc_id, self.source_path, self.start_char, self.end_char)
-        anchor = self.anchor if self.chunk_id is not None or self._unanchored and document is None else None
+        anchor = self.anchor if self.chunk_id is not None or (self._unanchored and document is None) else None
         return ParsedCitation(
             chunk_id=self.chunk_id,
             quote=self.quote,

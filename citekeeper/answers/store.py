@@ -1,5 +1,6 @@
 """The answer store under <store_root>/answers/: registered answers, their claims and citations, every revision
 kept; each add is committed whole by one manifest rename (files and guarantees: AnswerStore)."""
+
 from __future__ import annotations
 
 import gc
@@ -9,7 +10,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -17,21 +18,29 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
-from citekeeper.anchor import DocumentTexts, anchor_answers
+from citekeeper.answers.anchoring import DocumentTexts, anchor_answers
+from citekeeper.answers.files import READ_BATCH, LineError, iter_answer_records, parsed_batches
+from citekeeper.answers.formats import converter
+from citekeeper.answers.records import AnswerLimits, ParsedAnswer, answer_rows
 from citekeeper.files import atomic_write_text, fsync_file
 from citekeeper.layout import StoreLayout
-from citekeeper.rag_formats import converter
-from citekeeper.store import CorpusStore
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from citekeeper.sharding import Shard
+from citekeeper.store import CorpusStore
 from citekeeper.tables import empty
-from citekeeper.answer_files import READ_BATCH, LineError, iter_answer_records, parsed_batches
-from citekeeper.answers import AnswerLimits, ParsedAnswer, answer_rows
 
 TABLES = {"answers": ANSWERS, "claims": CLAIMS, "citations": CITATIONS}
 PARTS = "parts"
-CURRENT_ORDER = {"answers": ["answer_id"], "claims": ["answer_id", "claim_index"], "citations": ["answer_id", "claim_id", "citation_index"]}
+CURRENT_ORDER = {
+    "answers": ["answer_id"],
+    "claims": ["answer_id", "claim_index"],
+    "citations": ["answer_id", "claim_id", "citation_index"],
+}
 ANSWER_BATCH = 50_000  # answers per batch of the commands that read the store in batches (stale, verify)
+
+
+class UnknownAnswer(LookupError):
+    """No current answer has this id."""
 
 
 class AnswerStoreLocked(RuntimeError):
@@ -56,7 +65,8 @@ class AddResult:
     def summary(self) -> str:
         return (
             f"{len(self.added)} added, {len(self.revised)} revised, {len(self.unchanged)} unchanged, "
-            f"{len(self.errors)} error(s)" + (f", {len(self.unanchored)} citation(s) of missing documents" if self.unanchored else "")
+            f"{len(self.errors)} error(s)"
+            + (f", {len(self.unanchored)} citation(s) of missing documents" if self.unanchored else "")
         )
 
 
@@ -83,7 +93,12 @@ class AnswerSnapshot:
         """answer_id, revision, content_hash, repaired_from of every revision of these answers (only they are
         materialised: an add reads what it adds, not the whole store)."""
         wanted = pl.col("answer_id").is_in(pl.Series(answer_ids, dtype=pl.String).implode())
-        return self.scan("answers").select("answer_id", "revision", "content_hash", "repaired_from").filter(wanted).collect()
+        return (
+            self.scan("answers")
+            .select("answer_id", "revision", "content_hash", "repaired_from")
+            .filter(wanted)
+            .collect()
+        )
 
     def all_answers(self) -> pl.DataFrame:
         return self.read("answers")
@@ -94,7 +109,12 @@ class AnswerSnapshot:
 
     def _current(self, table: str) -> pl.DataFrame:
         """Rows of each answer's latest revision."""
-        return self.scan(table).join(self._latest(), on=["answer_id", "revision"], how="semi").collect().sort(CURRENT_ORDER[table])
+        return (
+            self.scan(table)
+            .join(self._latest(), on=["answer_id", "revision"], how="semi")
+            .collect()
+            .sort(CURRENT_ORDER[table])
+        )
 
     def current_batches(
         self,
@@ -151,7 +171,11 @@ def _cycle_collector_paused() -> Iterator[None]:
 def _repaired_content(answers: pl.DataFrame) -> set[tuple[str, str]]:
     """(answer_id, content_hash) of every revision a repair was made from, or that came before one. Re-adding that
     content (a pipeline registering the same answers file each run) is a no-op: it must not undo the repair."""
-    repairs = answers.filter(pl.col("repaired_from").is_not_null()).group_by("answer_id").agg(latest_from=pl.col("repaired_from").max())
+    repairs = (
+        answers.filter(pl.col("repaired_from").is_not_null())
+        .group_by("answer_id")
+        .agg(latest_from=pl.col("repaired_from").max())
+    )
     before = answers.join(repairs, on="answer_id").filter(pl.col("revision") <= pl.col("latest_from"))
     return set(before.select("answer_id", "content_hash").iter_rows())
 
@@ -251,7 +275,7 @@ class AnswerStore:
     ) -> AddResult:
         """Register every good record of a JSONL or Parquet file; bad lines are reported, not fatal. The file is
         read, checked and written `batch_size` records at a time, all of it committed at once at the end.
-        With `response_format` (citekeeper.rag_formats.RESPONSE_FORMATS) each line is an LLM API's or framework's
+        With `response_format` (citekeeper.answers.formats.RESPONSE_FORMATS) each line is an LLM API's or framework's
         response in its envelope.
 
         With `expected_revisions` (answer_id -> revision), an answer whose current revision is another one is
@@ -276,7 +300,9 @@ class AnswerStore:
         batches = parsed_batches(enumerate(records, start=1), batch_size, self.limits, converter(response_format))
         return self._add(batches, source, None, audience)
 
-    def _add(self, batches, source: str, expected_revisions: dict[str, int] | None, audience: tuple[str, ...] | None = None) -> AddResult:
+    def _add(
+        self, batches, source: str, expected_revisions: dict[str, int] | None, audience: tuple[str, ...] | None = None
+    ) -> AddResult:
         result = AddResult()
         self.root.mkdir(parents=True, exist_ok=True)
         try:
@@ -298,7 +324,7 @@ class AnswerStore:
     ) -> None:
         snapshot = self.snapshot()
         self._remove_uncommitted(snapshot.parts)
-        registered_at = datetime.now(timezone.utc)
+        registered_at = datetime.now(UTC)
         current: dict[str, tuple[int, str | None]] = {}  # answer_id -> (revision, content_hash), as of this add
         first_line: dict[str, int | None] = {}
         part = _PartWriter(self.parts_dir, sequence=len(snapshot.parts) + 1)
@@ -312,12 +338,20 @@ class AnswerStore:
             for answer in answers:
                 first = first_line.setdefault(answer.answer_id, answer.line)
                 if first != answer.line:
-                    result.repeated.append(LineError(answer.line, "answer_id", f"{answer.answer_id!r:.80} is also on line {first}: "
-                                                     "registered in file order, so this line revises it"))  # fmt: skip
+                    result.repeated.append(
+                        LineError(
+                            answer.line,
+                            "answer_id",
+                            f"{answer.answer_id!r:.80} is also on line {first}: "
+                            "registered in file order, so this line revises it",
+                        )
+                    )
                 revision, content_hash = current.get(answer.answer_id, (0, None))
                 expected = expected_revisions.get(answer.answer_id, revision)
                 if expected != revision:
-                    message = f"{answer.answer_id} is at revision {revision}, not {expected}: it changed since this was made"
+                    message = (
+                        f"{answer.answer_id} is at revision {revision}, not {expected}: it changed since this was made"
+                    )
                     result.errors.append(LineError(answer.line, "answer_id", message))
                     continue
                 if content_hash == answer.content_hash or (answer.answer_id, answer.content_hash) in repaired:
@@ -340,7 +374,9 @@ class AnswerStore:
         """Put the stored current revision of `answer_ids` into `current`; return their repaired content."""
         revisions = snapshot.revisions_of(answer_ids)
         latest = revisions.sort("revision").group_by("answer_id").last()
-        current.update((row[0], (row[1], row[2])) for row in latest.select("answer_id", "revision", "content_hash").iter_rows())
+        current.update(
+            (row[0], (row[1], row[2])) for row in latest.select("answer_id", "revision", "content_hash").iter_rows()
+        )
         return _repaired_content(revisions)
 
     def _remove_uncommitted(self, committed: tuple[str, ...]) -> None:

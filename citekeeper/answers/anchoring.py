@@ -1,5 +1,6 @@
 """Anchor citations that name a document (doc_id or source_path, with a quote, offsets or neither) into the
 chunks of the version they cite, at registration (docs/answers.md, "Citations by document")."""
+
 from __future__ import annotations
 
 import bisect
@@ -7,11 +8,10 @@ import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-import polars as pl
 from rapidfuzz import fuzz
 
-from citekeeper.answer_files import LineError
-from citekeeper.answers import UNANCHORED, DocumentRef, ParsedAnswer, ParsedCitation, ParsedClaim
+from citekeeper.answers.files import LineError
+from citekeeper.answers.records import UNANCHORED, DocumentRef, ParsedAnswer, ParsedCitation, ParsedClaim
 from citekeeper.locate import locate_quote
 from citekeeper.scope import internal, strictest
 from citekeeper.text import normalize_text, snap_to_words, trim_span
@@ -48,7 +48,9 @@ class DocumentTexts:
         self._docs: dict[tuple[str, str], _Document] = {}  # (version, doc_id)
         self._paths: dict[str, dict[str, str]] = {}  # version -> source_path -> doc_id
         self._versions: dict[str, bool] = {}
-        self._withheld: dict[str, list[tuple[str, tuple[str, ...]]]] = {}  # version -> (level, text forms) of withheld texts
+        self._withheld: dict[
+            str, list[tuple[str, tuple[str, ...]]]
+        ] = {}  # version -> (level, text forms) of withheld texts
 
     def has_version(self, version: str) -> bool:
         if version not in self._versions:
@@ -95,12 +97,26 @@ class DocumentTexts:
         if not self.has_version(version):
             return None
         if version not in self._withheld:
-            scopes = self.corpus.read_documents(version, columns=["doc_id", "access_scope"]).filter(internal("access_scope"))
-            texts = self.corpus.read_documents(version, columns=["doc_id", "text"], doc_ids=scopes["doc_id"].to_list()) if scopes.height else None
-            rows = scopes.join(texts, on="doc_id").select("access_scope", "text").iter_rows() if texts is not None else ()
-            self._withheld[version] = [(scope, (text, normalize_text(text), normalize_text(text, loose=True))) for scope, text in rows]
+            scopes = self.corpus.read_documents(version, columns=["doc_id", "access_scope"]).filter(
+                internal("access_scope")
+            )
+            texts = (
+                self.corpus.read_documents(version, columns=["doc_id", "text"], doc_ids=scopes["doc_id"].to_list())
+                if scopes.height
+                else None
+            )
+            rows = (
+                scopes.join(texts, on="doc_id").select("access_scope", "text").iter_rows() if texts is not None else ()
+            )
+            self._withheld[version] = [
+                (scope, (text, normalize_text(text), normalize_text(text, loose=True))) for scope, text in rows
+            ]
         forms = (quote, normalize_text(quote), normalize_text(quote, loose=True))
-        found = [scope for scope, texts in self._withheld[version] if any(form and form in text for form, text in zip(forms, texts))]
+        found = [
+            scope
+            for scope, texts in self._withheld[version]
+            if any(form and form in text for form, text in zip(forms, texts))
+        ]
         return strictest(found) if found else None
 
     def get(self, version: str, ref: DocumentRef) -> _Document | None:
@@ -120,10 +136,15 @@ def anchor_answers(answers: list[ParsedAnswer], texts: DocumentTexts) -> tuple[l
         for given_index, citation in enumerate(claim.citations)
         if citation.chunk_id is None and citation.document is not None
     }
-    errors = [LineError(answer.line or 0, issue.field, issue.message) for answer in answers for issue in answer.unmapped]
+    errors = [
+        LineError(answer.line or 0, issue.field, issue.message) for answer in answers for issue in answer.unmapped
+    ]
     if wanted:
         texts.load((version, citation.document) for version, citation, _ in wanted.values())
-        anchored = {key: _anchor(citation, version, texts, given_index) for key, (version, citation, given_index) in wanted.items()}
+        anchored = {
+            key: _anchor(citation, version, texts, given_index)
+            for key, (version, citation, given_index) in wanted.items()
+        }
 
         def missing(citation: ParsedCitation) -> bool:
             return texts.get(wanted[id(citation)][0], citation.document) is None
@@ -141,17 +162,26 @@ def _internal_quotes_withheld(answer: ParsedAnswer, texts: DocumentTexts) -> Par
 
     def checked(citation: ParsedCitation) -> ParsedCitation:
         version = citation.corpus_version or answer.corpus_version
-        scope = texts.withheld_scope(version, citation.quote) if citation.anchored_by == UNANCHORED and citation.quote else None
+        scope = (
+            texts.withheld_scope(version, citation.quote)
+            if citation.anchored_by == UNANCHORED and citation.quote
+            else None
+        )
         if scope is None:
             return citation
         note = f"{citation.anchor_note}; the quote is {scope} text of {version!r}, so it is withheld"
         return replace(citation, anchor_note=note, quote_access_scope=scope)
 
-    return answer.with_claims(tuple(replace(claim, citations=tuple(map(checked, claim.citations))) for claim in answer.claims))
+    return answer.with_claims(
+        tuple(replace(claim, citations=tuple(map(checked, claim.citations))) for claim in answer.claims)
+    )
 
 
 def _anchored_answer(
-    answer: ParsedAnswer, anchored: dict[int, list[ParsedCitation]], missing: Callable[[ParsedCitation], bool], errors: list[LineError]
+    answer: ParsedAnswer,
+    anchored: dict[int, list[ParsedCitation]],
+    missing: Callable[[ParsedCitation], bool],
+    errors: list[LineError],
 ) -> ParsedAnswer:
     if not any(id(c) in anchored for claim in answer.claims for c in claim.citations):
         return answer
@@ -164,7 +194,9 @@ def _anchored_answer(
                 citations.append(replace(citation, given_index=given_index))
                 continue
             if pieces[0].anchored_by == UNANCHORED and missing(citation):
-                errors.append(LineError(answer.line or 0, f"claims.{claim_index}.citations.{given_index}", pieces[0].anchor_note))
+                errors.append(
+                    LineError(answer.line or 0, f"claims.{claim_index}.citations.{given_index}", pieces[0].anchor_note)
+                )
             citations.extend(_given_as(piece, given_index) for piece in pieces)
         claims.append(ParsedClaim(text=claim.text, citations=tuple(citations), source_claim_id=claim.source_claim_id))
     return answer.with_claims(tuple(claims))
@@ -178,7 +210,9 @@ def _anchor(citation: ParsedCitation, version: str, texts: DocumentTexts, given_
     ref = citation.document
     document = texts.get(version, ref)
     if document is None:
-        where = f"cited version {version!r}" if texts.has_version(version) else f"the store: its version {version!r} is not"
+        where = (
+            f"cited version {version!r}" if texts.has_version(version) else f"the store: its version {version!r} is not"
+        )
         return [_unanchored(citation, f"document {ref.name!r} is not in {where}")]
     span = _span(document.text, citation.quote, ref)
     if isinstance(span, str):
@@ -257,7 +291,15 @@ def _pieces(document: _Document, start: int, end: int) -> list[tuple[str, int, i
 
 def _piece(citation: ParsedCitation, chunk_id: str, quote: str | None, span: _Span, given_index: int) -> ParsedCitation:
     return ParsedCitation(
-        chunk_id, quote, None, citation.corpus_version, citation.document, span.method, span.score, None, given_index,
+        chunk_id,
+        quote,
+        None,
+        citation.corpus_version,
+        citation.document,
+        span.method,
+        span.score,
+        None,
+        given_index,
         retrieved_at=citation.retrieved_at,
     )
 

