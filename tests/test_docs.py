@@ -1,0 +1,69 @@
+"""docs/ stays a reference of its own: no cut marks left from the README it was cut from, and the CLI page's
+summary names every option of every command, and only options the command has."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from pipelines.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = sorted((REPO / "docs").glob("*.md"))
+OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+# Every command that works on a store takes it; docs/cli.md says so once, under the summary.
+SAID_ONCE = {"--store", "--help"}
+
+
+def test_docs_hold_no_cut_marks():
+    marks = [
+        f"{page.name}:{number}: {line}"
+        for page in DOCS
+        for number, line in enumerate(page.read_text().splitlines(), 1)
+        if "<!--" in line or re.search(r"\bsection:\w", line)
+    ]
+    assert marks == []
+
+
+def leaf_commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
+    """'answers add' -> its click command, for every command that runs (not a group)."""
+    commands = {}
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            commands.update(leaf_commands(command, f"{prefix}{name} "))
+        else:
+            commands[prefix + name] = command
+    return commands
+
+
+def summary_lines() -> dict[str, str]:
+    """'answers add' -> its lines in docs/cli.md's summary block (a line indented under it continues it)."""
+    page = (REPO / "docs" / "cli.md").read_text()
+    block = page.split("## The CLI at a glance\n\n```bash\n", 1)[1].split("\n```", 1)[0]
+    names = sorted(leaf_commands(main), key=len, reverse=True)
+    lines: dict[str, str] = {}
+    current = None
+    for line in block.splitlines():
+        if line.startswith("citekeeper "):
+            rest = line.removeprefix("citekeeper ")
+            current = next(name for name in names if rest == name or rest.startswith(name + " "))
+            lines[current] = ""
+        lines[current] += " " + line.split("#", 1)[0]
+    return lines
+
+
+def test_cli_summary_names_each_command_with_its_options():
+    commands, lines = leaf_commands(main), summary_lines()
+    assert sorted(lines) == sorted(commands)
+    for name, command in commands.items():
+        has = {
+            opt
+            for param in command.params
+            if isinstance(param, click.Option)
+            for opt in param.opts + param.secondary_opts
+        }
+        named = set(OPTION.findall(lines[name]))
+        assert (name, sorted(has - named - SAID_ONCE)) == (name, [])
+        assert (name, sorted(named - has)) == (name, [])
