@@ -123,8 +123,8 @@ class AnswersResource(dg.ConfigurableResource):
     """The answers registered before each citation check."""
 
     answers_path: str | None = None  # JSONL/Parquet of answers; None: register nothing
-    # Each line of answers_path is an LLM API's response in its envelope: anthropic | openai | cohere | gemini |
-    # llamaindex | langchain (citekeeper.answers.formats); None: answer records.
+    # Each line of answers_path is an LLM API's response in its envelope, of a format registered in
+    # citekeeper.answers.formats.RESPONSE_FORMATS; None: answer records.
     answers_format: str | None = None
     # The groups the answers were given to (as `answers add --audience`): a record without an audience gets them,
     # one with its own keeps the groups in both; None: as the records say.

@@ -9,6 +9,7 @@ import click
 import polars as pl
 
 from changes.repair import DEFAULT_MIN_SCORE
+from citekeeper.answers.formats import RESPONSE_FORMATS, UnknownFormat
 from citekeeper.answers.records import (
     MAX_CITATIONS_PER_ANSWER,
     MAX_CITATIONS_PER_CLAIM,
@@ -63,7 +64,7 @@ def answers_group() -> None:
     default=None,
     metavar="FORMAT",
     help="Each line is {answer_id, question, corpus_version, documents, response}, the response as this API or "
-    "framework returns it: anthropic, openai, cohere, gemini, llamaindex or langchain.",
+    f"framework returns it: {', '.join(RESPONSE_FORMATS)}.",
 )
 @click.option(
     "--audience",
@@ -90,7 +91,6 @@ def answers_add(
     hold (that answer registers, the citation invalid). Re-adding identical content is a no-op; changed content
     becomes a new revision.
     """
-    from citekeeper.answers.formats import UnknownFormat
     from citekeeper.answers.store import AnswerStore, AnswerStoreLocked
 
     try:

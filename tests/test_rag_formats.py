@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
+from citekeeper.answers.formats import RESPONSE_FORMATS, converter
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
 from parsers.records import ParseConfig
@@ -262,10 +263,16 @@ CASES = {
 EXPECTED_CLAIMS = {fmt: [["guide.md"], ["limits.md"]] for fmt in CASES} | {"langchain": [["guide.md", "limits.md"]] * 2}
 
 
+def sample(fmt: str) -> tuple[object, list[dict], str]:
+    """The sample response of a registered format, its documents and its language: every format has one."""
+    assert fmt in CASES, f"--from {fmt} is registered (citekeeper.answers.formats) but has no sample in CASES"
+    return CASES[fmt]
+
+
 @pytest.fixture
-def versions(tmp_path, request) -> tuple[Path, Path]:
-    """A store with v1, and the v2 source tree (the edit) beside it."""
-    zh = request.param == "zh"
+def versions(tmp_path, fmt) -> tuple[Path, Path]:
+    """A store with v1, and the v2 source tree (the edit) beside it, in the language of `fmt`'s sample."""
+    zh = sample(fmt)[2] == "zh"
     guide, v1, v2 = (GUIDE_ZH, LIMITS_ZH_V1, LIMITS_ZH_V2) if zh else (GUIDE, LIMITS_V1, LIMITS_V2)
     store = CorpusStore(tmp_path / "store")
     ingest(write_tree(tmp_path / "v1", corpus(guide, v1)), store, version="v1", config=ParseConfig(workers=1))
@@ -278,10 +285,10 @@ def statuses(store_root: Path, version: str, tmp_path: Path) -> pl.DataFrame:
     return pl.read_parquet(out)
 
 
-@pytest.mark.parametrize("fmt,versions", [(fmt, lang) for fmt, (_, _, lang) in CASES.items()], indirect=["versions"])
+@pytest.mark.parametrize("fmt", RESPONSE_FORMATS)
 def test_each_format_survives_an_edit_and_a_repair(fmt, versions, tmp_path):
     store_root, v2_tree = versions
-    response, documents, _ = CASES[fmt]
+    response, documents, _ = sample(fmt)
     line = {
         "answer_id": f"{fmt}-1",
         "question": "How are connections and timeouts handled?",
@@ -339,14 +346,10 @@ def test_each_format_survives_an_edit_and_a_repair(fmt, versions, tmp_path):
 def test_gemini_byte_offsets_are_not_code_points():
     """The second segment starts at byte 39, which is code point 13: read as code points it would fall past the
     first sentence's end in the wrong place."""
-    from citekeeper.answers.formats import parse_response
 
     def claims(response) -> list[tuple[str, list[str]]]:
         line = {"answer_id": "g", "corpus_version": "v1", "documents": CASES["gemini"][1], "response": response}
-        return [
-            (c.text, [x.document.source_path for x in c.citations])
-            for c in parse_response(line, response_format="gemini").claims
-        ]
+        return [(c.text, [x.document.source_path for x in c.citations]) for c in converter("gemini")(line).claims]
 
     assert claims(GEMINI_ZH) == [(FIRST_ZH, ["guide.md"]), (ANSWER_ZH[len(FIRST_ZH) :], ["limits.md"])]
     snake = json.loads(
@@ -472,8 +475,6 @@ def test_a_quote_across_chunks_keeps_each_chunk_and_a_fuzzy_one_is_flagged(tmp_p
 
 
 def test_openai_chat_completions_and_langchain_content_blocks(english_store):
-    from citekeeper.answers.formats import parse_response
-
     chat = {
         "id": "chatcmpl-1",
         "object": "chat.completion",
@@ -505,7 +506,7 @@ def test_openai_chat_completions_and_langchain_content_blocks(english_store):
         "documents": [{"key": "https://kb.example/limits", "source_path": "limits.md"}],
         "response": chat,
     }
-    claims = parse_response(line, response_format="openai").claims
+    claims = converter("openai")(line).claims
     assert [[c.document.source_path for c in claim.citations] for claim in claims] == [[], ["limits.md"]]
 
     message = {
@@ -533,7 +534,7 @@ def test_openai_chat_completions_and_langchain_content_blocks(english_store):
         "documents": [{"key": "guide.md", "source_path": "guide.md"}],
         "response": message,
     }
-    claims = parse_response(line, response_format="langchain").claims
+    claims = converter("langchain")(line).claims
     assert [[(c.document.source_path, c.quote) for c in claim.citations] for claim in claims] == [
         [("guide.md", GUIDE.split(". ")[0] + ".")],
         [],
@@ -570,13 +571,12 @@ def test_the_dagster_answers_flow_takes_the_format_from_its_resource(tmp_path):
 
 
 def test_the_readme_examples_read_as_documented():
-    from citekeeper.answers.formats import parse_response
     from tests.conftest import REPO
 
     reference = (REPO / "docs" / "answers.md").read_text(encoding="utf-8")
     block = reference.split("```jsonl\n", 1)[1].split("```", 1)[0]
     lines = [json.loads(line) for line in block.strip().splitlines()]
-    assert sorted(line["answer_id"].split("-")[0] for line in lines) == sorted(CASES)
+    assert [line["answer_id"].split("-")[0] for line in lines] == list(RESPONSE_FORMATS)
     for line in lines:
-        (claim,) = parse_response(line, response_format=line["answer_id"].split("-")[0]).claims
+        (claim,) = converter(line["answer_id"].split("-")[0])(line).claims
         assert [(c.document.source_path, c.quote is not None) for c in claim.citations] == [("guide.md", True)]
