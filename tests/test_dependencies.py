@@ -52,6 +52,9 @@ NOT_IMPORTED = {
     "dagster-postgres": "deploy/dagster-postgres.yaml names its storage class (tests/test_postgres.py)",
     "pytest-timeout": "pytest plugin (timeout in [tool.pytest.ini_options])",
     "setuptools": "the build backend tests/test_wheel.py builds the wheel with",
+    "ruff": "make lint: the linter and formatter",
+    "mypy": "make lint: the type checker",
+    **dict.fromkeys(["types-pyyaml", "types-tqdm", "types-openpyxl", "types-xlrd"], "stubs mypy reads (make lint)"),
 }
 
 
