@@ -7,8 +7,8 @@ The store is bench_diff's synthetic corpus (default 100,000 chunks: 1,000 docume
              `documents`, cited_text, start/end_char_index), so registration anchors each quote in its document
 Each is registered by AnswerStore.add (what `citekeeper answers add FILE [--from anthropic]` runs) in a fresh child
 process into an empty answer store, so its peak RSS is its own, --repeats times each, interleaved. Prints each run's
-wall time, time per answer and peak RSS, then the targets on the median times: anthropic time per answer <= 1.5x native; peak RSS <= 2 GB; every anthropic citation anchored exactly, to
-the chunk the native record names.
+wall time, time per answer and peak RSS, then the targets on the median times: anthropic time per answer
+<= 1.5x native; peak RSS <= 2 GB; every anthropic citation anchored exactly, to the chunk the native record names.
 
     .venv/bin/python bench/bench_answer_formats.py [--answers 100000] [--chunks 100000] [--repeats 3]
 """
@@ -137,8 +137,8 @@ def main() -> None:
                 seconds, rss, registered, errors = run = in_child(register, form, root)
                 measured.append(run)
                 print(
-                    f"{form:9s}  {seconds:7.2f} s  {seconds / args.answers * 1e6:6.1f} us/answer  peak RSS {rss:7.0f} MB  "
-                    f"{registered:,} registered, {errors} errors"
+                    f"{form:9s}  {seconds:7.2f} s  {seconds / args.answers * 1e6:6.1f} us/answer  "
+                    f"peak RSS {rss:7.0f} MB  {registered:,} registered, {errors} errors"
                 )
         measured = {form: (statistics.median(r[0] for r in runs[form]), max(r[1] for r in runs[form])) for form in runs}
         native, anthropic = (
@@ -151,13 +151,11 @@ def main() -> None:
     ratio = measured["anthropic"][0] / measured["native"][0]
     print(f"median of {args.repeats}: native {measured['native'][0]:.2f} s, anthropic {measured['anthropic'][0]:.2f} s")
     rss = max(m[1] for m in measured.values())
-    print(
-        f"anthropic / native time per answer: {ratio:.2f}x (target <= {RATIO_TARGET}x): {'OK' if ratio <= RATIO_TARGET else 'MISSED'}"
-    )
+    verdict = "OK" if ratio <= RATIO_TARGET else "MISSED"
+    print(f"anthropic / native time per answer: {ratio:.2f}x (target <= {RATIO_TARGET}x): {verdict}")
     print(f"peak RSS {rss:.0f} MB (target <= {RSS_TARGET_MB} MB): {'OK' if rss <= RSS_TARGET_MB else 'MISSED'}")
-    print(
-        f"anchored exactly to the native record's chunk: {anchored:,} of {args.answers:,}: {'OK' if anchored == args.answers else 'MISSED'}"
-    )
+    verdict = "OK" if anchored == args.answers else "MISSED"
+    print(f"anchored exactly to the native record's chunk: {anchored:,} of {args.answers:,}: {verdict}")
 
 
 if __name__ == "__main__":

@@ -108,7 +108,8 @@ def measure(n_answers: int, n_chunks: int, lost: float) -> dict[str, tuple[float
             figures[command] = in_child(run_command, command, root)
             seconds, rss, done = figures[command]
             print(
-                f"  {command:<6} {seconds:8.2f}s  {seconds / n_answers * 1e6:8.1f} us/answer  peak RSS {rss:7.0f} MB  ({done:,} rows)",
+                f"  {command:<6} {seconds:8.2f}s  {seconds / n_answers * 1e6:8.1f} us/answer  "
+                f"peak RSS {rss:7.0f} MB  ({done:,} rows)",
                 flush=True,
             )
         return figures
@@ -133,14 +134,14 @@ def main() -> None:
         seconds, rss, _ = results[large][command]
         growth = (seconds / large) / (results[small][command][0] / small)
         print(
-            f"  {command:<6} peak RSS {rss:.0f} MB (target <= {RSS_TARGET_MB}) -> {'OK' if rss <= RSS_TARGET_MB else 'MISSED'};"
+            f"  {command:<6} peak RSS {rss:.0f} MB (target <= {RSS_TARGET_MB})"
+            f" -> {'OK' if rss <= RSS_TARGET_MB else 'MISSED'};"
             f" time per answer {large:,} / {small:,}: {growth:.2f}x (target <= {PER_ANSWER_GROWTH})"
             f" -> {'OK' if growth <= PER_ANSWER_GROWTH else 'MISSED'}"
         )
     ratio = results[large]["stale"][0] / results[large]["join"][0]
-    print(
-        f"  stale / bare join: {ratio:.1f}x (target <= {STALE_OVER_JOIN:g}) -> {'OK' if ratio <= STALE_OVER_JOIN else 'MISSED'}"
-    )
+    verdict = "OK" if ratio <= STALE_OVER_JOIN else "MISSED"
+    print(f"  stale / bare join: {ratio:.1f}x (target <= {STALE_OVER_JOIN:g}) -> {verdict}")
 
 
 if __name__ == "__main__":

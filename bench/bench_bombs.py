@@ -13,6 +13,7 @@ and the claim of 100,000 citations go through `citekeeper answers add` the same 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -47,8 +48,10 @@ def xlsx_many_rows(path: Path, rows: int = 5_700_000) -> None:
                 '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
                 '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
                 '<Default Extension="xml" ContentType="application/xml"/>'
-                '<Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
-                '<Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>'
+                '<Override PartName="/xl/workbook.xml"'
+                ' ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
+                '<Override PartName="/xl/worksheets/sheet1.xml"'
+                ' ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>'
                 "</Types>"
             ),
         )
@@ -56,7 +59,9 @@ def xlsx_many_rows(path: Path, rows: int = 5_700_000) -> None:
             "_rels/.rels",
             (
                 '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-                '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="xl/workbook.xml"/>'
+                '<Relationship Id="rId1"'
+                ' Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument"'
+                ' Target="xl/workbook.xml"/>'
                 "</Relationships>"
             ),
         )
@@ -64,7 +69,9 @@ def xlsx_many_rows(path: Path, rows: int = 5_700_000) -> None:
             "xl/_rels/workbook.xml.rels",
             (
                 '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-                '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/>'
+                '<Relationship Id="rId1"'
+                ' Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet"'
+                ' Target="worksheets/sheet1.xml"/>'
                 "</Relationships>"
             ),
         )
@@ -165,10 +172,8 @@ def run_measured(args: list[str]) -> dict:
         try:
             own = max(own, watched.memory_info().rss)
             for process in watched.children(recursive=True):
-                try:
+                with contextlib.suppress(psutil.Error):
                     largest = max(largest, process.memory_info().rss)
-                except psutil.Error:
-                    pass
         except psutil.Error:
             pass
         time.sleep(0.05)

@@ -175,9 +175,8 @@ def main() -> None:
         child.join()
         if child.exitcode:
             raise SystemExit(f"generating the versions failed (exit {child.exitcode})")
-        print(
-            f"committed 2 versions of {args.chunks:,} chunks ({args.changed:.0%} changed) in {time.perf_counter() - started:.1f}s"
-        )
+        elapsed = time.perf_counter() - started
+        print(f"committed 2 versions of {args.chunks:,} chunks ({args.changed:.0%} changed) in {elapsed:.1f}s")
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         scans, diffs = [], []
         for _ in range(args.repeat):  # interleaved, so both see the same machine load

@@ -5,9 +5,9 @@ The corpus is every file of every httpx-docs release tag (one source tree).
 [1] Each round times a bare `partition(filename=...)` loop over the files and a full serial
 `parsers.ingest` (workers=1: discover, parse, chunk, LanceDB commit, Parquet export) into a fresh store,
 alternating which goes first; the best round of each is compared. The loop takes the files in the order
-ingest parses them (copies together, biggest first), so unstructured's caches serve both alike. The ratio uses CPU time of this process
-(all its threads, so LanceDB's Rust threads count): the machine is shared, and wall time swings with other
-people's load. Wall time is printed too.
+ingest parses them (copies together, biggest first), so unstructured's caches serve both alike. The ratio uses
+CPU time of this process (all its threads, so LanceDB's Rust threads count): the machine is shared, and wall
+time swings with other people's load. Wall time is printed too.
 
 [2] Each round runs a full ingest of the same tree twice, serially (workers=1) and with the process pool
 (one worker per usable CPU), each in a fresh child process that first ingests one file (imports, spaCy and

@@ -153,13 +153,14 @@ def run(n_docs: int, workers: int | None, batch_size: int, scratch: Path) -> dic
     print(
         f"    peak PSS of the process tree {measured['peak_pss_mb']:.0f} MB; peak RSS of the ingesting process "
         f"{measured['peak_rss_main_mb']:.0f} MB sampled, {measured['maxrss_main_mb']:.0f} MB exact (ru_maxrss; "
-        f"{measured['rss_before_mb']:.0f} MB before); peak sum of RSS over the tree {measured['peak_rss_tree_mb']:.0f} MB; "
-        f"store on disk {measured['store_mb']:.0f} MB"
+        f"{measured['rss_before_mb']:.0f} MB before); peak sum of RSS over the tree "
+        f"{measured['peak_rss_tree_mb']:.0f} MB; store on disk {measured['store_mb']:.0f} MB"
     )
     stage_peaks, commit_peaks = measured["phases"]["stage"], measured["phases"]["commit"]
     print(
-        f"    stage: peak PSS of the tree {stage_peaks['pss']:.0f} MB, ingesting process {stage_peaks['rss_own']:.0f} MB "
-        f"sampled, {measured['maxrss_stage_mb']:.0f} MB exact; commit: peak PSS of the tree {commit_peaks['pss']:.0f} MB, "
+        f"    stage: peak PSS of the tree {stage_peaks['pss']:.0f} MB, "
+        f"ingesting process {stage_peaks['rss_own']:.0f} MB sampled, {measured['maxrss_stage_mb']:.0f} MB exact; "
+        f"commit: peak PSS of the tree {commit_peaks['pss']:.0f} MB, "
         f"ingesting process {commit_peaks['rss_own']:.0f} MB sampled"
     )
     return measured
@@ -201,7 +202,8 @@ def main() -> None:
     if baseline is not None:
         base = baseline["phases"]
         print(
-            f"ratio of peaks {args.docs:,} docs / {baseline['n_documents']:,} docs (1.0: memory does not grow with the tree):"
+            f"ratio of peaks {args.docs:,} docs / {baseline['n_documents']:,} docs"
+            " (1.0: memory does not grow with the tree):"
         )
         print(
             f"  stage:  PSS of the tree {measured['phases']['stage']['pss'] / base['stage']['pss']:.2f}x, "
@@ -209,7 +211,8 @@ def main() -> None:
         )
         print(
             f"  commit: PSS of the tree {measured['phases']['commit']['pss'] / base['commit']['pss']:.2f}x, "
-            f"ingesting process {measured['maxrss_main_mb'] / baseline['maxrss_main_mb']:.2f}x (exact peaks, whole ingest)"
+            f"ingesting process {measured['maxrss_main_mb'] / baseline['maxrss_main_mb']:.2f}x"
+            " (exact peaks, whole ingest)"
         )
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 

@@ -226,8 +226,8 @@ def measure(n_chunks: int, args, tmp: Path) -> dict:
     started = time.perf_counter()
     _child(generate, out, n_chunks, args.chunks_per_doc, args.citations, args.seed)
     print(
-        f"[{n_chunks:,} chunks] corpus of {n_chunks // args.chunks_per_doc:,} documents and {args.citations:,} citations "
-        f"generated in {time.perf_counter() - started:.1f}s",
+        f"[{n_chunks:,} chunks] corpus of {n_chunks // args.chunks_per_doc:,} documents "
+        f"and {args.citations:,} citations generated in {time.perf_counter() - started:.1f}s",
         flush=True,
     )
     _child(build_index, out, out / "index.json")

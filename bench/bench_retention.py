@@ -179,8 +179,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench_retention_") as tmp:
         root, oldest_root, latest_root = (Path(tmp) / n for n in ("store", "fresh-oldest", "fresh-latest"))
         print(
-            f"lancedb {lancedb.__version__}, pylance {distribution_version('pylance')}, {os.cpu_count()} CPUs; versions "
-            f"{args.versions}, chunks {args.chunks:,}, keep-last {args.keep_last}"
+            f"lancedb {lancedb.__version__}, pylance {distribution_version('pylance')}, {os.cpu_count()} CPUs; "
+            f"versions {args.versions}, chunks {args.chunks:,}, keep-last {args.keep_last}"
         )
         started = time.perf_counter()
         built = in_child(build, root, args.chunks, args.versions, args.changed)

@@ -61,7 +61,10 @@ _CONNECTIVE = re.compile(
 )
 # Frequent nouns of the Vue docs; a swap replaces one with another.
 NOUNS = tuple(
-    "组件 函数 类型 元素 属性 对象 模板 选项 状态 事件 实例 参数 文件 插槽 指令 钩子 数组 字符串 浏览器 侦听器 路由 插件 变量 服务器".split()
+    (
+        "组件 函数 类型 元素 属性 对象 模板 选项 状态 事件 实例 参数 "
+        "文件 插槽 指令 钩子 数组 字符串 浏览器 侦听器 路由 插件 变量 服务器"
+    ).split()
 )
 
 
