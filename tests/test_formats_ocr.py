@@ -1,8 +1,9 @@
 """OCR: images and scanned PDF pages read by Tesseract (unstructured's ocr_only strategy), end to end.
 
 The images and PDFs are drawn here: Latin text in Pillow's bundled font, Chinese in an installed CJK font
-(fonts-wqy-microhei in CI). One ingest reads them all, to keep OCR time down. HEIC is not among them:
-pi-heif decodes HEIC but has no encoder to make one.
+(fonts-wqy-microhei in CI). One ingest reads them all, to keep OCR time down. HEIC is read from
+tests/data/english.heic, the English image encoded once by libheif's heif-enc: pi-heif decodes HEIC but has no
+encoder to make one here.
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ def ocred(fonts, tmp_path_factory) -> tuple[IngestResult, pl.DataFrame, dict[str
     english.save(root / "english.png")
     english.convert("RGB").save(root / "english.jpg", quality=90)
     english.save(root / "english.bmp")
+    (root / "english.heic").write_bytes((Path(__file__).parent / "data" / "english.heic").read_bytes())
     transparent(english).save(root / "transparent.png")
     chinese.save(root / "chinese.png")
     (root / "pages.tiff").write_bytes(tiff([drawn(ENGLISH[:1], latin), drawn(ENGLISH[1:], latin)]))
@@ -144,6 +146,7 @@ def test_every_ocr_document_is_ingested(ocred):
     assert sorted(texts) == [
         "chinese.png",
         "english.bmp",
+        "english.heic",
         "english.jpg",
         "english.png",
         "mixed.pdf",
@@ -155,7 +158,8 @@ def test_every_ocr_document_is_ingested(ocred):
 
 
 @pytest.mark.parametrize(
-    "source_path", ["english.png", "english.jpg", "english.bmp", "transparent.png", "pages.tiff", "scan-english.pdf"]
+    "source_path",
+    ["english.png", "english.jpg", "english.bmp", "english.heic", "transparent.png", "pages.tiff", "scan-english.pdf"],
 )
 def test_english_ocr(ocred, source_path):
     _, chunks, texts = ocred
