@@ -79,8 +79,8 @@ def verify_settings(verifier: VerifierResource, ingest: IngestResource):
 def configured_scorer(log: dg.DagsterLogManager, verifier: VerifierResource, store, version: str):
     """(scorer, model choice) of the resource's NLI settings for `version`; (None, None) without a model."""
     from citekeeper.language import sample_store_texts
-    from verifiers.checkers import licence_notice
-    from verifiers.nli import ScorerUnavailable, chosen_scorer
+    from verifiers.checkers.loading import ScorerUnavailable, chosen_scorer
+    from verifiers.checkers.presets import licence_notice
 
     if not verifier.nli_model:
         log.warning("event=no_nli_model tiers=anchoring,lexical reason='no NLI model configured (nli_model)'")
@@ -109,10 +109,7 @@ def configured_scorer(log: dg.DagsterLogManager, verifier: VerifierResource, sto
     )
     if notice := licence_notice(choice.model, scorer.preset):
         log.warning(f"event=checker_licence notice={notice!r}")
-    log.info(
-        f"event=nli_device device={scorer.placement.device} precision={scorer.precision} "
-        f"reason={scorer.placement.reason!r}"
-    )
+    log.info(f"event=nli_device checker={scorer.checker} runs={scorer.where!r}")
     return scorer, choice
 
 

@@ -37,7 +37,7 @@ from tests.verify_helpers import (
     verify,
     write_outputs,
 )
-from verifiers.nli import load_scorer
+from verifiers.checkers.loading import load_scorer
 from verifiers.verdict_cache import VerdictCache
 
 DOCS = HTTPX_DOCS / "0.28.1"

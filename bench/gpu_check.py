@@ -31,7 +31,7 @@ from bench.bench_nli import encode_batches, frames, paragraphs
 from tests.random_models import DEBERTA_V3, save_random_checker, save_random_nli_model
 from tests.verify_helpers import verify
 from verifiers.devices import is_out_of_memory
-from verifiers.nli import load_scorer
+from verifiers.checkers.loading import load_scorer
 
 # The fact-checker protocols in their published shapes (random weights): binary, seq2seq, causal-lm.
 CHECKERS = {"roberta:roberta-large": "binary", "t5:flan-t5-large": "seq2seq", "qwen2:qwen2-0.5b": "causal-lm"}

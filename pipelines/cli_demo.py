@@ -23,7 +23,7 @@ def nli_model_or_reason(
 
     Without `model`, the default of the `language` setting (None: $CITEKEEPER_LANGUAGE, else auto); auto
     detects the language from the first version's documents under `corpus`."""
-    from verifiers.nli import ScorerUnavailable, chosen_scorer
+    from verifiers.checkers.loading import ScorerUnavailable, chosen_scorer
 
     if no_model:
         return None, "NLI: --no-model given; running the anchoring and lexical tiers only."

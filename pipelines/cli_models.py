@@ -51,12 +51,12 @@ def pull_command(models: tuple[str, ...], to_dir: Path, language: str) -> None:
 
 def _describe(model: PulledModel, role: str | None) -> str:
     """Where `model` went and how to load it on the machine it is copied to."""
-    from verifiers.checkers import preset_for
+    from verifiers.checkers.presets import preset_for
 
     nli, embedding = f"--model {model.path}", f"CITEKEEPER_EMBEDDING_MODEL={model.path}"
     preset = preset_for(model.spec)
     use = {"nli": nli, "embedding": embedding}.get(
-        "nli" if preset else role, f"{nli} (NLI) or {embedding} (embeddings)"
+        "nli" if preset else role or "", f"{nli} (NLI) or {embedding} (embeddings)"
     )
     commit = f" @ {model.commit}" if model.commit else ""
     known = f"\n  checker: {_preset_line(preset)}" if preset else ""
@@ -73,7 +73,7 @@ def _preset_line(preset) -> str:
 @models_group.command("list")
 def list_command() -> None:
     """The checkers citekeeper knows by hub id: protocol, window, LLM-AggreFact accuracy, licence."""
-    from verifiers.checkers import PRESETS
+    from verifiers.checkers.presets import PRESETS
 
     for hub_id, preset in PRESETS.items():
         click.echo(f"{hub_id}\n  {_preset_line(preset)}")

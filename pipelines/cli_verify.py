@@ -152,8 +152,8 @@ def verify_command(
     from citekeeper.language import sample_store_texts
     from citekeeper.sharding import Shard
     from citekeeper.store import CorpusStore, StoreError
-    from verifiers.checkers import licence_notice
-    from verifiers.nli import ScorerUnavailable, chosen_scorer
+    from verifiers.checkers.loading import ScorerUnavailable, chosen_scorer
+    from verifiers.checkers.presets import licence_notice
     from verifiers.verify_store import verify_store
 
     if no_model and model:
@@ -198,9 +198,7 @@ def verify_command(
                 )
                 raise click.ClickException(f"NLI model: {exc.choice.describe()}\n{exc}{hint}") from exc
             click.echo(f"NLI model: {choice.describe()}")
-            click.echo(
-                f"device: {scorer.placement.device}, {scorer.precision} ({scorer.placement.reason}); checker: {scorer.checker}"
-            )
+            click.echo(f"{scorer.where}; checker: {scorer.checker}")
             if notice := licence_notice(choice.model, scorer.preset):
                 click.echo(f"licence: {notice}", err=True)
         try:

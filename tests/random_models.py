@@ -139,7 +139,7 @@ def save_random_nli_model(
     return directory
 
 
-# ---------------------------------------------------------------- the fact-checker shapes (verifiers.checkers)
+# ---------------------------------------------------------------- the fact-checker shapes (verifiers.checkers: binary, seq2seq, causal_lm)
 
 CHATML = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"
@@ -216,7 +216,7 @@ def save_random_checker(
         )
         load = AutoModelForSeq2SeqLM
     elif shape == "qwen2":  # transformers loads a qwen2 directory's tokenizer as Qwen2Tokenizer: byte-level BPE
-        from verifiers.checkers import MINICHECK_SYSTEM_PROMPT, MINICHECK_USER_PROMPT
+        from verifiers.checkers.causal_lm import MINICHECK_SYSTEM_PROMPT, MINICHECK_USER_PROMPT
 
         prompts = [
             MINICHECK_SYSTEM_PROMPT,

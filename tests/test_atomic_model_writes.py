@@ -14,13 +14,13 @@ from citekeeper.search_index import EmbeddingModelUnavailable, EmbeddingStore
 from tests.chunk_frames import build_version
 from tests.hub_server import run_python
 from tests.random_models import save_random_nli_model
-from verifiers.nli import load_scorer
+from verifiers.checkers.loading import load_scorer
 
 TEXTS = ["HTTPX is a fully featured HTTP client for Python 3.", "The client supports timeouts and proxies."] * 3
 EXPORT_KILLED_AFTER_QUANTISING = """
 import os, signal, sys
 import onnxruntime.quantization as quantization
-from verifiers.nli import load_scorer
+from verifiers.checkers.loading import load_scorer
 
 quantize_dynamic = quantization.quantize_dynamic
 

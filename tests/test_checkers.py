@@ -1,4 +1,4 @@
-"""The fact-checker protocols (verifiers.checkers) on random-weight models of each published shape, through the CLI
+"""The fact-checker protocols of transformers models (verifiers.checkers) on random-weight models of each published shape, through the CLI
 and Dagster's verification asset. The expected scores are computed here the way MiniCheck's own inference code
 (minicheck/inference.py) computes them, with plain transformers: not by citekeeper's code."""
 
@@ -23,7 +23,7 @@ from parsers.records import ParseConfig
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
 from tests.random_models import save_random_checker
-from verifiers.checkers import MINICHECK_SYSTEM_PROMPT, MINICHECK_USER_PROMPT
+from verifiers.checkers.causal_lm import MINICHECK_SYSTEM_PROMPT, MINICHECK_USER_PROMPT
 
 SHORT = "The client keeps four connections alive for every host it talks to."
 LONG = " ".join(
@@ -140,8 +140,8 @@ def test_each_protocol_scores_as_minicheck_does_through_the_cli(world, shape, tm
 
 
 def test_the_score_is_the_maximum_over_the_chunks(world, tmp_path):
+    from verifiers.checkers.loading import load_scorer
     from verifiers.engine import VerifySettings, evidence_windows
-    from verifiers.nli import load_scorer
 
     pairs = verified_pairs(world, world["models"]["t5"], tmp_path / "out")
     store, scorer = world["store"], load_scorer(str(world["models"]["t5"]))
@@ -259,8 +259,8 @@ def test_the_resource_refuses_an_unknown_checker():
 
 
 def test_the_binary_checker_runs_on_onnx_int8(world, tmp_path):
-    from verifiers.checkers import CheckerError
-    from verifiers.nli import load_scorer, model_key
+    from verifiers.checkers.base import CheckerError, model_key
+    from verifiers.checkers.loading import load_scorer
 
     model = str(world["models"]["roberta"])
     on_torch, on_onnx = load_scorer(model), load_scorer(model, "onnx", onnx_cache_dir=tmp_path / "onnx")
@@ -275,8 +275,8 @@ def test_a_pulled_preset_keeps_its_window_and_licence(tmp_path, monkeypatch):
     """A directory `citekeeper models pull` saved from a preset's hub id runs with the preset (window, chunk,
     protocol), and a non-commercial licence is printed."""
     from citekeeper.model_sources import PULLED_FROM
-    from verifiers.checkers import PRESETS, licence_notice
-    from verifiers.nli import load_scorer
+    from verifiers.checkers.loading import load_scorer
+    from verifiers.checkers.presets import PRESETS, licence_notice
 
     directory = save_random_checker(tmp_path / "bespoke", [SHORT], "qwen2", max_positions=512)
     (directory / PULLED_FROM).write_text(json.dumps({"spec": "bespokelabs/Bespoke-MiniCheck-7B", "commit": None}))
@@ -290,7 +290,8 @@ def test_a_pulled_preset_keeps_its_window_and_licence(tmp_path, monkeypatch):
 def test_claims_that_share_evidence_share_its_kv_cache(world):
     """A causal-LM checker runs each evidence prefix once for all the claims citing it (MiniCheck-7B's prefix
     caching): the verdicts are those of each full prompt run on its own."""
-    from verifiers.nli import HFScorer, load_scorer
+    from verifiers.checkers.backends import HFScorer
+    from verifiers.checkers.loading import load_scorer
 
     scorer = load_scorer(str(world["models"]["qwen2"]), batch_size=2)  # batches of 2: the cache is copied per batch
     premises = [SHORT] * 3 + [LONG[:200]]
@@ -322,7 +323,7 @@ def test_the_default_checker_depends_on_the_language_and_the_device():
     assert "on a GPU" in on_gpu.reason
     chinese = choose_nli_model(None, "zh", gpu=True)  # the MiniCheck checkers are English-only
     assert chinese.model == "MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7"
-    from verifiers.checkers import PRESETS
+    from verifiers.checkers.presets import PRESETS
 
     assert all(
         PRESETS[m].commercial for m in (on_gpu.model, on_cpu.model, chinese.model)

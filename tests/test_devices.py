@@ -13,7 +13,9 @@ import torch
 from tests.random_models import save_random_nli_model
 from tests.verify_helpers import TableScorer, citations_frame, claims_frame, verify
 from verifiers.devices import resolve_device
-from verifiers.nli import TorchScorer, load_scorer, model_key, onnx_providers
+from verifiers.checkers.backends import TorchScorer, onnx_providers
+from verifiers.checkers.base import model_key
+from verifiers.checkers.loading import load_scorer
 from verifiers.verdict_cache import VerdictCache
 
 TEXTS = [f"Release {i} of the client keeps {i + 2} connections alive and retries {i % 3} times." for i in range(24)]

@@ -35,7 +35,7 @@ from pipelines.cli import main
 from tests.chunk_frames import write_tree
 from tests.random_models import build_tokenizer, save_random_nli_model
 from tests.verify_helpers import citations_frame, claims_frame, verify
-from verifiers.nli import DEFAULT_MODEL, load_scorer
+from verifiers.checkers.loading import DEFAULT_MODEL, load_scorer
 from verifiers.verify_store import verify_store
 
 ENGLISH_NLI = "cross-encoder/nli-deberta-v3-xsmall"

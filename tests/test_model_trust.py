@@ -20,7 +20,7 @@ from parsers.ingest import ingest
 from tests.chunk_frames import write_tree
 from tests.conftest import REPO
 from tests.random_models import save_random_nli_model
-from verifiers.nli import ModelUnavailable, load_scorer
+from verifiers.checkers.loading import ModelUnavailable, load_scorer
 
 TEXTS = ["The client keeps four connections alive.", "It shipped in release two."] * 3
 CLI = "from pipelines.cli import main; main()"

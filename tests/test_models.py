@@ -16,14 +16,14 @@ from citekeeper.model_sources import HUB_TIMEOUT_S, ModelSourceError, needed_fil
 from citekeeper.search_index import EmbeddingStore
 from tests.hub_server import LoopbackHub, hub_env, run_python, unanswered_endpoint
 from tests.random_models import save_random_nli_model
-from verifiers.nli import load_scorer
+from verifiers.checkers.loading import load_scorer
 
 MODEL = "citekeeper-test/tiny-nli"
 TEXTS = ["HTTPX is a fully featured HTTP client for Python 3.", "The client supports timeouts and proxies."] * 3
 # Loads MODEL (argv[1]) in a fresh interpreter and prints what came back, or the ModelUnavailable message.
 LOAD = """
 import json, sys, time
-from verifiers.nli import ModelUnavailable, load_scorer
+from verifiers.checkers.loading import ModelUnavailable, load_scorer
 started = time.monotonic()
 try:
     scorer = load_scorer(sys.argv[1])

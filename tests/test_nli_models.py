@@ -11,8 +11,8 @@ import pytest
 
 from tests.random_models import save_random_nli_model
 from tests.verify_helpers import citations_frame, claims_frame, verify
-from verifiers.checkers import LabelSetError, canonical_columns
-from verifiers.nli import ModelUnavailable, load_scorer
+from verifiers.checkers.loading import ModelUnavailable, load_scorer
+from verifiers.checkers.nli import LabelSetError, canonical_columns
 
 TEXTS = [
     "HTTPX is a fully featured HTTP client for Python 3.",

@@ -20,7 +20,7 @@ from pipelines.automation import SHARDED_VERIFY_JOB
 from pipelines.definitions import build_definitions
 from tests.dagster_settings import settings
 from tests.random_models import save_random_nli_model
-from verifiers.nli import load_scorer
+from verifiers.checkers.loading import load_scorer
 from verifiers.verify_store import StoredRun, verify_store
 
 SAMPLE = Path(__file__).resolve().parent.parent / "pipelines" / "sample_corpus"

@@ -27,7 +27,7 @@ from parsers.records import ParseConfig
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
 from tests.random_models import save_random_nli_model
-from verifiers.nli import load_scorer
+from verifiers.checkers.loading import load_scorer
 from verifiers.verify_output import ShardsMissing, merge_shards
 from verifiers.verify_store import StoredRun, verify_store
 

@@ -12,7 +12,7 @@ import polars as pl
 
 from citekeeper.identity import text_hash
 from verifiers.engine import VerifyResult, VerifySettings, model_values, verify_tables
-from verifiers.nli import Scorer
+from verifiers.checkers.base import Scorer
 from verifiers.run_tally import new_run_id, run_stats, run_table
 from verifiers.verdict_cache import VerdictCache
 from verifiers.verify_output import RunWriter

@@ -11,11 +11,10 @@ from citekeeper.identity import text_hash
 from citekeeper.schema import CLAIM_STATUSES, NLI_ANSWERS, NLI_CLAIMS, NLI_PAIRS, NLI_RUNS
 from citekeeper.tables import conform, counts_of
 from citekeeper.text import sentence_spans
-from verifiers.checkers import CheckerError
+from verifiers.checkers.base import CheckerError, Scorer, model_key
 from verifiers.claim_metrics import CLAIM_KEY, aggregate_claims, answer_metrics, run_totals
 from verifiers.conflicts import RankingSettings, claim_conflicts, decide_sentences, rank_pairs
 from verifiers.lexical import LexicalSettings, lexical_verdict
-from verifiers.nli import Scorer, model_key
 from verifiers.run_tally import RunTally
 from verifiers.spans import claim_sentences, resolve_spans, with_citation_columns
 from verifiers.verdict_cache import VerdictCache, no_hits

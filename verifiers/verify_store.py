@@ -30,7 +30,7 @@ from citekeeper.store import CorpusStore
 from citekeeper.tables import empty, read_parquet
 from verifiers.claim_metrics import status_counts
 from verifiers.engine import TABLES, VerifySettings, model_values, verify_tables
-from verifiers.nli import Scorer
+from verifiers.checkers.base import Scorer
 from verifiers.run_tally import new_run_id, run_stats, run_table
 from verifiers.verdict_cache import VerdictCache
 from verifiers.verify_output import RunWriter
