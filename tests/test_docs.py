@@ -67,3 +67,22 @@ def test_cli_summary_names_each_command_with_its_options():
         named = set(OPTION.findall(lines[name]))
         assert (name, sorted(has - named - SAID_ONCE)) == (name, [])
         assert (name, sorted(named - has)) == (name, [])
+
+
+def resource_table(page: str) -> dict[str, str]:
+    """resource key -> its fields cell, from the resource table of docs/<page> ({} when it has none)."""
+    text = (REPO / "docs" / page).read_text()
+    rows = re.findall(r"^\| `(\w+)` \| `\w+Resource` \| (.+) \|$", text, flags=re.M)
+    return dict(rows)
+
+
+def test_one_resource_table_names_every_field_of_every_resource():
+    from assets.resources import CitekeeperSettings
+
+    assert [page.name for page in DOCS if resource_table(page.name)] == ["production.md"]
+    table = resource_table("production.md")
+    resources = CitekeeperSettings().resources()
+    assert sorted(table) == sorted(resources)
+    for key, resource in resources.items():
+        named = set(re.findall(r"`(\w+)`", table[key]))
+        assert (key, sorted(set(type(resource).model_fields) - named)) == (key, [])
