@@ -2,10 +2,7 @@
 retention (off by default), the sharded jobs (`sharded_jobs`), retries, one store writer at a time. Why one
 explicit job per version rather than declarative automation: docs/dagster.md."""
 
-import hashlib
-import os
 from datetime import UTC, datetime
-from pathlib import Path
 
 import dagster as dg
 
@@ -16,6 +13,7 @@ from assets.verification import merge_shards_op, verify_shard_op
 from citekeeper.retention import gc
 from parsers.discover import discover_sources
 from parsers.ingest import config_hash, latest_if_equal, tree_hash
+from parsers.source_tree import source_fingerprint
 
 WRITER_TAGS = {
     STORE_WRITER_TAG: "1",
@@ -56,23 +54,6 @@ ingest_job = _job(
 )
 
 
-def source_fingerprint(source_root: Path, settings: str = "") -> str:
-    """sha256 over (relative path, size, mtime) of every file under the root (stat only, never reads) and
-    `settings`, so that new include/exclude or scope globs count as a change too."""
-    digest = hashlib.sha256(settings.encode())
-    for dirpath, dirnames, filenames in os.walk(source_root, followlinks=False):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            try:
-                stat = path.stat()
-            except OSError:  # broken symlink, vanished file: ingest reports it, the fingerprint skips it
-                continue
-            relative = path.relative_to(source_root).as_posix()
-            digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
-
-
 def version_name(prefix: str, when: datetime, fingerprint: str | None = None) -> str:
     """A sortable, readable corpus version name, e.g. auto-20261130T011500Z-1a2b3c4d."""
     stamp = when.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -98,14 +79,14 @@ def unchanged_since(store: StoreResource, ingest: IngestResource) -> str | None:
     job=pipeline_job,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Fingerprints the source root (paths, sizes, mtimes; no parsing) and starts a new corpus "
-    "version when it changed.",
+    description="Fingerprints the files discovery would see under the source root (paths, sizes, mtimes; no "
+    "reading) and starts a new corpus version when it changed.",
 )
 def source_change_sensor(context: dg.SensorEvaluationContext, store: StoreResource, ingest: IngestResource):
     source_root = ingest.source_path
     if not source_root.is_dir():
         return dg.SkipReason(f"source root {source_root} is not a directory")
-    fingerprint = source_fingerprint(source_root, repr(ingest.parse_config()))
+    fingerprint = source_fingerprint(source_root, ingest.parse_config())
     if fingerprint == context.cursor:
         return dg.SkipReason(f"no change under {source_root}")
     equal = unchanged_since(store, ingest)

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from parsers.discover import discover, discover_sources, selector
+from parsers.discover import discover, discover_sources
 from parsers.ingest import Shard
 from parsers.records import ParseConfig
+from parsers.source_tree import selector
 
 from .conftest import SAMPLE_CORPUS
 
@@ -68,7 +69,8 @@ def test_hidden_skipped_unsupported_recorded(tmp_path):
 def test_sidecar_overrides_front_matter(tmp_path):
     write(
         tmp_path / "fm.md",
-        '---\ndoc_id: handbook/intro\ntitle: "Intro to Acme"\naccess_scope: internal_only\nauthor: x\n---\n# Heading\n\nBody.\n',
+        '---\ndoc_id: handbook/intro\ntitle: "Intro to Acme"\naccess_scope: internal_only\nauthor: x\n---\n'
+        "# Heading\n\nBody.\n",
     )
     write(tmp_path / "both.md", "---\ndoc_id: from-front-matter\ntitle: FM title\n---\nBody.\n")
     write(tmp_path / "both.md.citekeeper.json", json.dumps({"doc_id": "from-sidecar", "access_scope": "internal_only"}))

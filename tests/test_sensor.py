@@ -12,9 +12,11 @@ import polars as pl
 from citekeeper.answers.store import AnswerStore
 from citekeeper.layout import latest_run_dir
 from citekeeper.store import CorpusStore
+from parsers.discover import discover_sources
 from parsers.ingest import ingest
 from parsers.records import ParseConfig
-from pipelines.automation import nightly_reindex_schedule, source_change_sensor, source_fingerprint, unchanged_since
+from parsers.source_tree import source_fingerprint
+from pipelines.automation import nightly_reindex_schedule, source_change_sensor, unchanged_since
 from pipelines.definitions import build_definitions
 from tests.dagster_settings import settings
 
@@ -95,14 +97,53 @@ def test_fingerprint_uses_stat_only(tmp_path: Path):
     doc = tmp_path / "a.md"
     doc.write_text("x")
     os.utime(doc, ns=(10**18, 10**18))
-    before = source_fingerprint(tmp_path)
+    before = source_fingerprint(tmp_path, ParseConfig())
     doc.write_text("y")  # same size, same mtime below: invisible to a stat-only fingerprint
     os.utime(doc, ns=(10**18, 10**18))
-    assert source_fingerprint(tmp_path) == before
+    assert source_fingerprint(tmp_path, ParseConfig()) == before
     os.utime(doc, ns=(10**18, 10**18 + 1))
-    assert source_fingerprint(tmp_path) != before
+    assert source_fingerprint(tmp_path, ParseConfig()) != before
     (tmp_path / "b.md").write_text("")
-    assert source_fingerprint(tmp_path) != before
+    assert source_fingerprint(tmp_path, ParseConfig()) != before
+
+
+def test_fingerprint_covers_the_files_discovery_sees_and_no_others(tmp_path: Path):
+    """Each edit below that discovery would not see leaves the fingerprint as it was; a sidecar, read with its
+    document, changes it."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    for path in (root / "faq.md", root / "drafts" / "wip.md", root / ".git" / "HEAD", outside / "guide.md"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(FAQ_V1)
+    (root / "linked").symlink_to(outside, target_is_directory=True)  # out of the root: rejected, never followed
+    config = ParseConfig(exclude=("drafts/**",))
+    before = source_fingerprint(root, config)
+    for unseen in (root / "drafts" / "wip.md", root / ".git" / "HEAD", outside / "guide.md"):
+        unseen.write_text(FAQ_V2)
+        assert source_fingerprint(root, config) == before, unseen
+    (root / "faq.md.citekeeper.json").write_text('{"access_scope": "internal_only"}')
+    assert source_fingerprint(root, config) != before
+
+
+def test_a_retargeted_directory_link_is_a_change_to_the_sensor(tmp_path: Path):
+    """Discovery follows a directory link inside the root, and so does the sensor: pointing `current` at another
+    release changes the documents under it though no file under the root changed."""
+    source = tmp_path / "source"
+    for release, faq in (("v1", FAQ_V1), ("v2", FAQ_V2)):
+        (source / "releases" / release).mkdir(parents=True)
+        (source / "releases" / release / "faq.md").write_text(faq)
+    (source / "current").symlink_to(source / "releases" / "v1", target_is_directory=True)
+    configured = settings(store_dir=str(tmp_path / "store"), source_dir=str(source), exclude=["releases/**"])
+    defs = build_definitions(configured)
+
+    with dg.instance_for_test() as instance:
+        first = _tick(defs, instance, cursor=None)
+        assert len(first.run_requests) == 1
+        (source / "current").unlink()
+        (source / "current").symlink_to(source / "releases" / "v2", target_is_directory=True)
+        retargeted = _tick(defs, instance, cursor=first.cursor)
+        assert len(retargeted.run_requests) == 1, retargeted.skip_message
+    sources, _ = discover_sources(source, configured.ingest.parse_config())
+    assert [(s.source_path, s.path.read_text()) for s in sources] == [("current/faq.md", FAQ_V2)]
 
 
 def test_changed_document_triggers_new_version_with_downstream_assets(tmp_path: Path):
@@ -208,6 +249,5 @@ def test_a_scope_flip_or_new_globs_are_changes_to_the_sensor(tmp_path: Path):
     (source / "faq.md.citekeeper.json").unlink()
     assert unchanged_since(store, config.model_copy(update={"exclude": []})) is None  # drafts/wip.md joins the tree
 
-    parse_settings = repr(config.parse_config())
-    other = repr(config.model_copy(update={"include": ["**/*.md"]}).parse_config())
-    assert source_fingerprint(source, parse_settings) != source_fingerprint(source, other)
+    other = config.model_copy(update={"include": ["**/*.md"]}).parse_config()
+    assert source_fingerprint(source, config.parse_config()) != source_fingerprint(source, other)
