@@ -6,6 +6,9 @@ import hashlib
 import itertools
 import json
 import os
+import pickle
+import tempfile
+import traceback
 from pathlib import Path
 
 import pytest
@@ -255,14 +258,51 @@ def test_empty_and_oversize_files(tmp_path):
     assert "1500 bytes" in by_path["big.txt"].reason and "1000" in by_path["big.txt"].reason
 
 
-def test_unreadable_file(tmp_path):
-    path = write(tmp_path / "secret.md", "# S\n")
-    path.chmod(0)
-    if os.access(path, os.R_OK):  # root (as in CI) reads any file; then there is nothing to quarantine
-        pytest.skip("running as a user who can read mode-000 files")
-    sources, errors = discover_sources(tmp_path, CONFIG)
-    assert sources == []
-    assert (errors[0].source_path, errors[0].stage, errors[0].error_type) == ("secret.md", "read", "PermissionDenied")
+NOBODY = 65534  # the unprivileged user root drops to below
+
+
+def discover_unprivileged(root: Path) -> tuple[list, list]:
+    """discover_sources(root) as a user who cannot read mode-000 files: this process when it is such a user, else
+    (root reads any file, and CI runs as root) a forked child that drops to `nobody` first. The child imports and
+    executes nothing anew, so the interpreter and the venv need not be readable by `nobody`; the tree must be."""
+    if os.geteuid() != 0:
+        return discover_sources(root, CONFIG)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        status = 1
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            with os.fdopen(write_end, "wb") as out:
+                pickle.dump(discover_sources(root, CONFIG), out)
+            status = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        found = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the unprivileged discovery failed (its traceback is above)"
+    return pickle.loads(found)
+
+
+def test_unreadable_file_is_quarantined_and_the_others_ingest():
+    with tempfile.TemporaryDirectory(prefix="citekeeper-mode000-") as tmp:
+        root = Path(tmp)
+        readable = [write(root / "ok.md", "# OK\n\nReadable.\n"), write(root / "docs" / "guide.md", "# Guide\n")]
+        for path in (root, root / "docs", *readable):  # whatever the umask (mkdtemp makes 0700): `nobody` reads them
+            path.chmod(0o755)
+        write(root / "secret.md", "# S\n").chmod(0)
+        sources, errors = discover_unprivileged(root)
+    assert [source.source_path for source in sources] == ["docs/guide.md", "ok.md"]
+    assert [(e.source_path, e.stage, e.error_type, e.reason) for e in errors] == [
+        ("secret.md", "read", "PermissionDenied", "cannot read file: Permission denied")
+    ]
 
 
 def test_fifo_is_not_read(tmp_path):
