@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from citekeeper.answers.formats import RESPONSE_FORMATS, converter
+from citekeeper.answers.records import AnswerInputError
 from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
 from parsers.records import ParseConfig
@@ -363,6 +364,17 @@ def test_gemini_byte_offsets_are_not_code_points():
         .replace("groundingChunkIndices", "grounding_chunk_indices")
     )
     assert claims(snake) == claims(GEMINI_ZH)  # the Python SDK's snake_case dump reads the same
+
+
+def test_a_null_grounding_chunk_index_is_an_error_of_its_field():
+    """A list keeps its nulls (only fields written as None are dropped): the index is named, not a crash."""
+    response = json.loads(json.dumps(GEMINI_ZH))
+    response["candidates"][0]["groundingMetadata"]["groundingSupports"][1]["groundingChunkIndices"] = [None]
+    line = {"answer_id": "g", "corpus_version": "v1", "documents": CASES["gemini"][1], "response": response}
+    with pytest.raises(AnswerInputError) as error:
+        converter("gemini")(line)
+    field = "response.candidates.0.groundingMetadata.groundingSupports.1.groundingChunkIndices.0"
+    assert [str(issue) for issue in error.value.issues] == [f"{field}: should be a non-negative integer, not None"]
 
 
 # ---------------------------------------------------------------- bad input, and the other documented shapes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from citekeeper.answers.formats.reader import Cited, ShapeError, get_field, joined, non_negative, text_blocks
+from citekeeper.answers.formats.reader import Cited, ShapeError, get_field, joined, non_negative_or_none, text_blocks
 
 
 def read(response) -> tuple[str, list[Cited]]:
@@ -13,16 +13,17 @@ def read(response) -> tuple[str, list[Cited]]:
         for j, citation in enumerate(block.get("citations") or []):
             field = f"response.content.{i}.citations.{j}"
             kind = get_field(citation, "type", f"{field}.type", str)
+            keys: tuple[object, ...]
             if kind in ("char_location", "page_location", "content_block_location"):
                 keys = (
-                    non_negative(citation.get("document_index"), f"{field}.document_index"),
+                    non_negative_or_none(citation.get("document_index"), f"{field}.document_index"),
                     citation.get("document_title"),
                 )
             elif kind == "search_result_location":
                 keys = (
                     citation.get("source"),
                     citation.get("title"),
-                    non_negative(citation.get("search_result_index"), f"{field}.search_result_index"),
+                    non_negative_or_none(citation.get("search_result_index"), f"{field}.search_result_index"),
                 )
             elif kind == "web_search_result_location":
                 keys = (citation.get("url"), citation.get("title"))

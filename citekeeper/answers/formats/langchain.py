@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from citekeeper.answers.formats.reader import Cited, get_field, joined, non_negative, text_blocks
+from citekeeper.answers.formats.reader import Cited, get_field, joined, non_negative, non_negative_or_none, text_blocks
 
 
 def read(response) -> tuple[str, list[Cited]]:
@@ -19,7 +19,7 @@ def read(response) -> tuple[str, list[Cited]]:
                 )
                 cited.append(Cited(None, (source_id,), field, get_field(citation, "quote", f"{field}.quote", str)))
             else:  # CitedAnswer: source ids
-                cited.append(Cited(None, (non_negative(citation, field),), field))
+                cited.append(Cited(None, (non_negative_or_none(citation, field),), field))
         return text, cited
     blocks_field = (
         "response.content_blocks" if isinstance(response, dict) and "content_blocks" in response else "response.content"

@@ -51,12 +51,15 @@ def _kind_name(kind) -> str:
     return " or ".join(names.get(k, k.__name__) for k in (kind if isinstance(kind, tuple) else (kind,)))
 
 
-def non_negative(value: object, field: str) -> int | None:
-    if value is None:
-        return None
+def non_negative(value: object, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ShapeError(field, f"should be a non-negative integer, not {value!r:.40}")
     return value
+
+
+def non_negative_or_none(value: object, field: str) -> int | None:
+    """An index the response may leave out."""
+    return None if value is None else non_negative(value, field)
 
 
 def text_blocks(blocks: list) -> list[tuple[int, dict, int, int]]:
