@@ -37,6 +37,7 @@ import shutil
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from itertools import pairwise
 from pathlib import Path
 
 from hypothesis import strategies as st
@@ -891,7 +892,7 @@ def documents(draw, key: str, texts: Texts, serial: list[int]) -> Doc:
                 sorted(draw(st.sets(st.integers(1, len(paras) - 1), min_size=n - 1, max_size=n - 1))) if n > 1 else []
             )
             bounds = [0, *cuts, len(paras)]
-            groups = [tuple(paras[a:b]) for a, b in zip(bounds, bounds[1:])]
+            groups = [tuple(paras[a:b]) for a, b in pairwise(bounds)]
             if fmt == "xlsx" or max(map(len, groups)) <= 3:
                 break
         names = SHEET_NAMES if fmt == "xlsx" else [None] * 3
@@ -914,7 +915,7 @@ def _apart(doc: Doc, points: list[tuple[int, int]], text: str) -> list[tuple[int
 
 
 def _adjacent_copy(seq: list[Para]) -> bool:
-    return any(a.text == b.text for a, b in zip(seq, seq[1:]))
+    return any(a.text == b.text for a, b in pairwise(seq))
 
 
 def _propose(draw, kind: str, b: _Builder) -> Op | None:

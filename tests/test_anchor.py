@@ -1,5 +1,5 @@
-"""citekeeper.answers.anchoring's search for the occurrence of a quote nearest the RAG system's offset hint, against a brute
-force over every occurrence."""
+"""citekeeper.answers.anchoring's search for the occurrence of a quote nearest the RAG system's offset hint,
+against a brute force over every occurrence."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -154,7 +154,9 @@ def test_add_parquet_input(tmp_path):
 def test_chinese_marker_answer_gives_one_claim_per_sentence():
     record = {
         "answer_id": "zh1",
-        "answer": "Vite 是一种新型前端构建工具。[1] 它使用 Rollup 打包代码【2】。它很快！[1,2] 没有引用的一句。见^[D1]。",
+        "answer": (
+            "Vite 是一种新型前端构建工具。[1] 它使用 Rollup 打包代码【2】。它很快！[1,2] 没有引用的一句。见^[D1]。"
+        ),
         "corpus_version": "v1",
         "references": [
             {"ref": 1, "chunk_id": "k1"},

@@ -26,7 +26,9 @@ V1 = {
     "proxies.md": f"# Proxies\n\nProxies are configured per client. {MOVED}\n",
 }
 V2 = {
-    "timeouts.md": "# Timeouts\n\nThe default timeout is five seconds for every network operation. Streams have none.\n",
+    "timeouts.md": (
+        "# Timeouts\n\nThe default timeout is five seconds for every network operation. Streams have none.\n"
+    ),
     "proxies.md": "# Proxies\n\nProxies are configured per client. Settings moved to the transport page.\n",
     "transport.md": f"# Transport\n\n{MOVED}\n",
 }

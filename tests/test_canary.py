@@ -45,11 +45,15 @@ def tree(version: int) -> dict[str, str | None]:
         "public/guide.md": f"# Guide\n\n{PUBLIC}\n\n{MOVED}\n" if version == 1 else f"# Guide\n\n{PUBLIC}\n",
         "internal/plan.md": f"# Plan\n\nThe acquisition is code-named {CANARY} in every memo.\n",
         "internal/plan.md.citekeeper.json": '{"access_scope": "internal_only"}',
-        "internal/memo.md": f"---\naccess_scope: internal_only\n---\n# Memo\n\nBudget owners sign off on {CANARY} first.\n",
+        "internal/memo.md": (
+            f"---\naccess_scope: internal_only\n---\n# Memo\n\nBudget owners sign off on {CANARY} first.\n"
+        ),
         "public/later.md": "# Later\n\nQuarterly budget reviews are held in the main office.\n",
         # front matter and sidecar disagree: the strictest holds; the front matter itself is the document's words
-        "internal/board.md": f"---\naccess_scope: internal_only\ndescription: {CANARY} board notes\nmenu:\n  main:\n    "
-        f"weight: 3\n---\n# Board\n\nThe board approved {CANARY} on Monday.\n",
+        "internal/board.md": (
+            f"---\naccess_scope: internal_only\ndescription: {CANARY} board notes\nmenu:\n  main:\n    "
+            f"weight: 3\n---\n# Board\n\nThe board approved {CANARY} on Monday.\n"
+        ),
         "internal/board.md.citekeeper.json": '{"access_scope": "user_visible"}',
         "redacted/pricing.md": f"# Pricing\n\nThe {CANARY} discount applies to annual plans only.\n",
         "redacted/pricing.md.citekeeper.json": json.dumps(

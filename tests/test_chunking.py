@@ -1,4 +1,5 @@
-"""Chunking and identity: offsets, sections, sizes, sentences, and chunk_id stability (inline docs and real httpx docs)."""
+"""Chunking and identity: offsets, sections, sizes, sentences, and chunk_id stability (inline docs and real
+httpx docs)."""
 
 from __future__ import annotations
 

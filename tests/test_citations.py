@@ -255,7 +255,10 @@ def test_real_httpx_store_diff_reads_only_changed_documents(httpx_check, monkeyp
 
 def test_quote_differing_only_in_forms_is_found_normalised_not_invalid():
     docs = {
-        "zh.md": "Vue（发音为 /vjuː/，类似 view）是一款用于构建用户界面的 JavaScript 框架。\n它基于标准 HTML、CSS 和 JavaScript 构建。"
+        "zh.md": (
+            "Vue（发音为 /vjuː/，类似 view）是一款用于构建用户界面的 JavaScript 框架。\n"
+            "它基于标准 HTML、CSS 和 JavaScript 构建。"
+        )
     }
     old_docs, old_chunks = build_version("v1", docs)
     diff = diff_frames("v1", "v1b", old_docs, old_docs, old_chunks, old_chunks)

@@ -188,7 +188,10 @@ def test_images_shown_in_the_html_body_are_not_attachments(tmp_path):
 @pytest.mark.parametrize("charset", ["utf-8", "gbk"])
 def test_raw_8bit_headers(tmp_path, charset):
     """Headers in raw 8-bit bytes (RFC 6532 allows UTF-8; some Chinese clients write GBK) go through decode_text."""
-    raw = f"Subject: 部署前请备份数据库\nFrom: 王喆 <wang.zhe@acme.cn>\nContent-Type: text/plain; charset={charset}\n\n正文。\n"
+    raw = (
+        f"Subject: 部署前请备份数据库\nFrom: 王喆 <wang.zhe@acme.cn>\n"
+        f"Content-Type: text/plain; charset={charset}\n\n正文。\n"
+    )
     (tmp_path / "raw.eml").write_bytes(raw.encode(charset))
     doc = parse_file(tmp_path / "raw.eml")
     assert (doc.email.subject, doc.email.sender, doc.text) == (

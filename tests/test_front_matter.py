@@ -152,7 +152,7 @@ def test_the_bounds_admit_what_they_name_and_refuse_past_it():
         "---\ntitle: " + "[" * 100_000 + "]" * 100_000 + "\n---\nB\n",
         '+++\ntitle = "t"\nx = ' + "[" * 30_000 + "]" * 30_000 + "\n+++\nB\n",
     ):
-        with pytest.raises(MetadataError, match="nested over|over the limit"):
+        with pytest.raises(MetadataError, match=r"nested over|over the limit"):
             read_front_matter(bomb)
 
 
@@ -251,7 +251,9 @@ def test_mdx_front_matter_is_read_like_markdown(tmp_path):
     write_tree(
         tmp_path,
         {
-            "page.mdx": "---\ntitle: 内部页面\naccess_scope: internal_only\n---\nimport X from './x'\n\n# Page\n\nBody.\n"
+            "page.mdx": (
+                "---\ntitle: 内部页面\naccess_scope: internal_only\n---\nimport X from './x'\n\n# Page\n\nBody.\n"
+            )
         },
     )
     (source,), errors = discover_sources(tmp_path, SERIAL)

@@ -325,7 +325,8 @@ with CorpusStore(sys.argv[1]).excluding_readers():  # what gc holds while it pru
 
 
 def test_verification_as_the_dagster_asset_runs_it_waits_for_gc(built: Path, tmp_path: Path) -> None:
-    """verify_store itself (the asset calls it, not the CLI) takes the reader lease: it returns only after gc lets go."""
+    """verify_store itself (the asset calls it, not the CLI) takes the reader lease: it returns only after gc
+    lets go."""
     from verifiers.verify_store import verify_store
 
     root = copy_of(built, tmp_path)

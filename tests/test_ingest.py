@@ -139,7 +139,7 @@ def test_bad_input_is_quarantined_and_the_version_commits(source: Path, store_di
 def test_strict_commits_nothing_when_a_file_is_quarantined(source: Path, store_dir: Path) -> None:
     write_bad_files(source)
     store = CorpusStore(store_dir)
-    with pytest.raises(StrictIngestFailed, match="binary.pdf"):
+    with pytest.raises(StrictIngestFailed, match=r"binary\.pdf"):
         ingest(source, store, strict=True)
     assert store.versions() == []
 

@@ -111,7 +111,10 @@ def test_matches_stay_in_place_across_sentences():
     assert lexical_support("一个元素可以有多个更新类型标记，会被合并成一个数字。", evidence) is not None
     assert lexical_support("两个元素可以有多个更新类型标记，会被合并成一个数字。", evidence) is None
     # nor may a claim stitch the start of one sentence to the end of the next
-    evidence = "当存在修饰符时，我们可能需要在读取或同步回父组件时对其值进行转换。我们可以通过使用 `get` 和 `set` 选项来实现这一点。"
+    evidence = (
+        "当存在修饰符时，我们可能需要在读取或同步回父组件时对其值进行转换。"
+        "我们可以通过使用 `get` 和 `set` 选项来实现这一点。"
+    )
     assert lexical_support("我们可以通过使用 `get` 和 `set` 选项来实现这一点。", evidence) is not None
     assert lexical_support("我们可能可以通过使用 `get` 和 `set` 选项来实现这一点。", evidence) is None
 
@@ -132,7 +135,10 @@ def test_contraction_in_the_evidence_blocks_the_positive_claim():
 
 def test_contrast_marker_in_the_evidence_blocks():
     # Seen on real RAG answers: the growth the claim states is qualified by the evidence's "but".
-    evidence = "Public support grew steadily for most of the last decade, but public support has leveled off in the last few years."
+    evidence = (
+        "Public support grew steadily for most of the last decade, but public support has leveled off in the last "
+        "few years."
+    )
     assert lexical_support("Public support has grown in recent years.", evidence) is None
     claim = "Public support for the program grew steadily over the last decade."
     assert lexical_support(claim, "Public support for the program grew steadily over the last decade.") is not None
@@ -162,7 +168,7 @@ def test_vue_docs_zh_precision_at_least_095(capsys):
     assert "precision=" in capsys.readouterr().out
 
 
-# ------------------------------------------------------------------ contradictions (a changed number, a flipped negation)
+# ---------------------------------------------------------- contradictions (a changed number, a flipped negation)
 
 CLAIM_EN = "Refunds are issued within 30 days of the request."
 CLAIM_ZH = "该组件支持服务端渲染和静态站点生成功能。"

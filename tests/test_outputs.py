@@ -66,9 +66,9 @@ def test_no_output_lands_in_the_store(store, writer):
     before = manifest.read_bytes()
     result = run(store, *WRITERS[writer], str(manifest), "--force")  # not even forced
     assert result.exit_code == 1
-    assert (
-        result.output
-        == f"Error: {WRITERS[writer][-1]} {manifest}: inside the store ({store.root.resolve()}), whose files it would overwrite; write outputs outside the store\n"
+    assert result.output == (
+        f"Error: {WRITERS[writer][-1]} {manifest}: inside the store ({store.root.resolve()}), "
+        "whose files it would overwrite; write outputs outside the store\n"
     )
     assert manifest.read_bytes() == before
     assert run(store, "answers", "list").output.startswith("a1  revision 1")

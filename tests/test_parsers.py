@@ -147,7 +147,10 @@ def test_leading_rule_stays_text(tmp_path):
 
 
 def test_html_declared_charset(tmp_path):
-    page = '<html><head><meta charset="iso-8859-1"></head><body><h1>Caf\xe9</h1><p>Cr\xe8me br\xfbl\xe9e is served daily.</p></body></html>'
+    page = (
+        '<html><head><meta charset="iso-8859-1"></head>'
+        "<body><h1>Caf\xe9</h1><p>Cr\xe8me br\xfbl\xe9e is served daily.</p></body></html>"
+    )
     doc = parse_file(write(tmp_path / "menu.html", page.encode("latin-1")))
     assert "Crème brûlée is served daily." in doc.text
 

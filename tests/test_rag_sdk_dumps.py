@@ -769,8 +769,8 @@ def test_cohere_stream_events_assemble_into_one_response(tmp_path):
     assert result.exit_code == 1
     at = next(i for i, event in enumerate(unmapped) if event["type"] == "citation-start" and event["index"] == 1)
     assert (
-        f"line 1: response.{at}.delta.message.citations.sources.0: documents has no entry for this source ('doc:9', 'doc:9', 9)"
-        in result.output
+        f"line 1: response.{at}.delta.message.citations.sources.0: "
+        "documents has no entry for this source ('doc:9', 'doc:9', 9)" in result.output
     )
 
 

@@ -13,7 +13,9 @@ from tests.chunk_frames import build_version, diff_frames, doc_id_of
 
 DOCS = {
     "timeouts.md": "HTTPX enforces timeouts by default.\n\nThe default timeout is five seconds of network inactivity.",
-    "proxies.md": "Proxies are configured with the proxy argument.\n\nSet HTTPS_PROXY to route traffic through a proxy server.",
+    "proxies.md": (
+        "Proxies are configured with the proxy argument.\n\nSet HTTPS_PROXY to route traffic through a proxy server."
+    ),
     "auth.md": "Basic authentication sends a username and password.\n\nDigest authentication hashes the credentials.",
 }
 
@@ -95,7 +97,8 @@ def test_hybrid_finds_a_paraphrase_and_misses_nonsense(target, tmp_path):
 
 
 class _Counted:
-    """An embedder under a name (another model's: its vectors must come from its own cache), counting the texts it embeds."""
+    """An embedder under a name (another model's: its vectors must come from its own cache), counting the texts
+    it embeds."""
 
     def __init__(self, embedder: Embedder, name: str):
         self._embedder, self.name, self.dim, self.n_embedded = embedder, name, embedder.dim, 0

@@ -179,9 +179,8 @@ def test_repaired_records_keep_their_form_and_say_what_was_done(store, tmp_path)
     assert unresolved["corpus_version"] == "v1" and unresolved["repair"]["new"] is None  # left citing v1
     assert "corpus_version" not in structured["claims"][0]["citations"][0]
     marker = records["marker"]
-    assert (
-        marker["answer"]
-        == "The timeout is five seconds [1]. Clients retry five times a minute [2]. Every operation has that timeout [1]."
+    assert marker["answer"] == (
+        "The timeout is five seconds [1]. Clients retry five times a minute [2]. Every operation has that timeout [1]."
     )
     assert [r["ref"] for r in marker["references"]] == [1, "02", 9] and marker["model"] == "rag-7"
     assert (
@@ -302,7 +301,8 @@ def test_apply_refuses_an_answer_revised_since(store, tmp_path):
     ],
 )
 def test_a_record_rebuilt_from_the_tables_parses_to_the_same_content(record):
-    """A record rebuilt from the tables (as repair rebuilds an answer anchored by document) parses to the same content."""
+    """A record rebuilt from the tables (as repair rebuilds an answer anchored by document) parses to the same
+    content."""
     if "references" in record:
         record["answer"] = record["answer"].replace("[2]", "[D2]").replace("【2】", "【D2】")
     parsed = parse_answer(record)

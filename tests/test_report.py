@@ -91,7 +91,7 @@ def test_internal_only_text_is_redacted_but_locator_kept():
 
 
 def test_word_diff_marks_changed_words_and_reanchor_shown():
-    status, radius, html = report()
+    status, _radius, html = report()
     assert re.search(r"<ins>\s?great\s?</ins>", html)
     moved = status.filter(pl.col("quote") == MOVED).row(0, named=True)
     assert moved["suggested_method"] == "exact"

@@ -13,6 +13,7 @@ import os
 import shutil
 import time
 from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
 
 import dagster as dg
@@ -83,7 +84,7 @@ def built(tmp_path_factory) -> Path:
     answers.write_text(json.dumps(answer) + "\n")
     assert AnswerStore(root).add(answers).n_registered == 1
     layout = store.layout
-    for old, new in zip(VERSIONS, VERSIONS[1:]):
+    for old, new in pairwise(VERSIONS):
         write_file(layout.chunk_diff_file(old, new))
     for name in VERSIONS:
         write_file(layout.citation_status_file(name))

@@ -5,16 +5,16 @@ a deck; English and Chinese), citations of them in both answer forms (with and w
 document that registration cannot anchor (a document v1 lacks, a quote in none of its text), and a random
 edit script (insert, delete, move, duplicate and edit paragraphs; blank rows, pages and slides; renamed sheets;
 moved files, with and without an explicit doc_id; a document's access_groups set or cleared), answers with and
-without an audience, documents open to every audience or to some access groups. The product ingests both versions, registers the answers
-and judges every citation against v2; the oracle (tests/status_model.py, which imports nothing of the product)
-says from the script alone what every status row must hold: status, old and new locator (chunk, offsets,
-native-locator line, source path) and, for stale and removed citations, the re-anchoring span when the
-evidence is still verbatim somewhere; an edited citation whose evidence left its chunk but stands verbatim
-elsewhere is relocated there (and repair re-points it there); an unanchored citation is invalid, "not anchored at
-registration"; a citation of a document closed to its answer's audience (in v1, in v2, or the one its paragraph
-moved into) is out_of_scope, its reason naming the document, its groups and the audience, and never repaired; a lost
-citation is never re-anchored into a document closed to its audience. Then `repair --apply` runs; every unanchored citation must be in its answer's current revision as
-it was given.
+without an audience, documents open to every audience or to some access groups. The product ingests both
+versions, registers the answers and judges every citation against v2; the oracle (tests/status_model.py, which
+imports nothing of the product) says from the script alone what every status row must hold: status, old and new
+locator (chunk, offsets, native-locator line, source path) and, for stale and removed citations, the
+re-anchoring span when the evidence is still verbatim somewhere; an edited citation whose evidence left its chunk
+but stands verbatim elsewhere is relocated there (and repair re-points it there); an unanchored citation is
+invalid, "not anchored at registration"; a citation of a document closed to its answer's audience (in v1, in v2,
+or the one its paragraph moved into) is out_of_scope, its reason naming the document, its groups and the
+audience, and never repaired; a lost citation is never re-anchored into a document closed to its audience. Then
+`repair --apply` runs; every unanchored citation must be in its answer's current revision as it was given.
 
 Knobs (environment):
   CITEKEEPER_STATUS_MODEL_EXAMPLES=N  examples to run (default 200; e.g. 20 while developing)

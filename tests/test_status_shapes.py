@@ -53,7 +53,8 @@ def statuses(store: CorpusStore) -> pl.DataFrame:
 
 
 def judged_after(tmp_path: Path, name: str, save, before: dict, after: dict) -> dict:
-    """The status row of the one citation of file `name` written by save(path, **before), then by save(path, **after)."""
+    """The status row of the one citation of file `name` written by save(path, **before), then by
+    save(path, **after)."""
     store, src = CorpusStore(tmp_path / "store"), tmp_path / "src"
     src.mkdir()
     save(src / name, **before)
