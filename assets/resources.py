@@ -153,6 +153,7 @@ class VerifierResource(dg.ConfigurableResource):
     # The model's protocol (verifiers.checkers.PROTOCOLS); None: the preset's, else what its config implies.
     nli_checker: str | None = None
     nli_supported_label: int | None = None  # binary: the output index that means supported (None: 1, MiniCheck's)
+    nli_checker_version: str | None = None  # callable, http: the checker's version, in the verdict cache's key
     nli_device: str = "auto"  # auto | cpu | cuda | cuda:N (verifiers.devices); auto takes a GPU torch sees
     nli_threads: int | None = None  # torch intra-op threads; None: torch's default, one per core
     # auto (detected from each version's chunk texts) | en | zh | multi; picks the model when nli_model="auto"

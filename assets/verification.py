@@ -30,6 +30,7 @@ def code_version(verifier: VerifierResource) -> str:
             verifier.language,
             verifier.nli_checker or "detected",
             str(verifier.nli_supported_label),
+            *([verifier.nli_checker_version] if verifier.nli_checker_version else []),  # unset: the hash stays
         ]
     )
     return "verify-" + hashlib.sha256(f"{verifier.verify_settings().thresholds()}|{setting}".encode()).hexdigest()[:12]
@@ -100,6 +101,7 @@ def configured_scorer(log: dg.DagsterLogManager, verifier: VerifierResource, sto
             threads=verifier.nli_threads,
             checker=verifier.nli_checker,
             supported_label=verifier.nli_supported_label,
+            checker_version=verifier.nli_checker_version,
         )
     except ScorerUnavailable as exc:
         raise dg.Failure(f"{exc}\n(NLI model chosen: {exc.choice.reason})") from exc

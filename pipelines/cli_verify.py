@@ -44,9 +44,16 @@ from verifiers.conflicts import RankingSettings
     "--checker",
     type=click.Choice(PROTOCOLS),
     default=None,
-    help="The model's protocol. [default: the preset's for a known checker, else what its config implies: "
-    "a 3-way (or entailment/not_entailment) classifier nli, another 2-label classifier binary, a seq2seq "
-    "model seq2seq, a causal LM causal-lm]",
+    help='The checker\'s protocol (docs/verification.md, "Checkers"); callable: --model names a Python function '
+    "module:function, http: --model is the URL of an endpoint scoring pairs. [default: the preset's for a known "
+    "checker, else what the model's config implies: a 3-way (or entailment/not_entailment) classifier nli, another "
+    "2-label classifier binary, a seq2seq model seq2seq, a causal LM causal-lm]",
+)
+@click.option(
+    "--checker-version",
+    default=None,
+    help="callable, http: the checker's version, part of the verdict cache's key with its name or URL; give a new "
+    "one when its verdicts change. [default: unversioned]",
 )
 @click.option(
     "--supported-label",
@@ -132,6 +139,7 @@ def verify_command(
     model: str | None,
     language: str | None,
     checker: str | None,
+    checker_version: str | None,
     supported_label: int | None,
     backend: str,
     no_model: bool,
@@ -187,6 +195,7 @@ def verify_command(
                     threads=threads,
                     checker=checker,
                     supported_label=supported_label,
+                    checker_version=checker_version,
                 )
             except ScorerUnavailable as exc:
                 hint = (
