@@ -121,7 +121,8 @@ from verifiers.conflicts import RankingSettings
     type=click.FloatRange(0.0),
     default=RankingSettings.margin,
     show_default=True,
-    help="The lead in S by which the best evidence of one side decides a conflict; under it the claim stays conflicted.",
+    help="The lead in S by which the best evidence of one side decides a conflict; under it the claim stays "
+    "conflicted.",
 )
 @click.option(
     "--half-life-days",
@@ -273,7 +274,8 @@ def _summary(run: dict, output_dir: Path, choice: ModelChoice | None = None) -> 
         else "none (--no-model)"
     )
     lines = [
-        f"verified {run['n_claims']} claim(s) of {run['n_answers']} answer(s) against corpus version {run['corpus_version']}",
+        f"verified {run['n_claims']} claim(s) of {run['n_answers']} answer(s) against corpus version "
+        f"{run['corpus_version']}",
         f"model: {model}",
         *([f"  chosen: {choice.reason}"] if choice is not None else []),
         "statuses: " + ", ".join(f"{status} {n}" for status, n in status_counts(run).items()),

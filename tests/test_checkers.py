@@ -1,6 +1,6 @@
-"""The fact-checker protocols of transformers models (verifiers.checkers) on random-weight models of each published shape, through the CLI
-and Dagster's verification asset. The expected scores are computed here the way MiniCheck's own inference code
-(minicheck/inference.py) computes them, with plain transformers: not by citekeeper's code."""
+"""The fact-checker protocols of transformers models (verifiers.checkers) on random-weight models of each published
+shape, through the CLI and Dagster's verification asset. The expected scores are computed here the way MiniCheck's
+own inference code (minicheck/inference.py) computes them, with plain transformers: not by citekeeper's code."""
 
 from __future__ import annotations
 

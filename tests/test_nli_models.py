@@ -60,7 +60,7 @@ def test_label_order_is_read_from_config(tmp_path, id2label, favour, status, pro
 
 def test_unknown_label_set_is_refused(tmp_path):
     model_dir = save_random_nli_model(tmp_path / "model", TEXTS, {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
-    with pytest.raises(LabelSetError, match="LABEL_0.*not a known NLI label set"):
+    with pytest.raises(LabelSetError, match=r"LABEL_0.*not a known NLI label set"):
         load_scorer(str(model_dir))
     with pytest.raises(LabelSetError):
         canonical_columns({0: "entailment", 1: "neutral"})
