@@ -417,8 +417,8 @@ _MODEL = [
     pa.field("model_id", pa.string()),  # null: no model (--no-model)
     pa.field("model_revision", pa.string()),
     pa.field("backend", pa.string()),
-    pa.field("precision", pa.string()),  # fp32 | bf16 | fp16 (torch), int8 (onnx)
-    pa.field("checker", pa.string()),  # the protocol: nli | binary | seq2seq | causal-lm (verifiers.checkers)
+    pa.field("precision", pa.string()),  # fp32 | bf16 | fp16 (torch), int8 (onnx), external (callable, http)
+    pa.field("checker", pa.string()),  # the protocol: a name in verifiers.checkers.PROTOCOLS
     pa.field("thresholds", pa.string(), nullable=False),  # every threshold/window setting, as one key
 ]
 _PROBS = [
