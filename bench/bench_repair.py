@@ -42,10 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_diff import generate
 from changes.citation_status import check_citations
 from changes.diff import diff_versions
-from changes.repair import DEFAULT_MIN_SCORE, repair_citations
+from changes.repair import DEFAULT_MIN_SCORE, REPAIR_KINDS, repair_citations
+from changes.statuses import NAMES
 from citekeeper.answers.store import AnswerStore
 from citekeeper.layout import StoreLayout
-from citekeeper.schema import CITATION_STATUSES, REPAIR_KINDS
 from citekeeper.store import CorpusStore
 
 OLD, NEW = "old", "new"
@@ -247,7 +247,7 @@ def main() -> None:
     statuses = check.counts()
     print(
         f"citations: {args.citations:,} in {args.citations:,} answers (half structured, half marker form), "
-        f"intended mix: { {s: intended.get(s, 0) for s in CITATION_STATUSES} }"
+        f"intended mix: { {s: intended.get(s, 0) for s in NAMES} }"
     )
     print(f"status mix (stale run): {statuses}")
     print(f"repair kinds: {result.counts()}")
@@ -267,7 +267,7 @@ def main() -> None:
     print(
         f"peak RSS: {rss_repair:.0f} MB (before the runs: {rss_before:.0f} MB; after the first stale run: {rss_stale:.0f} MB)"
     )
-    assert statuses == {s: intended.get(s, 0) for s in CITATION_STATUSES}, "the status mix is not the intended one"
+    assert statuses == {s: intended.get(s, 0) for s in NAMES}, "the status mix is not the intended one"
     assert sum(result.counts().values()) == args.citations and set(result.counts()) == set(REPAIR_KINDS)
 
 

@@ -12,16 +12,15 @@ import polars as pl
 
 from changes.diff import VersionDiff, diff_versions
 from changes.reanchor import Reanchorer, reanchor
+from changes.statuses import AS_CITED, DECISION_ORDER, LOST, NAMES, WITH_SUCCESSOR, Judging, relocated
 from citekeeper.answers.store import AnswerSnapshot, AnswerStore
-from citekeeper.locate import MATCH_EXACT, MATCH_NORMALIZED, locate_quotes
+from citekeeper.locate import locate_quotes
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
 from citekeeper.schema import (
     BLAST_RADIUS,
     CITATION_STATUS,
-    CITATION_STATUSES,
     DOC_DIFF,
     DOCUMENTS,
-    LOST_STATUSES,
     SOURCE_ROW_FIELDS,
 )
 from citekeeper.scope import (
@@ -194,7 +193,7 @@ def _with_sources(
     shown = {"cited": sources.cited, "target": sources.target}
     for side, rows in shown.items():
         frame = frame.join(
-            rows.rename(lambda c: f"_{side}_{c}"),
+            rows.rename({c: f"_{side}_{c}" for c in rows.columns}),
             left_on="_doc",
             right_on=f"_{side}_doc_id",
             how="left",
@@ -228,59 +227,14 @@ def _with_sources(
 
 
 def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]:
-    invalid_reason = (
-        pl.when(pl.lit(not version_known))
-        .then(pl.lit(f"cited version {cited_version!r} is not in the store"))
-        .when(pl.col("chunk_id").is_null())  # cited by document, and registration could not anchor it
-        .then(pl.format("not anchored at registration: {}", "anchor_note"))
-        .when(pl.col("old_text").is_null())
-        .then(pl.format("chunk {} does not exist in cited version {}", "chunk_id", pl.lit(cited_version)))
-        .when(pl.col("cited_text_hash").is_not_null() & (pl.col("cited_text_hash") != pl.col("old_text_hash")))
-        .then(
-            pl.format(
-                "cited text_hash {} does not match the chunk's {} in {}",
-                "cited_text_hash",
-                "old_text_hash",
-                pl.lit(cited_version),
-            )
-        )
-        .when(pl.col("quote").is_not_null() & pl.col("quote_match").is_null())
-        .then(pl.format("quote is not in chunk {} at cited version {}", "chunk_id", pl.lit(cited_version)))
-    )
-    similarity = pl.col("similarity").round(3).cast(pl.String)
-    outside = pl.col("_outside_reason").is_not_null()  # before every other status: nothing of it is used
-    status = (
-        pl.when(outside)
-        .then(pl.lit("out_of_scope"))
-        .when(invalid_reason.is_not_null())
-        .then(pl.lit("invalid"))
-        .when(pl.col("change") == "unchanged")
-        .then(pl.lit("valid"))
-        .when(pl.col("change").is_in(["moved", "relocated"]))
-        .then(pl.lit("relocated"))
-        .when((pl.col("change") == "modified") & pl.col("evidence_in_new"))
-        .then(pl.lit("drifted"))
-        .when(pl.col("change") == "modified")
-        .then(pl.lit("stale"))
-        .otherwise(pl.lit("removed"))
-    )
-    reason = pl.coalesce(
-        pl.col("_outside_reason"),
-        invalid_reason.otherwise(None),
-        pl.when(pl.col("change") == "unchanged")
-        .then(pl.lit("chunk unchanged"))
-        .when(pl.col("change") == "moved")
-        .then(pl.format("same text at a new locator in {}", "new_source_path"))
-        .when(pl.col("change") == "relocated")
-        .then(pl.format("same text now in {}", "new_source_path"))
-        .when((pl.col("change") == "modified") & pl.col("evidence_in_new"))
-        .then(
-            pl.format("chunk modified (similarity {}); evidence still in successor ({} match)", similarity, "new_match")
-        )
-        .when(pl.col("change") == "modified")
-        .then(pl.format("chunk modified (similarity {}); evidence no longer in successor", similarity))
-        .otherwise(pl.lit("chunk removed; no successor above the similarity threshold")),
-    )
+    """The status and reason of each row: the first status in DECISION_ORDER whose rule applies."""
+    judging = Judging(cited_version, version_known)
+    first, *rest = DECISION_ORDER
+    status = pl.when(first.applies(judging)).then(pl.lit(first.name))
+    reason = pl.when(first.applies(judging)).then(first.reason(judging))
+    for entry in rest:
+        status = status.when(entry.applies(judging)).then(pl.lit(entry.name))
+        reason = reason.when(entry.applies(judging)).then(entry.reason(judging))
     return [status.alias("status"), reason.alias("reason")]
 
 
@@ -289,7 +243,7 @@ def _locators(frame: pl.DataFrame, target_version: str, cited_version: str) -> p
     quote_in_old = pl.col("old_evidence_start").is_not_null()
     old_start, old_end = (pl.col("old_start_char") + pl.col(f"old_evidence_{end}") for end in ("start", "end"))
     new_start, new_end = (pl.col("new_start_char") + pl.col(f"new_evidence_{end}") for end in ("start", "end"))
-    has_successor = pl.col("status").is_in(["valid", "relocated", "drifted", "stale"])
+    has_successor = pl.col("status").is_in(WITH_SUCCESSOR)
 
     def successor(expr: pl.Expr) -> pl.Expr:
         return pl.when(has_successor).then(expr).otherwise(None)
@@ -338,10 +292,11 @@ def blast_radius(status: pl.DataFrame, doc_diffs: list[pl.DataFrame], target_ver
         .unique("doc_id", keep="first")
     )
     resting = status.filter(pl.col("doc_id").is_not_null())
+    changed_status = ~pl.col("status").is_in(AS_CITED)
     counts = resting.group_by("doc_id").agg(
-        n_answers=pl.col("answer_id").filter(pl.col("status") != "valid").n_unique(),
-        n_claims=pl.col("claim_id").filter(pl.col("status") != "valid").n_unique(),
-        n_citations=(pl.col("status") != "valid").sum().cast(pl.Int64),
+        n_answers=pl.col("answer_id").filter(changed_status).n_unique(),
+        n_claims=pl.col("claim_id").filter(changed_status).n_unique(),
+        n_citations=changed_status.sum().cast(pl.Int64),
         n_citations_total=pl.len().cast(pl.Int64),
     )
     ranked = (
@@ -379,7 +334,7 @@ class CitationCheck:
     blast_radius_path: Path
 
     def counts(self) -> dict[str, int]:
-        return counts_of(self.outline, "status", CITATION_STATUSES)
+        return counts_of(self.outline, "status", NAMES)
 
     def read_status(self) -> pl.DataFrame:
         """Every CITATION_STATUS row (texts included): for a report or a repair, not for a million citations."""
@@ -402,7 +357,7 @@ class Suggester:
 
     def __call__(self, status: pl.DataFrame) -> pl.DataFrame:
         """`status` with suggestions for its lost citations that were not re-anchored yet."""
-        pending = pl.col("status").is_in(LOST_STATUSES) & ~pl.col("reanchored").fill_null(False)
+        pending = pl.col("status").is_in(LOST) & ~pl.col("reanchored").fill_null(False)
         lost = with_audience(self.store, status.filter(pending)).with_columns(evidence=EVIDENCE)
         if lost.is_empty():
             return status
@@ -425,42 +380,33 @@ class Suggester:
         return self._relocated_when_verbatim(suggested)
 
     def _relocated_when_verbatim(self, status: pl.DataFrame) -> pl.DataFrame:
-        """Stale citations whose evidence re-anchoring found verbatim (exact, or after normalisation) elsewhere in
-        the target: the chunk was re-cut or the evidence moved, it is not gone. Relocated, to where it stands now
-        (its chunk, span and locator), with why; a removed chunk keeps `removed` and that exact suggestion."""
-        verbatim = (pl.col("status") == "stale") & pl.col("suggested_method").is_in(
-            [MATCH_EXACT, MATCH_NORMALIZED]
-        ).fill_null(False)
+        """Stale citations whose evidence re-anchoring found verbatim elsewhere in the target
+        (changes.statuses.relocated.found_verbatim): relocated, to where it stands now (its chunk, span and locator),
+        with why; a removed chunk keeps `removed` and that exact suggestion."""
+        verbatim = relocated.found_verbatim()
         found = status.filter(verbatim)
         if found.is_empty():
             return status
         chunk_columns = [f"new_{c}" for c in CHUNK_COLUMNS]
         target = self._target_frames()[1].select(CHUNK_COLUMNS).rename(lambda c: f"new_{c}")
-        relocated = (
+        moved = (
             found.drop([c for c in chunk_columns if c in found.columns])
             .join(target, left_on="suggested_chunk_id", right_on="new_chunk_id", how="left", coalesce=False)
             .with_columns(
-                status=pl.lit("relocated"),
-                reason=pl.format(
-                    "chunk modified (similarity {}); evidence found verbatim ({}) at {} chars {}–{}",
-                    pl.col("similarity").round(3).cast(pl.String),
-                    "suggested_method",
-                    "new_source_path",
-                    "suggested_start_char",
-                    "suggested_end_char",
-                ),
+                status=pl.lit(relocated.STATUS.name),
+                reason=relocated.found_verbatim_reason(),
                 new_match=pl.col("suggested_method"),
                 new_start_char=pl.col("suggested_start_char"),
                 new_end_char=pl.col("suggested_end_char"),
                 new_locator=native_locator("new_"),
             )
         )
-        return pl.concat([status.filter(~verbatim), relocated], how="diagonal_relaxed")
+        return pl.concat([status.filter(~verbatim), moved], how="diagonal_relaxed")
 
     def _suggest(self, lost: pl.DataFrame, scope: str, audience: Audience) -> pl.DataFrame:
         """Suggestions from the scopes `scope` may be re-pointed into, in documents open to `audience`;
-        `evidence_internal` marks the citations whose evidence only text of a stricter level still holds (searched again,
-        the finding itself discarded)."""
+        `evidence_internal` marks the citations whose evidence only text of a stricter level still holds (searched
+        again, the finding itself discarded)."""
         visible = visible_from(scope)
         found = reanchor(lost, self._reanchorer(visible, audience)).with_columns(evidence_internal=pl.lit(False))
         if visible == ACCESS_SCOPES or not self._has_text_beyond(visible):
@@ -549,7 +495,7 @@ def judge_citations(
             judge(group, cited_chunks, changed.diff if changed else None, target_chunks, target_version, sources)
         )
     status = pl.concat(parts, how="diagonal_relaxed") if parts else empty(CITATION_STATUS)
-    status = status.with_columns(reanchored=pl.when(pl.col("status").is_in(LOST_STATUSES)).then(False))
+    status = status.with_columns(reanchored=pl.when(pl.col("status").is_in(LOST)).then(False))
     if suggester is not None and status.height:
         status = suggester(status)
     return conform(status, CITATION_STATUS).sort("answer_id", "claim_id", "citation_id"), doc_diffs

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import polars as pl
 
+from changes.statuses import HOLDING
 from citekeeper.answers.anchoring import DocumentTexts, anchor_answers
 from citekeeper.answers.files import read_answer_records
 from citekeeper.answers.records import answer_rows
 from citekeeper.layout import StoreLayout
-from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS, HOLDING_STATUSES, SOURCE_ROW_FIELDS
+from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS, SOURCE_ROW_FIELDS
 from citekeeper.tables import from_rows
 
 CITATION_KEY = ["answer_id", "revision", "claim_id", "citation_id"]
@@ -109,7 +110,7 @@ def citation_evidence(
 
 def _from_status(citations: pl.DataFrame, citation_status: pl.DataFrame) -> pl.DataFrame:
     status = citation_status.select(STATUS_COLUMNS).rename({"status": "citation_status"})
-    successor = pl.col("citation_status").is_in(HOLDING_STATUSES)
+    successor = pl.col("citation_status").is_in(HOLDING)
     unjudged = pl.col("citation_status").is_null()  # registered after the status table was written
     return (
         citations.join(status, on=CITATION_KEY, how="left")

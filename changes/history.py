@@ -10,14 +10,14 @@ import polars as pl
 
 from changes.citation_status import judge_citations
 from changes.diff import diff_versions
+from changes.statuses import SEVERITY
 from citekeeper.answers.store import AnswerStore, UnknownAnswer
 from citekeeper.layout import latest_run_dir, run_table_files
-from citekeeper.schema import CHUNK_DIFF, CITATION_STATUS, CITATION_STATUSES, CITATIONS, DOC_DIFF, NLI_CLAIMS
+from citekeeper.schema import CHUNK_DIFF, CITATION_STATUS, CITATIONS, DOC_DIFF, NLI_CLAIMS
 from citekeeper.tables import empty, read_parquet
 
 IN_USE = ["answer_id", "revision"]
 LINEAGE_KEY = ["answer_id", "claim_id", "citation_index"]  # one citation across its answer's revisions
-STATUS_RANK = {status: rank for rank, status in enumerate(CITATION_STATUSES)}  # higher is worse
 STATUS_COLUMNS = ["status", "reason", "doc_id", "source_path", "new_chunk_id", "new_doc_id", "new_source_path"]
 VERIFICATION_SCHEMA = {
     "answer_id": pl.String,
@@ -210,7 +210,7 @@ def _claim_states(claims: pl.DataFrame, timeline: pl.DataFrame, verification: pl
         .group_by("answer_id", "version", "claim_id")
         .agg(
             statuses=pl.col("status"),
-            status=pl.col("status").sort_by(pl.col("status").replace_strict(STATUS_RANK)).last(),
+            status=pl.col("status").sort_by(pl.col("status").replace_strict(SEVERITY)).last(),
         )
     )
     return (

@@ -10,17 +10,29 @@ from pathlib import Path
 import polars as pl
 
 from changes.citation_status import Suggester, check_citations
+from changes.statuses import AS_CITED, HOLDING, LOST, NEVER_REPAIRED, REPAIRABLE
 from citekeeper.answers.records import ANCHORED_BY_CHUNK, UNANCHORED, citation_entries
 from citekeeper.answers.store import AddResult, AnswerSnapshot, AnswerStore
 from citekeeper.files import atomic_open, atomic_write_text
 from citekeeper.native_locator import LOCATOR_COLUMNS, native_locator
-from citekeeper.schema import CITATION_STATUS, LOST_STATUSES, REPAIR_KINDS, REPAIRS
+from citekeeper.schema import CITATION_STATUS, REPAIRS
 from citekeeper.scope import REDACTED, aggregate_documents, crosses_into_internal, internal, withhold_documents
 from citekeeper.store import reading_store
 from citekeeper.tables import conform, counts_of, read_parquet, write_parquet
 
 DEFAULT_MIN_SCORE = 0.9
+# What repair does to each citation (REPAIRS.repair). A never-repaired status is its own kind.
+REPAIR_KINDS = (
+    "kept",  # holds where it is cited (valid): left as it is
+    "repointed_successor",  # holds elsewhere (relocated or drifted): the successor chunk, the quote unchanged
+    "repointed_exact",  # lost (stale or removed): the evidence found verbatim elsewhere
+    "repointed_normalised",  # ... found after Unicode / quote / whitespace normalisation
+    "repointed_suggestion",  # ... the best fuzzy or search suggestion, scoring at least --min-score
+    "unresolved",  # lost with no suggestion good enough: left as it is
+    *NEVER_REPAIRED,  # invalid; out_of_scope (the document is outside the answer's audience, never repaired into)
+)
 REPOINTED = [kind for kind in REPAIR_KINDS if kind.startswith("repointed_")]
+TO_SUCCESSOR = [s for s in HOLDING if s in REPAIRABLE]  # re-pointed at their successor chunk
 TARGET_CHUNK_COLUMNS = [
     "chunk_id",
     "text",
@@ -63,15 +75,15 @@ def decide(
 ) -> pl.DataFrame:
     """REPAIRS rows (to_revision and applied unset) for status rows of the current citations.
 
-    `citations` gives claim_index, citation_index and the citation's own text_hash; `target_chunks` (TARGET_CHUNK_COLUMNS) has at
-    least the chunks the citations could be re-pointed at.
+    `citations` gives claim_index, citation_index and the citation's own text_hash; `target_chunks`
+    (TARGET_CHUNK_COLUMNS) has at least the chunks the citations could be re-pointed at.
     """
     suggested = pl.col("suggested_method").is_not_null()
-    lost = pl.col("status").is_in(LOST_STATUSES)
+    lost = pl.col("status").is_in(LOST)
     chosen_chunk = (
-        pl.when(pl.col("status") == "valid")
+        pl.when(pl.col("status").is_in(AS_CITED))
         .then("chunk_id")
-        .when(pl.col("status").is_in(["relocated", "drifted"]))
+        .when(pl.col("status").is_in(TO_SUCCESSOR))
         .then("new_chunk_id")
         .when(lost & suggested)
         .then("suggested_chunk_id")
@@ -103,17 +115,17 @@ def decide(
 
 
 def _repair_kind(min_score: float) -> pl.Expr:
-    lost = pl.col("status").is_in(LOST_STATUSES)
+    lost = pl.col("status").is_in(LOST)
     fits = pl.col("in_one_chunk").fill_null(False)
     method = pl.col("suggested_method")
     return (
-        pl.when(pl.col("status") == "valid")
+        pl.when(pl.col("status").is_in(AS_CITED))
         .then(pl.lit("kept"))
-        .when(pl.col("status").is_in(["invalid", "out_of_scope"]))
-        .then("status")  # never repaired
+        .when(pl.col("status").is_in(NEVER_REPAIRED))
+        .then("status")
         .when(pl.col("crosses_scope"))
         .then(pl.lit("unresolved"))
-        .when(pl.col("status").is_in(["relocated", "drifted"]) & fits)
+        .when(pl.col("status").is_in(TO_SUCCESSOR) & fits)
         .then(pl.lit("repointed_successor"))
         .when(lost & fits & (method == "exact"))
         .then(pl.lit("repointed_exact"))
@@ -152,7 +164,7 @@ def _repair_reason(min_score: float) -> pl.Expr:
                 pl.lit(min_score),
             )
         )
-        .when(kind.is_in(["invalid", "out_of_scope"]))
+        .when(kind.is_in(NEVER_REPAIRED))
         .then(pl.format("{} citations are never repaired: {}", "status", "reason"))
         .when(pl.col("crosses_scope"))
         .then(

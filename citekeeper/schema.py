@@ -213,15 +213,6 @@ ANSWER_EXPORT = pa.schema(
     ]
 )
 
-CITATION_STATUSES = ("valid", "relocated", "drifted", "stale", "removed", "invalid", "out_of_scope")
-# Citations whose evidence is still verbatim at a locator of the target version; the rest do not hold.
-HOLDING_STATUSES = ("valid", "relocated", "drifted")
-# out_of_scope: the cited document is outside the answer's audience (its access_groups): never re-anchored or
-# repaired into, whatever its text.
-NOT_HOLDING_STATUSES = ("stale", "removed", "invalid", "out_of_scope")
-# Citations whose evidence is gone from where it was: re-anchoring searches the target version for it.
-LOST_STATUSES = ("stale", "removed")
-
 # One row per citation, judged against a target version. All *_start_char/*_end_char are offsets into
 # the document's canonical text of that version: the quote's span when there is a quote, else the chunk's.
 CITATION_STATUS = pa.schema(
@@ -234,7 +225,7 @@ CITATION_STATUS = pa.schema(
         pa.field("chunk_id", pa.string()),  # null: cited by document and not anchored (invalid)
         pa.field("cited_version", pa.string(), nullable=False),
         pa.field("doc_id", pa.string()),
-        pa.field("status", pa.string(), nullable=False),  # CITATION_STATUSES
+        pa.field("status", pa.string(), nullable=False),  # changes.statuses.NAMES
         pa.field("reason", pa.string(), nullable=False),
         pa.field("quote", pa.string()),
         # how the quote was found in the cited chunk (citekeeper.locate): exact | normalized; null: no quote
@@ -256,8 +247,9 @@ CITATION_STATUS = pa.schema(
         pa.field("suggested_end_char", pa.int64()),
         pa.field("suggested_score", pa.float64()),
         pa.field("suggested_method", pa.string()),  # exact | normalized | fuzzy | hybrid | fts (changes.reanchor)
-        # Did re-anchoring search for a lost (stale/removed) citation's evidence: false after `stale --no-reanchor`
-        # (readers that need suggestions re-anchor those rows); null for the statuses never re-anchored.
+        # Did re-anchoring search for a lost (changes.statuses.LOST) citation's evidence: false after
+        # `stale --no-reanchor` (readers that need suggestions re-anchor those rows); null for the statuses never
+        # re-anchored.
         pa.field("reanchored", pa.bool_()),
         # A user_visible citation's lost evidence is found only in internal_only text: never suggested, never repaired.
         pa.field("evidence_internal", pa.bool_()),
@@ -344,17 +336,6 @@ BLAST_RADIUS = pa.schema(
 # One row per current citation judged against a target version: what repair did to it (changes.repair).
 # Stored as <store>/repairs/target_version=<v>/repairs.parquet.
 
-REPAIR_KINDS = (
-    "kept",  # valid: left as it is
-    "repointed_successor",  # relocated or drifted: the successor chunk, the quote unchanged
-    "repointed_exact",  # stale or removed: the evidence found verbatim elsewhere
-    "repointed_normalised",  # ... found after Unicode / quote / whitespace normalisation
-    "repointed_suggestion",  # ... the best fuzzy or search suggestion, scoring at least --min-score
-    "unresolved",  # stale or removed with no suggestion good enough: left as it is
-    "invalid",  # never repaired
-    "out_of_scope",  # the document is outside the answer's audience: never repaired, never repaired into
-)
-
 REPAIRS = pa.schema(
     [
         pa.field("target_version", pa.string(), nullable=False),
@@ -365,8 +346,8 @@ REPAIRS = pa.schema(
         pa.field("claim_index", pa.int32(), nullable=False),
         pa.field("citation_id", pa.string(), nullable=False),
         pa.field("citation_index", pa.int32(), nullable=False),
-        pa.field("status", pa.string(), nullable=False),  # CITATION_STATUSES
-        pa.field("repair", pa.string(), nullable=False),  # REPAIR_KINDS
+        pa.field("status", pa.string(), nullable=False),  # changes.statuses.NAMES
+        pa.field("repair", pa.string(), nullable=False),  # changes.repair.REPAIR_KINDS
         pa.field("needs_review", pa.bool_(), nullable=False),
         pa.field("reason", pa.string(), nullable=False),
         pa.field("score", pa.float64()),  # the suggestion's score, for repairs that used one

@@ -9,6 +9,7 @@ import click
 import polars as pl
 
 from changes.repair import DEFAULT_MIN_SCORE
+from changes.statuses import NAMES
 from citekeeper.answers.formats import RESPONSE_FORMATS, UnknownFormat
 from citekeeper.answers.records import (
     MAX_CITATIONS_PER_ANSWER,
@@ -16,7 +17,7 @@ from citekeeper.answers.records import (
     MAX_CLAIMS_PER_ANSWER,
     AnswerLimits,
 )
-from citekeeper.schema import ANSWER_EXPORT, CITATION_STATUSES
+from citekeeper.schema import ANSWER_EXPORT
 from citekeeper.scope import write_shared_status
 from citekeeper.store import CorpusStore, StoreError
 from citekeeper.text import printable
@@ -247,9 +248,9 @@ def diff_command(old: str, new: str, out: Path | None, force: bool, as_json: boo
 
 def _statuses(value: str | None) -> list[str]:
     wanted = [s.strip() for s in (value or "").split(",") if s.strip()]
-    unknown = [s for s in wanted if s not in CITATION_STATUSES]
+    unknown = [s for s in wanted if s not in NAMES]
     if unknown:
-        raise click.BadParameter(f"unknown status {unknown[0]!r}; choose from {', '.join(CITATION_STATUSES)}")
+        raise click.BadParameter(f"unknown status {unknown[0]!r}; choose from {', '.join(NAMES)}")
     return wanted
 
 

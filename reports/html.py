@@ -18,16 +18,16 @@ import polars as pl
 
 from changes.history import answer_history
 from changes.repair import card_repairs
+from changes.statuses import COLORS, LOST, NAMES, NEVER_REPAIRED, STATUSES
 from citekeeper.answers.store import AnswerStore
 from citekeeper.files import atomic_write_text
 from citekeeper.outputs import REPORT_MARKER
-from citekeeper.schema import CITATION_STATUSES, LOST_STATUSES
 from citekeeper.scope import AGGREGATE_ONLY, is_withheld, redact_status, strictest
 from reports.history import history_section, shared_history
-from reports.plots import STATUS_COLORS, report_plots
-from reports.terminal import source_line, unsearched_clause
+from reports.plots import report_plots
+from reports.terminal import in_words, source_line, unsearched_clause
 
-STATUS_ORDER = {s: i for i, s in enumerate(reversed(CITATION_STATUSES))}  # worst first
+STATUS_ORDER = {s: i for i, s in enumerate(reversed(NAMES))}  # worst first
 WORD = re.compile(r"\s+|\S+")
 
 STYLE = """
@@ -41,7 +41,7 @@ table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:.25rem .6r
 del{background:#ffebe9;text-decoration:line-through}ins{background:#dafbe1;text-decoration:none}
 .redacted{color:#6e7781;font-style:italic}.loc{color:#57606a;font-size:12px}.source{color:#57606a}
 .updated{background:#fff8c5;border:1px solid #d4a72c;border-radius:1em;padding:0 .5em;font-size:12px}
-""" + "".join(f".{status}{{background:{color}}}" for status, color in STATUS_COLORS.items())
+""" + "".join(f".{status}{{background:{color}}}" for status, color in COLORS.items())
 
 
 def _text(value: str | None) -> str:
@@ -108,7 +108,7 @@ def _card(row: dict) -> str:
         )
     elif row.get("reanchored") is False:
         parts.append("<p>not re-anchored (stale --no-reanchor); citekeeper repair re-anchors it</p>")
-    elif status in LOST_STATUSES:
+    elif status in LOST:
         parts.append("<p>no re-anchoring suggestion found</p>")
     if row.get("repair") not in (None, "kept"):
         parts.append(_repair_line(row))
@@ -117,7 +117,7 @@ def _card(row: dict) -> str:
 
 
 def _repair_line(row: dict) -> str:
-    if row["repair"] in ("unresolved", "invalid", "out_of_scope"):
+    if row["repair"] in ("unresolved", *NEVER_REPAIRED):
         when = "none possible"
     elif row["repaired_in"] is not None:
         when = f"made: revision {row['repaired_in']}"
@@ -130,13 +130,16 @@ def _repair_line(row: dict) -> str:
 
 def _summary(status: pl.DataFrame) -> str:
     counts = dict(status.group_by("status").len().iter_rows())
-    cells = "".join(f'<td><span class="badge {s}">{s}</span> {counts.get(s, 0)}</td>' for s in CITATION_STATUSES)
+    cells = "".join(
+        f'<td title="{escape(s.meaning)}"><span class="badge {s.name}">{s.name}</span> {counts.get(s.name, 0)}</td>'
+        for s in STATUSES
+    )
     reanchored = status.filter(pl.col("suggested_chunk_id").is_not_null()).height
-    lost = status.filter(pl.col("status").is_in(LOST_STATUSES)).height
+    lost = status.filter(pl.col("status").is_in(LOST)).height
     return (
         '<section id="summary"><h2>Summary</h2>'
         f"<p>{status.height} citations in {status['answer_id'].n_unique()} answers; "
-        f"{reanchored} of {lost} stale or removed citations have a re-anchoring suggestion{unsearched_clause(status)}.</p>"
+        f"{reanchored} of {lost} {in_words(LOST)} citations have a re-anchoring suggestion{unsearched_clause(status)}.</p>"
         f"<table><tr>{cells}</tr></table></section>"
     )
 

@@ -11,19 +11,12 @@ from pathlib import Path
 
 import polars as pl
 
+from changes.statuses import COLORS, NAMES, NOT_HOLDING, stale
 from citekeeper.layout import StoreLayout
-from citekeeper.schema import NOT_HOLDING_STATUSES
+from reports.terminal import in_words
 
-STATUS_COLORS = {  # also the badge colours of reports/html.py
-    "valid": "#1a7f37",
-    "relocated": "#0969da",
-    "drifted": "#8250df",
-    "stale": "#bc4c00",
-    "removed": "#cf222e",
-    "invalid": "#6e7781",
-    "out_of_scope": "#953800",
-}
-OTHER_COLOR = "#9e9e9e"
+OTHER_COLOR = "#9e9e9e"  # a status no longer registered
+NOT_HOLDING_COLOR = stale.STATUS.color  # the lines and bars that count citations no longer holding
 
 WIDTH = 640
 BAR_AREA_HEIGHT = 180
@@ -48,7 +41,7 @@ def _svg(height: int, title: str, body: list[str]) -> str:
 
 
 def _color(status: str) -> str:
-    return STATUS_COLORS.get(status, OTHER_COLOR)
+    return COLORS.get(status, OTHER_COLOR)
 
 
 def _y_axis(max_value: int) -> list[str]:
@@ -78,7 +71,7 @@ def _legend(statuses: list[str], y: int) -> list[str]:
 
 def statuses_per_version_svg(counts: pl.DataFrame, versions: list[str]) -> str:
     """Stacked bars: citation statuses per target version, in the given version order."""
-    statuses = [s for s in STATUS_COLORS if s in set(counts["status"].to_list())]
+    statuses = [s for s in NAMES if s in set(counts["status"].to_list())]
     statuses += sorted(set(counts["status"].to_list()) - set(statuses))
     totals = counts.group_by("target_version").agg(pl.col("n").sum())
     max_total = max(totals["n"].max() or 1, 1)
@@ -106,10 +99,8 @@ def statuses_per_version_svg(counts: pl.DataFrame, versions: list[str]) -> str:
 
 
 def stale_over_time_svg(counts: pl.DataFrame, versions: list[str]) -> str:
-    """Line: citations that no longer hold (stale, removed, invalid) per version, oldest first."""
-    not_valid = (
-        counts.filter(pl.col("status").is_in(NOT_HOLDING_STATUSES)).group_by("target_version").agg(pl.col("n").sum())
-    )
+    """Line: citations that no longer hold (changes.statuses.NOT_HOLDING) per version, oldest first."""
+    not_valid = counts.filter(pl.col("status").is_in(NOT_HOLDING)).group_by("target_version").agg(pl.col("n").sum())
     per_version = dict(zip(not_valid["target_version"].to_list(), not_valid["n"].to_list()))
     values = [per_version.get(v, 0) for v in versions]
     max_value = max(max(values, default=0), 1)
@@ -120,16 +111,16 @@ def stale_over_time_svg(counts: pl.DataFrame, versions: list[str]) -> str:
     body = _y_axis(max_value)
     if len(points) > 1:
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
-        body.append(f'<polyline points="{path}" fill="none" stroke="{STATUS_COLORS["stale"]}" stroke-width="2"/>')
+        body.append(f'<polyline points="{path}" fill="none" stroke="{NOT_HOLDING_COLOR}" stroke-width="2"/>')
     for (x, y), version, value in zip(points, versions, values):
         body.append(
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{STATUS_COLORS["stale"]}">'
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{NOT_HOLDING_COLOR}">'
             f"<title>{escape(version)}: {value}</title></circle>"
         )
         body.append(f'<text x="{x:.1f}" y="{y - 8:.1f}" text-anchor="middle">{value}</text>')
         body.append(_x_label(x, version))
     height = MARGIN_TOP + BAR_AREA_HEIGHT + AXIS_LABEL_HEIGHT
-    return _svg(height, "Stale, removed or invalid citations per corpus version", body)
+    return _svg(height, f"{in_words(NOT_HOLDING).capitalize()} citations per corpus version", body)
 
 
 def blast_radius_svg(
@@ -149,7 +140,7 @@ def blast_radius_svg(
         body.append(f'<text x="{label_width - 6}" y="{y + 14}" text-anchor="end">{escape(shown)}</text>')
         body.append(
             f'<rect x="{label_width}" y="{y + 3}" width="{w:.1f}" height="{row_height - 6}" '
-            f'fill="{STATUS_COLORS["stale"]}"><title>{escape(label)}: {value}</title></rect>'
+            f'fill="{NOT_HOLDING_COLOR}"><title>{escape(label)}: {value}</title></rect>'
         )
         body.append(f'<text x="{label_width + w + 4:.1f}" y="{y + 14}">{value}</text>')
     if not rows:

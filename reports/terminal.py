@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import polars as pl
 
-from citekeeper.schema import CITATION_STATUSES, LOST_STATUSES, NOT_HOLDING_STATUSES
+from changes.statuses import LOST, NAMES, NOT_HOLDING
 from citekeeper.scope import is_withheld
 from citekeeper.text import printable
+
+
+def in_words(statuses: tuple[str, ...]) -> str:
+    """Status names as a sentence lists them: "stale, removed, invalid or out of scope"."""
+    words = [status.replace("_", " ") for status in statuses]
+    return " or ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
 
 
 def unsearched_clause(status: pl.DataFrame) -> str:
@@ -27,11 +33,11 @@ def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_ve
     methods = dict(
         status.filter(pl.col("suggested_method").is_not_null()).group_by("suggested_method").len().iter_rows()
     )
-    lost = sum(counts.get(s, 0) for s in LOST_STATUSES)
+    lost = sum(counts.get(s, 0) for s in LOST)
     lines = [
         f"citations against {target_version}: {status.height} in {status['answer_id'].n_unique()} answers",
-        "  " + "  ".join(f"{s} {counts.get(s, 0)}" for s in CITATION_STATUSES),
-        f"  re-anchored {sum(methods.values())} of {lost} stale/removed"
+        "  " + "  ".join(f"{s} {counts.get(s, 0)}" for s in NAMES),
+        f"  re-anchored {sum(methods.values())} of {lost} {'/'.join(LOST)}"
         + (" (" + ", ".join(f"{m} {n}" for m, n in sorted(methods.items())) + ")" if methods else "")
         + unsearched_clause(status),
     ]
@@ -43,8 +49,8 @@ def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_ve
             f"{r['n_answers']} answers"
             for r in hit.iter_rows(named=True)
         ]
-    failing = sum(counts.get(s, 0) for s in NOT_HOLDING_STATUSES)
-    lines.append(f"  {failing} citation(s) stale, removed, invalid or out of scope")
+    failing = sum(counts.get(s, 0) for s in NOT_HOLDING)
+    lines.append(f"  {failing} citation(s) {in_words(NOT_HOLDING)}")
     updated = status["updated_after_retrieval"].sum()
     if updated:
         lines.append(f"  {updated} citation(s) rest on a document updated after the answer retrieved it")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from citekeeper.schema import HOLDING_STATUSES
+from changes.statuses import HOLDING
 from citekeeper.scope import outside_audience
 from citekeeper.text import sentence_spans
 from verifiers.anchoring import (
@@ -136,7 +136,7 @@ def resolve_spans(citations: pl.DataFrame) -> pl.DataFrame:
         .alias("_loc_end"),
     )
     # A stale / removed / invalid citation does not hold (nor has it evidence: changes.evidence).
-    holding = (pl.col("citation_status").is_null() | pl.col("citation_status").is_in(HOLDING_STATUSES)) & (
+    holding = (pl.col("citation_status").is_null() | pl.col("citation_status").is_in(HOLDING)) & (
         pl.col("anchor") != ANCHOR_OUT_OF_SCOPE
     )
     reproduced = pl.col("chunk_text").str.slice(pl.col("_loc_start"), pl.col("_loc_end") - pl.col("_loc_start"))
