@@ -9,7 +9,7 @@ import polars as pl
 
 from assets.corpus import CHUNKS, DOCUMENTS
 from assets.partitions import corpus_versions
-from assets.resources import AnswersResource, StoreResource
+from assets.resources import AnswersResource, StoreResource, VerifierResource
 from assets.table_metadata import table_metadata
 from changes.repair import DEFAULT_MIN_SCORE
 
@@ -54,7 +54,7 @@ def chunk_diff(context: dg.AssetExecutionContext, store: StoreResource) -> dg.Ma
 
 @dg.asset(partitions_def=corpus_versions, deps=[chunk_diff], group_name=GROUP)
 def citation_status(
-    context: dg.AssetExecutionContext, store: StoreResource, answers: AnswersResource
+    context: dg.AssetExecutionContext, store: StoreResource, answers: AnswersResource, verifier: VerifierResource
 ) -> dg.MaterializeResult:
     """One status per registered citation against this version, re-anchoring suggestions, blast radius.
 
@@ -77,7 +77,7 @@ def citation_status(
             "answer_input_errors": len(added.errors),
             "citations_of_missing_documents": len(added.unanchored),
         }
-    check = check_citations(corpus, context.partition_key)
+    check = check_citations(corpus, context.partition_key, embedding_store=verifier.search_index(corpus.root))
     reanchored = check.outline.filter(pl.col("suggested_chunk_id").is_not_null()).height
     return dg.MaterializeResult(
         metadata={
@@ -101,7 +101,7 @@ class RepairConfig(dg.Config):
 
 @dg.asset(partitions_def=corpus_versions, deps=[citation_status], group_name=GROUP)
 def repaired_answers(
-    context: dg.AssetExecutionContext, config: RepairConfig, store: StoreResource
+    context: dg.AssetExecutionContext, config: RepairConfig, store: StoreResource, verifier: VerifierResource
 ) -> dg.MaterializeResult:
     """Every answer with a citation that can be re-pointed, as a new revision citing this version (JSONL and the
     per-citation repairs as Parquet); registered only when the run config says `apply: true`."""
@@ -110,7 +110,13 @@ def repaired_answers(
 
     started = time.perf_counter()
     corpus = store.corpus_store()
-    result = repair_citations(corpus, context.partition_key, min_score=config.min_score, apply=config.apply)
+    result = repair_citations(
+        corpus,
+        context.partition_key,
+        min_score=config.min_score,
+        apply=config.apply,
+        embedding_store=verifier.search_index(corpus.root),
+    )
     if result.applied is not None:
         for error in result.applied.errors:
             context.log.warning(f"event=repair_not_applied error={str(error)!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from pydantic import field_validator, model_validator
@@ -16,13 +17,18 @@ from citekeeper.answers.records import (
     MAX_CLAIMS_PER_ANSWER,
     AnswerLimits,
 )
-from citekeeper.language import validate_language
+from citekeeper.language import DEFAULT_LANGUAGE, validate_language
+from citekeeper.settings import DEFAULT_STORE, SAMPLE_CORPUS
 from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS
 from citekeeper.store import CorpusStore
 from parsers.records import ParseConfig
 from verifiers.checkers import PROTOCOLS
 from verifiers.conflicts import RankingSettings, ranking_settings
+from verifiers.devices import DEFAULT_DEVICE
 from verifiers.engine import VerifySettings
+
+if TYPE_CHECKING:
+    from citekeeper.search_index import EmbeddingStore
 
 # Store writes are serialised twice over: ops in this pool run one at a time (dagster.yaml `concurrency`),
 # and runs carrying this tag run one at a time (`tag_concurrency_limits`); the store's file lock still
@@ -34,7 +40,7 @@ STORE_WRITER_TAG = "citekeeper/store-writer"
 class StoreResource(dg.ConfigurableResource):
     """Where the corpus store lives, and what retention keeps of it."""
 
-    store_dir: str = ".citekeeper/store"
+    store_dir: str = DEFAULT_STORE
     # Object-store locations of the LanceDB tables / Parquet exports (None: under store_dir) and their
     # LanceDB storage options; see citekeeper.locations for the keys.
     lance_uri: str | None = None
@@ -63,7 +69,7 @@ class StoreResource(dg.ConfigurableResource):
 class IngestResource(dg.ConfigurableResource):
     """Which documents make a corpus version, and what parsing one may cost."""
 
-    source_dir: str = "pipelines/sample_corpus/v1"
+    source_dir: str = str(SAMPLE_CORPUS / "v1")  # wherever the package is installed
     max_chunk_chars: int = ParseConfig.max_chunk_chars
     # Globs on source_path relative to source_dir (`**` spans folders; see parsers.discover):
     # with includes only matching files are ingested, excluded ones never; both are counted as skipped.
@@ -145,7 +151,8 @@ class AnswersResource(dg.ConfigurableResource):
 
 
 class VerifierResource(dg.ConfigurableResource):
-    """The checker claims are verified with, and where it runs."""
+    """The models (the checker claims are verified with, the embedding model re-anchoring searches with), the
+    corpus language that picks their defaults, and where the checker runs."""
 
     # hub id or local dir; "auto": the default model of `language`; None runs the model-free tiers only
     nli_model: str | None = None
@@ -154,10 +161,12 @@ class VerifierResource(dg.ConfigurableResource):
     nli_checker: str | None = None
     nli_supported_label: int | None = None  # binary: the output index that means supported (None: 1, MiniCheck's)
     nli_checker_version: str | None = None  # callable, http: the checker's version, in the verdict cache's key
-    nli_device: str = "auto"  # auto | cpu | cuda | cuda:N (verifiers.devices); auto takes a GPU torch sees
+    nli_device: str = DEFAULT_DEVICE  # auto | cpu | cuda | cuda:N (verifiers.devices); auto takes a GPU torch sees
     nli_threads: int | None = None  # torch intra-op threads; None: torch's default, one per core
     # auto (detected from each version's chunk texts) | en | zh | multi; picks the model when nli_model="auto"
-    language: str = "auto"
+    language: str = DEFAULT_LANGUAGE
+    # hub id or local dir of the sentence-embedding model re-anchoring searches with; None: the language's default
+    embedding_model: str | None = None
     # How conflicting evidence is ranked (verifiers.conflicts.RankingSettings; docs/verification.md, "Conflicts"):
     # S = w_a*authority + w_t*time + w_s*scope + w_v*support - w_x*penalty; a lead of conflict_margin decides.
     rank_weights: dict[str, float] = {}  # authority | time | scope | support | penalty -> weight; unnamed: defaults
@@ -180,6 +189,12 @@ class VerifierResource(dg.ConfigurableResource):
     def _valid_ranking(self) -> VerifierResource:
         self.verify_settings()  # an unknown term or a bad margin fails when the settings load, not at the run
         return self
+
+    def search_index(self, store_root: Path | str) -> EmbeddingStore:
+        """The index re-anchoring searches in the store at `store_root`, with this embedding model and language."""
+        from citekeeper.search_index import EmbeddingStore  # sentence-transformers: only where a run searches
+
+        return EmbeddingStore(store_root, model=self.embedding_model, language=self.language)
 
     def verify_settings(self, authority_levels: tuple[str, ...] = DEFAULT_AUTHORITY_LEVELS) -> VerifySettings:
         """The engine's settings; `authority_levels`: the vocabulary the documents were ingested with."""

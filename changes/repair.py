@@ -357,16 +357,19 @@ def _target_chunks(store, target_version: str, status: pl.DataFrame) -> pl.DataF
     return store.read_chunks(target_version, columns=TARGET_CHUNK_COLUMNS, chunk_ids=wanted.to_list())
 
 
-def current_status(store, target_version: str, citations: pl.DataFrame) -> pl.DataFrame:
+def current_status(store, target_version: str, citations: pl.DataFrame, embedding_store=None) -> pl.DataFrame:
     """The stored citation status of `target_version` when it judged exactly the current citations (a `stale`
-    run just before; its lost citations re-anchored here if that run did not), else a fresh check."""
+    run just before; its lost citations re-anchored here if that run did not), else a fresh check. `embedding_store`:
+    the search index re-anchoring uses (citekeeper.search_index.EmbeddingStore; None: the store's, default model)."""
     stored = read_parquet(store.layout.citation_status_file(target_version), CITATION_STATUS)
     keys = ["answer_id", "revision", "citation_id"]
     same = (
         stored.height == citations.height
         and stored.select(keys).join(citations.select(keys), on=keys, how="anti").is_empty()
     )
-    return Suggester(store, target_version)(stored) if same else check_citations(store, target_version).read_status()
+    if same:
+        return Suggester(store, target_version, embedding_store)(stored)
+    return check_citations(store, target_version, embedding_store=embedding_store).read_status()
 
 
 def card_repairs(store, target_version: str, status: pl.DataFrame) -> pl.DataFrame:
@@ -414,15 +417,17 @@ def repair_citations(
     out: Path | None = None,
     apply: bool = False,
     include_internal_text: bool = False,
+    embedding_store=None,
 ) -> RepairResult:
     """Repair every current citation against `target_version`; write the repaired revisions (JSONL, to the
     store's repairs dir and a shared copy to `out`, internal_only quotes withheld there unless
-    `include_internal_text`), the REPAIRS table and a summary. With `apply`, register the revisions."""
+    `include_internal_text`), the REPAIRS table and a summary. With `apply`, register the revisions. `embedding_store`:
+    as current_status takes it."""
     store.manifest(target_version)  # UnknownVersion, listing the known versions
     layout = store.layout
     answers = AnswerStore(store.root).snapshot()
     citations = _positioned_citations(answers)
-    status = current_status(store, target_version, citations)
+    status = current_status(store, target_version, citations, embedding_store)
     carried = _registered_before(read_parquet(layout.repairs_file(target_version), REPAIRS), answers)
     decided = decide(status, citations, _target_chunks(store, target_version, status), min_score)
     repairs = decided.join(carried.select("answer_id").unique(), on="answer_id", how="anti")
@@ -441,7 +446,7 @@ def repair_citations(
         # from (_registered_before), so what was repaired into which revision is never lost.
         write_parquet(pl.concat([carried, repairs]), REPAIRS, layout.repairs_file(target_version))
         revisions = dict(repairs.select("answer_id", "from_revision").unique().iter_rows())
-        applied = AnswerStore(store.root).add(stored_jsonl, expected_revisions=revisions)
+        applied = AnswerStore(store.root, corpus=store).add(stored_jsonl, expected_revisions=revisions)
         to_revision = pl.DataFrame(
             applied.revised, schema={"answer_id": pl.String, "to_revision": pl.Int32}, orient="row"
         )

@@ -3,7 +3,6 @@ models that suit each (docs/verification.md, "Language settings")."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -14,8 +13,8 @@ from citekeeper.text import is_cjk
 if TYPE_CHECKING:
     from citekeeper.store import CorpusStore
 
-LANGUAGE_ENV = "CITEKEEPER_LANGUAGE"
 LANGUAGES = ("auto", "en", "zh", "multi")
+DEFAULT_LANGUAGE = "auto"  # the setting when none is given: detected from the corpus
 # Share of letters in Han/kana/hangul script above which a text counts as CJK.
 CJK_SHARE = 0.2
 # Share of non-Latin letters (CJK or any other script) above which a text is not English.
@@ -130,8 +129,8 @@ def validate_language(value: str) -> str:
 
 
 def language_setting(value: str | None = None) -> str:
-    """The configured language: `value`, else $CITEKEEPER_LANGUAGE, else `auto`; validated."""
-    return validate_language(value or os.environ.get(LANGUAGE_ENV) or "auto")
+    """The language setting `value` validated; None: DEFAULT_LANGUAGE."""
+    return validate_language(value or DEFAULT_LANGUAGE)
 
 
 def resolve_language(setting: str | None, texts: Iterable[str] = ()) -> str:

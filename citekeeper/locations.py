@@ -1,19 +1,14 @@
 """Where a corpus store keeps its two big data sets, the LanceDB tables and the Parquet exports: under the store
-root by default, or in an object store (`s3://...`) while the root stays on a shared volume. The config keys
-(CITEKEEPER_LANCE_URI, CITEKEEPER_PARQUET_URI, CITEKEEPER_STORAGE_OPTIONS): docs/production.md."""
+root by default, or in an object store (`s3://...`) while the root stays on a shared volume. Configured by
+CITEKEEPER_LANCE_URI, CITEKEEPER_PARQUET_URI and CITEKEEPER_STORAGE_OPTIONS (citekeeper.settings;
+docs/production.md)."""
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from urllib.parse import urlparse
 
 from pyarrow import fs
-
-LANCE_URI_ENV = "CITEKEEPER_LANCE_URI"
-PARQUET_URI_ENV = "CITEKEEPER_PARQUET_URI"
-STORAGE_OPTIONS_ENV = "CITEKEEPER_STORAGE_OPTIONS"
 
 # LanceDB (object_store) storage option -> pyarrow S3FileSystem argument, so one dict configures both.
 S3_ARGUMENTS = {
@@ -32,24 +27,6 @@ S3_ARGUMENTS = {
 
 class LocationError(ValueError):
     """A store location or its storage options are unusable; the message names the key."""
-
-
-def locations_from_env(environ: Mapping[str, str] | None = None) -> dict:
-    """CorpusStore keyword arguments (lance_uri, parquet_uri, storage_options) from the config keys."""
-    environ = os.environ if environ is None else environ
-    raw = environ.get(STORAGE_OPTIONS_ENV, "").strip()
-    try:
-        options = json.loads(raw) if raw else {}
-    except json.JSONDecodeError as exc:
-        raise LocationError(f"{STORAGE_OPTIONS_ENV} is not valid JSON ({exc}): {raw!r}") from None
-    if not isinstance(options, dict):
-        raise LocationError(f"{STORAGE_OPTIONS_ENV} must be a JSON object of option -> value, got {raw!r}")
-    return {
-        "lance_uri": environ.get(LANCE_URI_ENV) or None,
-        "parquet_uri": environ.get(PARQUET_URI_ENV) or None,
-        # LanceDB takes strings only; JSON true -> "true", as its boolean options expect
-        "storage_options": {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in options.items()},
-    }
 
 
 def is_remote(uri: str) -> bool:

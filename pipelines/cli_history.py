@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from pipelines.cli_common import store_option
+from pipelines.cli_common import corpus_store, store_option
 
 
 @click.command("history")
@@ -23,11 +23,11 @@ def history_command(answer_id: str, as_json: bool, store_dir: Path) -> None:
     """
     from changes.history import answer_history
     from citekeeper.answers.store import UnknownAnswer
-    from citekeeper.store import CorpusStore, StoreError
+    from citekeeper.store import StoreError
     from reports.history import format_history, shared_history
 
     try:
-        store = CorpusStore.from_env(store_dir)
+        store = corpus_store(store_dir)
         history = shared_history(answer_history(store, [answer_id]), store)
     except (UnknownAnswer, StoreError) as exc:
         raise click.ClickException(str(exc)) from None

@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from citekeeper.outputs import output_metadata
 from citekeeper.scope import raw_text_metadata, redact_corpus
-from citekeeper.store import DEFAULT_LOCK_TIMEOUT, READ_SCHEMAS, CorpusStore, StoreError
+from citekeeper.store import DEFAULT_LOCK_TIMEOUT, READ_SCHEMAS, StoreError
 from citekeeper.tables import write_parquet
 from citekeeper.text import printable
 from parsers.records import ParseConfig
@@ -19,6 +19,7 @@ from pipelines.cli_common import (
     OutputCommand,
     OutputPath,
     authority_levels_option,
+    corpus_store,
     force_option,
     include_internal_text_option,
     store_option,
@@ -176,7 +177,7 @@ def ingest_command(
         try:
             result = ingest(
                 source_dir,
-                CorpusStore.from_env(store_dir),
+                corpus_store(store_dir),
                 version=version,
                 config=config,
                 strict=strict,
@@ -226,7 +227,7 @@ def _source_keys(setting: str) -> tuple[str, tuple[str, ...]]:
 @store_option
 def versions_command(as_json: bool, store_dir: Path) -> None:
     """List the corpus versions in the store, oldest first."""
-    versions = CorpusStore.from_env(store_dir).versions()
+    versions = corpus_store(store_dir).versions()
     if as_json:
         click.echo(json.dumps([asdict(v) for v in versions], indent=2))
         return
@@ -255,7 +256,7 @@ def export_command(
     """Write one table of a corpus version to a Parquet file (citekeeper schema). Any committed version: its
     chunks and documents are read by name from LanceDB (time travel), its ingest errors from the store's export.
     The text of internal_only documents is withheld unless --include-internal-text."""
-    store = CorpusStore.from_env(store_dir)
+    store = corpus_store(store_dir)
     readers = {"chunks": store.read_chunks, "documents": store.read_documents, "errors": store.read_errors}
     try:
         rows = readers[table](version)

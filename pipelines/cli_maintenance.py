@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from citekeeper.store import DEFAULT_LOCK_TIMEOUT, CorpusStore, StoreError
-from pipelines.cli_common import store_option
+from citekeeper.store import DEFAULT_LOCK_TIMEOUT, StoreError
+from pipelines.cli_common import corpus_store, store_option
 
 
 @click.command("gc")
@@ -45,7 +45,7 @@ def gc_command(
     name."""
     from citekeeper.retention import gc  # imports the answer store and polars: keep the CLI's start fast
 
-    store = CorpusStore.from_env(store_dir)
+    store = corpus_store(store_dir)
     try:
         summary = gc(store, keep_last, keep, dry_run=dry_run, lock_timeout=lock_timeout)
     except StoreError as exc:

@@ -12,12 +12,14 @@ from pipelines.cli_common import (
     OutputCommand,
     OutputPath,
     authority_levels_option,
+    corpus_store,
     language_option,
     reading,
     store_option,
 )
 from verifiers.checkers import PROTOCOLS
 from verifiers.conflicts import RankingSettings
+from verifiers.devices import DEFAULT_BATCH, DEFAULT_DEVICE
 
 
 @click.command("verify", cls=OutputCommand)
@@ -88,11 +90,12 @@ from verifiers.conflicts import RankingSettings
     "--batch-size",
     type=click.IntRange(1),
     default=None,
-    help="Pairs per forward pass to start from (halved on out-of-memory). [default: 32 on the CPU, 256 on a GPU]",
+    help="Pairs per forward pass to start from (halved on out-of-memory). "
+    f"[default: {DEFAULT_BATCH['cpu']} on the CPU, {DEFAULT_BATCH['cuda']} on a GPU]",
 )
 @click.option(
     "--device",
-    default="auto",
+    default=DEFAULT_DEVICE,
     show_default=True,
     help="auto|cpu|cuda|cuda:N; auto takes a GPU when torch sees one (bf16 or fp16 there), else the CPU.",
 )
@@ -160,7 +163,7 @@ def verify_command(
     from changes.evidence import AnswersFileError
     from citekeeper.language import sample_store_texts
     from citekeeper.sharding import Shard
-    from citekeeper.store import CorpusStore, StoreError
+    from citekeeper.store import StoreError
     from verifiers.checkers.loading import ScorerUnavailable, chosen_scorer
     from verifiers.checkers.presets import licence_notice
     from verifiers.verify_store import verify_store
@@ -174,7 +177,7 @@ def verify_command(
     if shard is not None and run_id is None:
         raise click.UsageError("--shard needs --run-id: every shard of one run writes under the same run id")
     settings = _verify_settings(rank_weights, conflict_margin, half_life_days, authority_levels)
-    store = CorpusStore.from_env(store_dir)
+    store = corpus_store(store_dir)
     with reading(store):  # gc waits until the run has read its version and written its tables
         try:
             version = store.version_or_latest(version)

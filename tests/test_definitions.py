@@ -75,17 +75,6 @@ def test_code_location_loads_with_the_repo_instance_config(tmp_path: Path) -> No
     ]
 
 
-def test_below_the_code_location_nothing_reads_the_environment() -> None:
-    """Configuration is read in one place, pipelines/definitions.py; the assets take it from the Definitions."""
-    readers = [
-        f"{path.relative_to(REPO)}:{number}"
-        for path in sorted((REPO / "assets").glob("*.py"))
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if "os.environ" in line or "getenv" in line
-    ]
-    assert readers == []
-
-
 def test_dagster_yaml_limits_store_writers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # dagster.yaml's storage paths are relative to the working directory
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path), config_dir=str(REPO))) as instance:

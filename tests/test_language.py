@@ -30,6 +30,7 @@ from citekeeper.language import (
     resolve_language,
     sample_store_texts,
 )
+from citekeeper.settings import SettingsError, read_settings, variable
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
@@ -37,6 +38,8 @@ from tests.random_models import build_tokenizer, save_random_nli_model
 from tests.verify_helpers import citations_frame, claims_frame, verify
 from verifiers.checkers.loading import DEFAULT_MODEL, load_scorer
 from verifiers.verify_store import verify_store
+
+LANGUAGE_ENV = variable("language")
 
 ENGLISH_NLI = "cross-encoder/nli-deberta-v3-xsmall"
 MULTILINGUAL_NLI = "MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7"
@@ -107,19 +110,17 @@ def test_detection_reads_only_a_prefix():
 
 
 def test_language_setting_validation(monkeypatch):
-    monkeypatch.delenv(lang.LANGUAGE_ENV, raising=False)
+    monkeypatch.setenv(LANGUAGE_ENV, "multi")  # read by citekeeper.settings only: the language module takes values
     assert language_setting() == "auto" and language_setting(None) == "auto"
-    assert language_setting(" ZH ") == "zh"
+    assert resolve_language(None, [EN]) == "en"  # detected
+    assert language_setting(" ZH ") == "zh" and resolve_language("multi", [EN]) == "multi"
     for bad in ("fr", "chinese", "en-US"):
         with pytest.raises(LanguageError) as excinfo:
             language_setting(bad)
         assert repr(bad) in str(excinfo.value) and "auto, en, zh, multi" in str(excinfo.value)
-    monkeypatch.setenv(lang.LANGUAGE_ENV, "multi")
-    assert language_setting() == "multi" and language_setting("en") == "en"  # the value wins over the env
-    assert resolve_language(None, [EN]) == "multi"  # the env setting, not detection
-    monkeypatch.setenv(lang.LANGUAGE_ENV, "klingon")
-    with pytest.raises(LanguageError, match="klingon"):
-        language_setting()
+    assert read_settings({LANGUAGE_ENV: " Multi"}).language == "multi" and read_settings({}).language is None
+    with pytest.raises(SettingsError, match="CITEKEEPER_LANGUAGE: unknown language 'klingon'"):
+        read_settings({LANGUAGE_ENV: "klingon"})
     assert LANGUAGES == ("auto", "en", "zh", "multi")
 
 
@@ -262,7 +263,7 @@ def test_store_sample_is_chinese(zh_world):
 
 
 def test_cli_verify_picks_the_multilingual_model_for_a_chinese_store(zh_world, tmp_path, monkeypatch):
-    monkeypatch.delenv(lang.LANGUAGE_ENV, raising=False)
+    monkeypatch.delenv(LANGUAGE_ENV, raising=False)
     store, out = str(zh_world["store"].root), str(tmp_path / "out")
     offline = {"HF_HOME": str(tmp_path / "hf")}
     auto = run_cli("verify", "--store", store, "--out", out, env=offline)
@@ -277,11 +278,11 @@ def test_cli_verify_picks_the_multilingual_model_for_a_chinese_store(zh_world, t
     assert f"cannot load NLI model {ENGLISH_NLI!r}" in english.output and "language en (set)" in english.output
     assert MULTILINGUAL_NLI not in english.output
 
-    from_env = run_cli("verify", "--store", store, "--out", out, env={**offline, lang.LANGUAGE_ENV: "multi"})
+    from_env = run_cli("verify", "--store", store, "--out", out, env={**offline, LANGUAGE_ENV: "multi"})
     assert from_env.exit_code == 1 and f"cannot load NLI model {MULTILINGUAL_NLI!r}" in from_env.output
     assert "language multi (set)" in from_env.output
 
-    bad_env = run_cli("verify", "--store", store, "--out", out, env={lang.LANGUAGE_ENV: "fr"})
+    bad_env = run_cli("verify", "--store", store, "--out", out, env={LANGUAGE_ENV: "fr"})
     assert (
         bad_env.exit_code == 2 and "CITEKEEPER_LANGUAGE" in bad_env.output and "auto, en, zh, multi" in bad_env.output
     )
@@ -327,7 +328,7 @@ def test_models_never_share_cached_verdicts(zh_world, tmp_path):
 def test_demo_model_choice_follows_the_corpus_language(tmp_path, monkeypatch):
     from pipelines.cli_demo import SAMPLE_CORPUS, nli_model_or_reason
 
-    monkeypatch.delenv(lang.LANGUAGE_ENV, raising=False)
+    monkeypatch.delenv(LANGUAGE_ENV, raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     write_tree(tmp_path / "corpus" / "v1", ZH_DOCS)
@@ -350,11 +351,11 @@ def test_resource_language_is_validated_and_read_from_env():
     assert VerifierResource().language == "auto" and VerifierResource(language="ZH").language == "zh"
     with pytest.raises(Exception, match=r"unknown language 'fr'; use one of auto, en, zh, multi"):
         VerifierResource(language="fr")
-    assert settings_from_env({lang.LANGUAGE_ENV: "multi"}).verifier.language == "multi"
+    assert settings_from_env({LANGUAGE_ENV: "multi"}).verifier.language == "multi"
     assert settings_from_env({}).verifier.language == "auto"
     with pytest.raises(Exception, match="unknown language"):
-        settings_from_env({lang.LANGUAGE_ENV: "fr"})
-    versions = {code_version(settings_from_env({lang.LANGUAGE_ENV: v}).verifier) for v in ("auto", "en", "zh")}
+        settings_from_env({LANGUAGE_ENV: "fr"})
+    versions = {code_version(settings_from_env({LANGUAGE_ENV: v}).verifier) for v in ("auto", "en", "zh")}
     assert len(versions) == 3 and code_version(settings_from_env({}).verifier) == code_version(VerifierResource())
 
 

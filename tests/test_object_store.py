@@ -21,7 +21,8 @@ from moto import server as moto_server
 
 from assets import corpus as ingest_assets
 from assets.partitions import corpus_versions
-from citekeeper.locations import LocationError, locations_from_env, parquet_filesystem
+from citekeeper.locations import parquet_filesystem
+from citekeeper.settings import read_settings
 from citekeeper.store import READ_SCHEMAS, CorpusStore, UnknownVersion
 from parsers.ingest import ingest
 from pipelines.cli import main
@@ -103,7 +104,7 @@ def test_cli_ingest_and_export_against_s3(endpoint, locations, local_reference, 
         assert f"created corpus version {version}" in result.output
 
     # A fresh store object, configured only by the environment: time travel by version name.
-    store = CorpusStore.from_env(root)
+    store = CorpusStore(root, **read_settings().store_locations())
     assert (store.lance_uri, store.parquet_uri) == (locations["lance_uri"], locations["parquet_uri"])
     for version in VERSIONS:
         for read in ("read_chunks", "read_documents"):
@@ -160,18 +161,6 @@ def test_dagster_ingest_asset_writes_to_s3(endpoint, locations, local_reference,
     assert not (root / "lance").exists() and not (root / "parquet").exists()
     with pytest.raises(UnknownVersion, match="known: v1"):
         store.read_export("errors", "v2")
-
-
-def test_locations_from_env() -> None:
-    assert locations_from_env({}) == {"lance_uri": None, "parquet_uri": None, "storage_options": {}}
-    parsed = locations_from_env(
-        {"CITEKEEPER_LANCE_URI": "s3://b/l", "CITEKEEPER_STORAGE_OPTIONS": '{"allow_http": true}'}
-    )
-    assert parsed == {"lance_uri": "s3://b/l", "parquet_uri": None, "storage_options": {"allow_http": "true"}}
-    with pytest.raises(LocationError, match="CITEKEEPER_STORAGE_OPTIONS is not valid JSON"):
-        locations_from_env({"CITEKEEPER_STORAGE_OPTIONS": "{aws_endpoint: x}"})
-    with pytest.raises(LocationError, match="must be a JSON object"):
-        locations_from_env({"CITEKEEPER_STORAGE_OPTIONS": '["x"]'})
 
 
 def test_demo_pipeline_on_s3_matches_local(endpoint, locations, tmp_path, monkeypatch) -> None:

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from citekeeper.identity import chunk_ids, text_hash
 from citekeeper.schema import CITATION_STATUS
-from citekeeper.search_index import EMBEDDING_MODEL_ENV
+from citekeeper.settings import variable
 from citekeeper.store import CorpusStore
 from citekeeper.text import split_sentences
 from parsers.records import IngestError
@@ -235,7 +235,7 @@ def stale_status(site, embedding_model, tmp_path_factory) -> pl.DataFrame:
     assert added.exit_code == 0, added.output
     out = path.parent / "status.parquet"
     with pytest.MonkeyPatch.context() as env:
-        env.setenv(EMBEDDING_MODEL_ENV, str(embedding_model))
+        env.setenv(variable("embedding_model"), str(embedding_model))
         stale = runner.invoke(main, ["stale", "--against", site.new, "--out", str(out), *where])
     assert stale.exit_code == 0, (stale.output, stale.exception)
     status = pl.read_parquet(out)

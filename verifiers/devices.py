@@ -10,6 +10,7 @@ from dataclasses import dataclass
 log = logging.getLogger("citekeeper.nli")
 
 DEVICE_CHOICES = "auto|cpu|cuda|cuda:N"
+DEFAULT_DEVICE = "auto"  # the CLI's --device and the verifier resource's nli_device when not given
 PRECISIONS = ("fp32", "bf16", "fp16")
 DEFAULT_BATCH = {"cpu": 32, "cuda": 256}  # pairs per forward pass to start from; a GPU halves it until it fits
 _SPEC = re.compile(r"auto|cpu|cuda(:\d+)?")
@@ -30,7 +31,7 @@ class Placement:
         return DEFAULT_BATCH["cuda" if self.is_cuda else "cpu"]
 
 
-def resolve_device(requested: str | None = "auto", cuda=None, precision: str | None = None) -> Placement:
+def resolve_device(requested: str | None = DEFAULT_DEVICE, cuda=None, precision: str | None = None) -> Placement:
     """The placement for `requested` (auto, cpu, cuda or cuda:N). `cuda` is the torch.cuda module (a test passes a
     stand-in); a GPU that is absent or out of range falls back to the CPU, logged as a warning. `precision`
     (fp32, bf16, fp16) overrides the device's own, e.g. to measure fp32 on a GPU."""
@@ -43,7 +44,7 @@ def resolve_device(requested: str | None = "auto", cuda=None, precision: str | N
 
 
 def _resolve(requested: str | None, cuda) -> Placement:
-    spec = (requested or "auto").strip().lower()
+    spec = (requested or DEFAULT_DEVICE).strip().lower()
     if not _SPEC.fullmatch(spec):
         raise ValueError(f"unknown device {requested!r}; choose {DEVICE_CHOICES}")
     if spec == "cpu":

@@ -26,7 +26,7 @@ from citekeeper.files import atomic_write_text, fsync_file
 from citekeeper.layout import StoreLayout
 from citekeeper.schema import ANSWERS, CITATIONS, CLAIMS
 from citekeeper.sharding import Shard
-from citekeeper.store import CorpusStore
+from citekeeper.store import DEFAULT_LOCK_TIMEOUT, CorpusStore
 from citekeeper.tables import empty
 
 TABLES = {"answers": ANSWERS, "claims": CLAIMS, "citations": CITATIONS}
@@ -220,11 +220,12 @@ class AnswerStore:
     def __init__(
         self,
         store_root: Path | str,
-        lock_timeout: float = 60.0,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         limits: AnswerLimits = AnswerLimits(),
         corpus: CorpusStore | None = None,
     ):
-        """`corpus`: the store citations by document are anchored in (default: the one at `store_root`)."""
+        """`corpus`: the store citations by document are anchored in (default: the one at `store_root`, its tables
+        under the root)."""
         self.layout = StoreLayout(store_root)
         self.root = self.layout.answers_dir
         self.store_root = store_root
@@ -328,7 +329,7 @@ class AnswerStore:
         current: dict[str, tuple[int, str | None]] = {}  # answer_id -> (revision, content_hash), as of this add
         first_line: dict[str, int | None] = {}
         part = _PartWriter(self.parts_dir, sequence=len(snapshot.parts) + 1)
-        texts = DocumentTexts(self._corpus or CorpusStore.from_env(self.store_root))
+        texts = DocumentTexts(self._corpus or CorpusStore(self.store_root))
         for answers, errors in batches:
             result.errors.extend(errors)
             answers, unanchored = anchor_answers([answer.for_audience(audience) for answer in answers], texts)
