@@ -21,7 +21,7 @@ from citekeeper.language import DEFAULT_LANGUAGE, validate_language
 from citekeeper.settings import DEFAULT_STORE, SAMPLE_CORPUS
 from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS
 from citekeeper.store import CorpusStore
-from parsers.records import ParseConfig
+from parsers.records import ParseConfig, parse_config_of, with_parse_settings
 from verifiers.checkers import PROTOCOLS
 from verifiers.conflicts import RankingSettings, ranking_settings
 from verifiers.devices import DEFAULT_DEVICE
@@ -66,32 +66,12 @@ class StoreResource(dg.ConfigurableResource):
         return CorpusStore(self.store_path, self.lance_uri, self.parquet_uri, self.storage_options)
 
 
+@with_parse_settings  # a field per parse setting (parsers.records.SETTINGS): max_chunk_chars, parse_workers, ...
 class IngestResource(dg.ConfigurableResource):
-    """Which documents make a corpus version, and what parsing one may cost."""
+    """Which documents make a corpus version, and how they are parsed: source_dir, and the parse settings as
+    ParseConfig declares them (docs/ingest.md, "What one document may cost" and "Source fields")."""
 
     source_dir: str = str(SAMPLE_CORPUS / "v1")  # wherever the package is installed
-    max_chunk_chars: int = ParseConfig.max_chunk_chars
-    # Globs on source_path relative to source_dir (`**` spans folders; see parsers.discover):
-    # with includes only matching files are ingested, excluded ones never; both are counted as skipped.
-    include: list[str] = []
-    exclude: list[str] = []
-    # Processes parsing documents at once; None: one per CPU the run may use, 1: serially in the run.
-    parse_workers: int | None = None
-    ocr_languages: list[str] = list(ParseConfig.ocr_languages)  # Tesseract codes, one language pack each
-    # What one document may cost (parsers.records.ParseConfig): over a limit it is quarantined as LimitExceeded.
-    parse_timeout_s: float | None = ParseConfig.parse_timeout_s
-    max_file_bytes: int = ParseConfig.max_file_bytes
-    max_decompressed_bytes: int = ParseConfig.max_decompressed_bytes
-    max_rows_per_sheet: int = ParseConfig.max_rows_per_sheet
-    max_chunks_per_document: int = ParseConfig.max_chunks_per_document
-    worker_memory_bytes: int | None = ParseConfig.worker_memory_bytes
-    # Source fields from settings (docs/ingest.md, "Source fields"): a URL template for the whole site
-    # ("https://docs.example.com/{path_without_ext}/"), [glob, field, value] defaults, field -> front matter keys
-    # replacing the default mapping, and the authority vocabulary, most authoritative first.
-    source_url_template: str | None = ParseConfig.source_url_template
-    source_defaults: list[list[str]] = []
-    source_fields_map: dict[str, list[str]] = {}
-    authority_levels: list[str] = list(ParseConfig.authority_levels)
 
     @model_validator(mode="after")
     def _valid_parse_config(self) -> IngestResource:
@@ -103,26 +83,7 @@ class IngestResource(dg.ConfigurableResource):
         return Path(self.source_dir)
 
     def parse_config(self) -> ParseConfig:
-        for default in self.source_defaults:
-            if len(default) != 3:
-                raise ValueError(f"source_defaults: each entry is [glob, field, value], got {default!r}")
-        return ParseConfig(
-            max_chunk_chars=self.max_chunk_chars,
-            include=tuple(self.include),
-            exclude=tuple(self.exclude),
-            workers=self.parse_workers,
-            ocr_languages=tuple(self.ocr_languages),
-            parse_timeout_s=self.parse_timeout_s,
-            max_file_bytes=self.max_file_bytes,
-            max_decompressed_bytes=self.max_decompressed_bytes,
-            max_rows_per_sheet=self.max_rows_per_sheet,
-            max_chunks_per_document=self.max_chunks_per_document,
-            worker_memory_bytes=self.worker_memory_bytes,
-            source_url_template=self.source_url_template,
-            source_defaults=tuple(map(tuple, self.source_defaults)),
-            source_fields_map=tuple((name, tuple(keys)) for name, keys in self.source_fields_map.items()),
-            authority_levels=tuple(self.authority_levels),
-        )
+        return parse_config_of(self)
 
 
 class AnswersResource(dg.ConfigurableResource):

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from pathlib import Path
+from types import GenericAlias
+from typing import Any, TypeVar, get_args, get_origin, get_type_hints
+
+from pydantic import BaseModel, Field, create_model
 
 from citekeeper.scope import (
     ACCESS_SCOPES,  # noqa: F401  (re-exported: parsers validate scopes with it)
@@ -13,46 +18,112 @@ from citekeeper.scope import (
     AGGREGATE_REASON,
     is_aggregate,
 )
-from citekeeper.sources import DEFAULT_AUTHORITY_LEVELS, DEFAULT_SOURCE_KEYS, DEFAULTABLE_FIELDS, check_url_template
+from citekeeper.sources import (
+    DEFAULT_AUTHORITY_LEVELS,
+    DEFAULT_SOURCE_KEYS,
+    DEFAULTABLE_FIELDS,
+    URL_PLACEHOLDERS,
+    check_url_template,
+)
 from citekeeper.text import TEXT_RULES_VERSION
+
+
+def _setting(default: Any, help: str, **how: Any) -> Any:
+    """A ParseConfig field people set (a Setting in SETTINGS). `how`: a Setting's resource_field, option, minimum
+    or metavar where the default (the field's name, --field-name, none) does not do."""
+    return field(default=default, metadata={"setting": {"help": help, **how}})
 
 
 @dataclass(frozen=True)
 class ParseConfig:
-    max_chunk_chars: int = 1000
-    max_file_bytes: int = 50 * 1024 * 1024
+    """How a source tree is parsed. The fields made with _setting are the settings people give: declared here
+    once, with their type, default and help, and made into the ingest resource's fields and the `citekeeper
+    ingest` options from SETTINGS."""
+
+    max_chunk_chars: int = _setting(1000, "Chunk size limit, in characters.", minimum=50)
+    max_file_bytes: int = _setting(50 * 1024 * 1024, "Largest file read, in bytes.", minimum=1)
     default_access_scope: str = "user_visible"
-    # Wall-clock limit for parsing one document (None: no limit). A pool worker past it is killed and
-    # replaced; a serial parse (workers=1) is interrupted by SIGALRM, in the main thread only.
-    parse_timeout_s: float | None = 300.0
-    # (glob on source_path, access_scope), first match wins; where a sidecar or front matter disagrees, the strictest holds.
+    # A pool worker past it is killed and replaced; a serial parse (workers=1) is interrupted by SIGALRM, in the
+    # main thread only.
+    parse_timeout_s: float | None = _setting(
+        300.0, "Seconds one document may take to parse (None: no limit).", option="--parse-timeout", minimum=1
+    )
+    # (glob on source_path, access_scope), first match wins; where a sidecar or front matter disagrees, the
+    # strictest holds.
     access_scope_overrides: tuple[tuple[str, str], ...] = ()
     # The sentence and normalisation rules chunks were cut with: new rules re-chunk every document once.
     text_rules: int = TEXT_RULES_VERSION
-    # Tesseract languages (as `tesseract --list-langs` names them) for images and scanned PDF pages.
-    ocr_languages: tuple[str, ...] = ("eng", "chi_sim")
-    # Globs on source_path (see parsers.globs): with includes, only matching files are documents; a file
-    # matching an exclude never is. Files left out are counted as skipped, not quarantined.
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    # Processes that parse documents at once (None: one per usable CPU; 1: serially in this process).
-    workers: int | None = None
+    ocr_languages: tuple[str, ...] = _setting(
+        ("eng", "chi_sim"),
+        "Tesseract languages (as `tesseract --list-langs` names them) for OCR of images and scanned pages, one "
+        "language pack each.",
+        option="--ocr-lang",
+        metavar="CODE",
+    )
+    # Globs on source_path (see parsers.globs). Files left out are counted as skipped, not quarantined.
+    include: tuple[str, ...] = _setting(
+        (),
+        "Ingest only files whose path under the source root matches a GLOB: `*` stays within a folder, `**/` "
+        "spans any depth ('**/*.md'). Files left out are counted as skipped.",
+        metavar="GLOB",
+    )
+    exclude: tuple[str, ...] = _setting(
+        (),
+        "Never ingest files matching a GLOB, e.g. 'drafts/**'; they are counted as skipped, not quarantined, so a "
+        "strict ingest still holds.",
+        metavar="GLOB",
+    )
+    workers: int | None = _setting(
+        None,
+        "Processes parsing documents at once (default: one per CPU the run may use; 1: parse in this process).",
+        resource_field="parse_workers",
+        minimum=1,
+    )
     # What one document may cost; a document over a limit is quarantined as LimitExceeded, naming the setting.
-    max_decompressed_bytes: int = 256 * 1024 * 1024  # the members of a ZIP container (docx, xlsx, pptx, odt, epub)
-    max_rows_per_sheet: int = 200_000  # a spreadsheet's rows per sheet, or a CSV's rows
-    max_chunks_per_document: int = 50_000
-    # Address space a parse worker may add beyond what it has when it starts (RLIMIT_AS); None: no cap.
-    worker_memory_bytes: int | None = 1536 * 1024 * 1024
+    max_decompressed_bytes: int = _setting(
+        256 * 1024 * 1024, "Most a ZIP-based document (docx, xlsx, pptx, odt, epub) may unpack to, in bytes.", minimum=1
+    )
+    max_rows_per_sheet: int = _setting(200_000, "Most rows of one sheet or CSV.", minimum=1)
+    max_chunks_per_document: int = _setting(50_000, "Most chunks of one document.", minimum=1)
+    worker_memory_bytes: int | None = _setting(
+        1536 * 1024 * 1024,
+        "Address space a parse worker may add beyond what it has when it starts (RLIMIT_AS; None: no cap).",
+        minimum=64 * 1024 * 1024,
+    )
     # Source fields from settings, where neither a sidecar nor the front matter gives them (docs/ingest.md,
-    # "Source fields"): a URL for every document, e.g. "https://docs.example.com/{path_without_ext}/" (None:
-    # none), with citekeeper.sources.URL_PLACEHOLDERS ...
-    source_url_template: str | None = None
-    # ... and (glob on source_path, field, value): a DEFAULTABLE_FIELDS value, the first matching glob per field.
-    source_defaults: tuple[tuple[str, str, str], ...] = ()
-    # (field, front matter keys) pairs replacing that field's DEFAULT_SOURCE_KEYS; no keys: never from front matter.
-    source_fields_map: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # The authority vocabulary, most authoritative first: a document's `authority` must be one of them.
-    authority_levels: tuple[str, ...] = DEFAULT_AUTHORITY_LEVELS
+    # "Source fields").
+    source_url_template: str | None = _setting(
+        None,
+        "Every document's source_url where its sidecar or front matter gives none, e.g. "
+        "'https://docs.example.com/{path_without_ext}/'; placeholders: "
+        + ", ".join(f"{{{name}}}" for name in URL_PLACEHOLDERS)
+        + ". A relative URL a page gives (url: /about/) is resolved against it.",
+        metavar="TEMPLATE",
+    )
+    source_defaults: tuple[tuple[str, str, str], ...] = _setting(
+        (),
+        f"{', '.join(DEFAULTABLE_FIELDS)} of the documents matching a glob (fnmatch) that do not give one, as "
+        "(glob, field, value); the first matching glob per field wins.",
+        option="--source-default",
+        metavar="GLOB FIELD=VALUE",
+    )
+    source_fields_map: tuple[tuple[str, tuple[str, ...]], ...] = _setting(
+        (),
+        "The front matter keys a source field is read from, first present first, replacing its default list (no "
+        "keys: never from front matter), e.g. updated_at: modified, lastmod.",
+        option="--source-field",
+        metavar="FIELD=KEY[,KEY...]",
+    )
+    authority_levels: tuple[str, ...] = _setting(
+        DEFAULT_AUTHORITY_LEVELS,
+        "The authority vocabulary, most authoritative first: a document's `authority` must be one of them.",
+    )
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> ParseConfig:
+        """The config of `values` by field name, as plain values (lists, a dict of lists); fields left out keep
+        their defaults. How the ingest resource and `citekeeper ingest` build theirs."""
+        return cls(**{name: _frozen(value) for name, value in values.items()})
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:
@@ -75,9 +146,13 @@ class ParseConfig:
         for name, _ in self.source_fields_map:
             if name not in DEFAULT_SOURCE_KEYS:
                 raise ValueError(
-                    f"source_fields_map: unknown field {name!r}; fields read from front matter: {list(DEFAULT_SOURCE_KEYS)}"
+                    f"source_fields_map: unknown field {name!r}; fields read from front matter: "
+                    f"{list(DEFAULT_SOURCE_KEYS)}"
                 )
-        for glob, name, value in self.source_defaults:
+        for entry in self.source_defaults:
+            if len(entry) != 3:
+                raise ValueError(f"source_defaults: each entry is [glob, field, value], got {list(entry)!r}")
+            glob, name, value = entry
             if name not in DEFAULTABLE_FIELDS:
                 raise ValueError(
                     f"source_defaults {glob!r}: field {name!r} cannot be set by glob; only {list(DEFAULTABLE_FIELDS)}"
@@ -90,6 +165,89 @@ class ParseConfig:
     def source_keys(self) -> dict[str, tuple[str, ...]]:
         """Each source field's front matter keys: DEFAULT_SOURCE_KEYS with source_fields_map's replacements."""
         return DEFAULT_SOURCE_KEYS | {name: tuple(keys) for name, keys in self.source_fields_map}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A ParseConfig field people set, as the ingest resource and `citekeeper ingest` give it."""
+
+    name: str  # the ParseConfig field
+    help: str
+    resource_field: str  # assets.resources.IngestResource's field
+    option: str  # `citekeeper ingest`'s option
+    minimum: float | None  # the least value the option takes
+    metavar: str | None
+    type: Any  # as plain values (what a resource's config holds): tuples as lists, (name, values) pairs as a dict
+    default: Any  # likewise
+
+
+def _plain_type(hint: Any) -> Any:
+    """`hint` with tuples as lists and a tuple of (name, values) pairs as a dict."""
+    if get_origin(hint) is not tuple:
+        return hint
+    item = get_args(hint)[0]
+    if get_origin(item) is not tuple:
+        return GenericAlias(list, item)
+    first, *rest = get_args(item)
+    if len(rest) == 1 and get_origin(rest[0]) is tuple:
+        return GenericAlias(dict, (first, _plain_type(rest[0])))
+    return GenericAlias(list, GenericAlias(list, first))
+
+
+def _plain(value: Any, kind: Any) -> Any:
+    if get_origin(kind) is dict:
+        return {name: list(values) for name, values in value}
+    if get_origin(kind) is list:
+        return [list(v) if isinstance(v, tuple) else v for v in value]
+    return value
+
+
+def _frozen(value: Any) -> Any:
+    """A plain value as ParseConfig holds it: lists as tuples, a dict as (name, values) pairs."""
+    if isinstance(value, dict):
+        return tuple((name, _frozen(values)) for name, values in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _settings() -> tuple[Setting, ...]:
+    hints = get_type_hints(ParseConfig)
+    settings = []
+    for declared in fields(ParseConfig):
+        if "setting" not in declared.metadata:
+            continue
+        how = declared.metadata["setting"]
+        kind = _plain_type(hints[declared.name])
+        settings.append(
+            Setting(
+                name=declared.name,
+                help=how["help"],
+                resource_field=how.get("resource_field", declared.name),
+                option=how.get("option", "--" + declared.name.replace("_", "-")),
+                minimum=how.get("minimum"),
+                metavar=how.get("metavar"),
+                type=kind,
+                default=_plain(declared.default, kind),
+            )
+        )
+    return tuple(settings)
+
+
+SETTINGS = _settings()  # in declaration order
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def with_parse_settings(model: type[Model]) -> type[Model]:
+    """`model` (a pydantic model, the ingest resource) with a field per Setting: its resource_field, plain type,
+    default and help. A class decorator, so that a type checker sees the class as it is written."""
+    declared: Any = {s.resource_field: (s.type, Field(s.default, description=s.help)) for s in SETTINGS}
+    return create_model(model.__name__, __base__=model, __module__=model.__module__, __doc__=model.__doc__, **declared)
+
+
+def parse_config_of(holder: object) -> ParseConfig:
+    """The ParseConfig of an object holding every Setting as its resource_field (the ingest resource)."""
+    return ParseConfig.from_settings({s.name: getattr(holder, s.resource_field) for s in SETTINGS})
 
 
 # Settings that decide which files are read, how long a parse may take, which access_scope and source fields a

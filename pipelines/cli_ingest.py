@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
+from typing import get_args, get_origin
 
 import click
 from tqdm import tqdm
@@ -14,7 +16,7 @@ from citekeeper.scope import raw_text_metadata, redact_corpus
 from citekeeper.store import DEFAULT_LOCK_TIMEOUT, READ_SCHEMAS, StoreError
 from citekeeper.tables import write_parquet
 from citekeeper.text import printable
-from parsers.records import ParseConfig
+from parsers.records import SETTINGS, ParseConfig, Setting
 from pipelines.cli_common import (
     OutputCommand,
     OutputPath,
@@ -26,40 +28,79 @@ from pipelines.cli_common import (
 )
 
 
+def parse_setting_options(command):
+    """`command` with an option per parse setting (parsers.records.SETTINGS), named, typed, bounded, defaulted and
+    explained as ParseConfig declares it; --authority-levels is the option verify shares."""
+    for setting in reversed(SETTINGS):
+        command = (authority_levels_option if setting.name == "authority_levels" else _option(setting))(command)
+    return command
+
+
+def given_parse_config(options: Mapping[str, object]) -> ParseConfig:
+    """The ParseConfig of the parse setting options given; one not given keeps ParseConfig's default."""
+    return ParseConfig.from_settings({s.name: options[s.name] for s in SETTINGS if options[s.name]})
+
+
+def _option(setting: Setting):
+    """A setting's option; a list or dict setting is a repeated option, a (name, values) pair as NAME=V[,V...]
+    and a [glob, field, value] entry as GLOB FIELD=VALUE."""
+    how: dict = {"metavar": setting.metavar, "default": None}
+    kind = setting.type
+    if get_origin(kind) is dict:
+        how |= {"multiple": True, "callback": _pairs}
+    elif kind == list[list[str]]:
+        how |= {"multiple": True, "nargs": 2, "callback": _entries}
+    elif get_origin(kind) is list:
+        how["multiple"] = True
+    else:
+        how["type"] = _bounded(kind, setting.minimum)
+    shown = _shown(setting.default)
+    text = setting.help + (" Repeatable." if how.get("multiple") else "") + (f" (default {shown})" if shown else "")
+    return click.option(setting.option, setting.name, help=text, **how)
+
+
+def _bounded(kind: object, minimum: float | None) -> click.ParamType | type:
+    """The option type of an int, float or str setting (or one of them | None), bounded by `minimum`."""
+    scalar = next(t for t in (int, float, str) if t == kind or t in get_args(kind))
+    if scalar is int and minimum is not None:
+        return click.IntRange(min=int(minimum))
+    if scalar is float and minimum is not None:
+        return click.FloatRange(min=minimum)
+    return scalar
+
+
+def _shown(default: object) -> str:
+    """A default as the help shows it ('' for none)."""
+    if isinstance(default, list):
+        return ", ".join(map(str, default))
+    if isinstance(default, int):
+        return f"{default:,}"
+    return f"{default:g}" if isinstance(default, float) else ""
+
+
+def _assignment(param: click.Parameter, setting: str) -> tuple[str, str]:
+    """`NAME=VALUE` as (NAME, VALUE)."""
+    name, equals, value = setting.partition("=")
+    if not equals or not name.strip():
+        raise click.BadParameter(f"expected NAME=VALUE, got {setting!r}", param=param)
+    return name.strip(), value.strip()
+
+
+def _entries(ctx: click.Context, param: click.Parameter, given: tuple[tuple[str, str], ...]) -> list[list[str]]:
+    """`GLOB FIELD=VALUE` options as [glob, field, value] entries."""
+    return [[glob, *_assignment(param, setting)] for glob, setting in given]
+
+
+def _pairs(ctx: click.Context, param: click.Parameter, given: tuple[str, ...]) -> dict[str, list[str]]:
+    """`NAME=V,V` options as {name: [v, v]} ('NAME=': no values)."""
+    pairs = (_assignment(param, setting) for setting in given)
+    return {name: [v.strip() for v in values.split(",") if v.strip()] for name, values in pairs}
+
+
 @click.command("ingest")
 @click.argument("source_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--version", "version", help="Name of the new corpus version (default: the next vNNNN).")
 @click.option("--strict", is_flag=True, help="Fail (exit 1, commit nothing) if any file is quarantined.")
-@click.option("--max-chunk-chars", type=click.IntRange(min=50), default=None, help="Chunk size limit.")
-@click.option(
-    "--include",
-    "include",
-    multiple=True,
-    metavar="GLOB",
-    help="Ingest only files whose path under SOURCE_DIR matches a GLOB (repeatable). `*` stays within "
-    "a folder, `**/` spans any depth: '**/*.md'. Files left out are counted as skipped.",
-)
-@click.option(
-    "--exclude",
-    "exclude",
-    multiple=True,
-    metavar="GLOB",
-    help="Never ingest files matching GLOB (repeatable), e.g. 'drafts/**'; counted as skipped, not "
-    "quarantined, so --strict still holds.",
-)
-@click.option(
-    "--ocr-lang",
-    "ocr_languages",
-    multiple=True,
-    metavar="CODE",
-    help="Tesseract language for OCR of images and scanned pages (repeatable; default: eng and chi_sim).",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Processes parsing documents at once (default: one per CPU; 1: parse in this process).",
-)
 @click.option(
     "--lock-timeout",
     type=float,
@@ -67,104 +108,22 @@ from pipelines.cli_common import (
     show_default=True,
     help="Seconds to wait for another ingest on the same store before giving up.",
 )
-@click.option(
-    "--parse-timeout",
-    "parse_timeout_s",
-    type=click.FloatRange(min=1),
-    default=None,
-    help=f"Seconds one document may take to parse (default {ParseConfig.parse_timeout_s:g}).",
-)
-@click.option(
-    "--max-file-bytes",
-    type=click.IntRange(min=1),
-    default=None,
-    help=f"Largest file read (default {ParseConfig.max_file_bytes:,}).",
-)
-@click.option(
-    "--max-decompressed-bytes",
-    type=click.IntRange(min=1),
-    default=None,
-    help=f"Most a ZIP-based document (docx, xlsx, pptx, ...) may unpack to (default {ParseConfig.max_decompressed_bytes:,}).",
-)
-@click.option(
-    "--max-rows-per-sheet",
-    type=click.IntRange(min=1),
-    default=None,
-    help=f"Most rows of one sheet or CSV (default {ParseConfig.max_rows_per_sheet:,}).",
-)
-@click.option(
-    "--max-chunks-per-document",
-    type=click.IntRange(min=1),
-    default=None,
-    help=f"Most chunks of one document (default {ParseConfig.max_chunks_per_document:,}).",
-)
-@click.option(
-    "--worker-memory-bytes",
-    type=click.IntRange(min=64 * 1024 * 1024),
-    default=None,
-    help=f"Address space a parse worker may add (RLIMIT_AS; default {ParseConfig.worker_memory_bytes:,}).",
-)
-@click.option(
-    "--source-url-template",
-    metavar="TEMPLATE",
-    default=None,
-    help="Every document's source_url where its sidecar or front matter gives none, e.g. "
-    "'https://docs.example.com/{path_without_ext}/'; placeholders: {path}, {path_without_ext}, "
-    "{stem}, {dir}, {doc_id}. A relative URL a page gives (url: /about/) is resolved against it.",
-)
-@click.option(
-    "--source-default",
-    "source_defaults",
-    multiple=True,
-    nargs=2,
-    metavar="GLOB FIELD=VALUE",
-    help="source_type, authority or source_version of the documents matching GLOB (fnmatch) that do "
-    "not give one (repeatable; the first matching GLOB per field wins).",
-)
-@click.option(
-    "--source-field",
-    "source_fields_map",
-    multiple=True,
-    metavar="FIELD=KEY[,KEY...]",
-    help="Front matter keys FIELD is read from, first present first, replacing the default list "
-    "(repeatable; 'FIELD=' reads it from no key). E.g. updated_at=modified,lastmod.",
-)
-@authority_levels_option
+@parse_setting_options
 @store_option
 def ingest_command(
     source_dir: Path,
     version: str | None,
     strict: bool,
-    max_chunk_chars: int | None,
-    include: tuple[str, ...],
-    exclude: tuple[str, ...],
-    ocr_languages: tuple[str, ...],
-    workers: int | None,
     lock_timeout: float,
     store_dir: Path,
-    source_url_template: str | None,
-    source_defaults: tuple[tuple[str, str], ...],
-    source_fields_map: tuple[str, ...],
-    authority_levels: tuple[str, ...],
-    **limits: float | int | None,
+    **settings: object,
 ) -> None:
     """Ingest SOURCE_DIR as a new immutable corpus version (only changed documents are re-parsed). A document
     over a limit is quarantined as LimitExceeded, naming the limit."""
     from parsers.ingest import ingest  # imports unstructured: keep `versions`/`export` fast
 
-    given = {
-        "max_chunk_chars": max_chunk_chars,
-        "ocr_languages": ocr_languages,
-        **limits,
-        "source_url_template": source_url_template,
-        "authority_levels": authority_levels,
-        "source_defaults": tuple(
-            (glob, *_assignment("--source-default", setting)) for glob, setting in source_defaults
-        ),
-        "source_fields_map": tuple(_source_keys(setting) for setting in source_fields_map),
-    }
     try:
-        config = ParseConfig(**{k: v for k, v in given.items() if v}, include=include, exclude=exclude, workers=workers)
+        config = given_parse_config(settings)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     with tqdm(desc="parsing", unit="doc", file=click.get_text_stream("stderr"), disable=None) as bar:
@@ -203,23 +162,8 @@ def ingest_command(
     for source_path in result.no_text:
         click.echo(f"  skipped {printable(source_path)}: no_text (no body text to cite)")
     for error in result.errors:
-        click.echo(
-            f"  quarantined {printable(error.source_path)}: {error.stage}: {error.error_type}: {printable(error.reason)}"
-        )
-
-
-def _assignment(option: str, setting: str) -> tuple[str, str]:
-    """`NAME=VALUE` as (NAME, VALUE)."""
-    name, equals, value = setting.partition("=")
-    if not equals or not name.strip():
-        raise click.BadParameter(f"expected NAME=VALUE, got {setting!r}", param_hint=option)
-    return name.strip(), value.strip()
-
-
-def _source_keys(setting: str) -> tuple[str, tuple[str, ...]]:
-    """`FIELD=KEY,KEY` as (FIELD, (KEY, KEY))."""
-    name, keys = _assignment("--source-field", setting)
-    return name, tuple(key.strip() for key in keys.split(",") if key.strip())
+        reason = printable(error.reason)
+        click.echo(f"  quarantined {printable(error.source_path)}: {error.stage}: {error.error_type}: {reason}")
 
 
 @click.command("versions")

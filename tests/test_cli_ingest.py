@@ -155,3 +155,49 @@ def test_ocr_languages_come_from_the_command_line(tmp_path: Path, store_dir: Pat
     store = CorpusStore(store_dir)
     (error,) = store.read_errors(store.latest().name).to_dicts()
     assert error["error_type"] == "MissingSystemTool" and "zzz" in error["reason"], result.output
+
+
+def test_each_parse_setting_is_declared_once_and_made_into_an_option_and_a_resource_field(source: Path) -> None:
+    """ParseConfig declares the parse settings (parsers.records.SETTINGS); the `ingest` options and the ingest
+    resource's fields are made from them, and the same values give both the same ParseConfig."""
+    import click
+
+    from assets.resources import IngestResource
+    from parsers.records import SETTINGS, ParseConfig
+    from pipelines.cli_ingest import given_parse_config, ingest_command
+
+    options = {param.name: param for param in ingest_command.params if isinstance(param, click.Option)}
+    for setting in SETTINGS:
+        field = IngestResource.model_fields[setting.resource_field]
+        assert (field.default, field.description) == (setting.default, setting.help), setting.name
+        option = options[setting.name]
+        assert setting.option in option.opts and (setting.name == "authority_levels" or setting.help in option.help)
+    assert given_parse_config(ingest_command.make_context("ingest", [str(source)]).params) == ParseConfig()
+    assert IngestResource().parse_config() == ParseConfig()
+
+    args = [
+        *("--max-chunk-chars", "80", "--workers", "2", "--parse-timeout", "9.5", "--ocr-lang", "eng"),
+        *("--include", "docs/**", "--source-url-template", "https://d.example/{path}"),
+        *("--source-default", "api/**", "authority=community", "--source-field", "updated_at=modified,lastmod"),
+        *("--source-field", "source_url=", "--authority-levels", "spec,community"),
+    ]
+    from_cli = given_parse_config(ingest_command.make_context("ingest", [str(source), *args]).params)
+    from_resource = IngestResource(
+        max_chunk_chars=80,
+        parse_workers=2,
+        parse_timeout_s=9.5,
+        ocr_languages=["eng"],
+        include=["docs/**"],
+        source_url_template="https://d.example/{path}",
+        source_defaults=[["api/**", "authority", "community"]],
+        source_fields_map={"updated_at": ["modified", "lastmod"], "source_url": []},
+        authority_levels=["spec", "community"],
+    ).parse_config()
+    assert from_cli == from_resource != ParseConfig()
+    assert from_cli.source_fields_map == (("updated_at", ("modified", "lastmod")), ("source_url", ()))
+    for bad, message in [
+        (["--max-chunk-chars", "10"], "10 is not in the range x>=50"),
+        (["--source-default", "api/**", "authority"], "expected NAME=VALUE, got 'authority'"),
+    ]:
+        result = run("ingest", str(source), *bad)
+        assert result.exit_code == 2 and message in result.output, result.output
