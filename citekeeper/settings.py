@@ -10,6 +10,11 @@ The Hugging Face variables (HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE, HF_ENDPOINT) a
 and transformers read them themselves, in the same process. citekeeper reads them here too, but at each call
 (hub_offline, hub_endpoint), so that it decides what the libraries decide at that moment; a copy taken when the
 settings were read, or passed down as a resource field, could disagree with them.
+
+Writing a variable for a library or a child process is not reading configuration, and stays where it is needed:
+parsers/document.py quiets unstructured's notices before importing it, and a parse worker points the programs it
+starts at its own temp dir (parsers/parse_pool.py). The check allows exactly those statement forms,
+`os.environ[NAME] = value` and `os.environ.setdefault(NAME, value)`.
 """
 
 from __future__ import annotations
