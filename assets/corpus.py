@@ -31,7 +31,7 @@ def ingested_corpus(context: dg.AssetExecutionContext, store: StoreResource, ing
     result = ingest_tree(ingest.source_path, corpus, version=version, config=ingest.parse_config()).shared()
     fail_if_unchanged(result, ingest, version)
     manifest = result.manifest
-    common = {
+    common: dict[str, str | bool] = {
         "corpus_version": manifest.name,
         "parent": manifest.parent or "",
         "created": result.created,

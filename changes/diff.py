@@ -224,7 +224,7 @@ def _positional_links(old: pl.DataFrame, new: pl.DataFrame, repeated: pl.DataFra
         .agg("text_hash", "_row")
         for side in (old, new)
     )
-    pairs = []
+    pairs: list[tuple[int, int]] = []
     for _, hashes, rows, new_hashes, new_rows in old_seq.join(new_seq, on="doc_id").iter_rows():
         pairs.extend((rows[i], new_rows[j]) for i, j in _common_subsequence(hashes, new_hashes))
     aligned = pl.DataFrame(pairs, schema={"old_row": pl.UInt32, "new_row": pl.UInt32}, orient="row")
@@ -251,6 +251,7 @@ def _common_subsequence(old: list[str], new: list[str]) -> list[tuple[int, int]]
         where.setdefault(key, []).append(j)
     tails: list[int] = []  # tails[k]: the smallest j ending a common run of length k + 1
     ends: list[tuple] = []  # the (i, j, previous) node at each tails[k]
+    node: tuple | None
     for i, key in enumerate(old):
         for j in reversed(where.get(key, ())):  # descending: one j per i in any increasing run
             k = bisect.bisect_left(tails, j)
@@ -260,7 +261,8 @@ def _common_subsequence(old: list[str], new: list[str]) -> list[tuple[int, int]]
                 ends.append(node)
             else:
                 tails[k], ends[k] = j, node
-    pairs, node = [], ends[-1] if ends else None
+    pairs: list[tuple[int, int]] = []
+    node = ends[-1] if ends else None
     while node is not None:
         pairs.append((node[0], node[1]))
         node = node[2]

@@ -8,6 +8,8 @@ import re
 import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
+from typing import TYPE_CHECKING
 
 import polars as pl
 from rapidfuzz import fuzz, process
@@ -15,6 +17,9 @@ from rapidfuzz import fuzz, process
 from citekeeper.locate import locate_quote
 from citekeeper.scope import ACCESS_SCOPES
 from citekeeper.text import HAN, normalize_text, snap_to_words
+
+if TYPE_CHECKING:  # for annotations: memory_text_index is imported where an index is first built
+    from citekeeper.search_index import ChunkIndex
 
 FUZZY_MIN_SCORE = 0.85
 HYBRID_MIN_SCORE = 0.5  # cosine for `hybrid`, bigram containment for `fts`
@@ -85,7 +90,7 @@ def evidence_pieces(evidence: str) -> list[str]:
         if len(content) < 2:
             return []
         starts = [0, *(content[len(content) * k // n] for k in range(1, n)), len(words)]
-        parts = [" ".join(words[a:b]) for a, b in zip(starts, starts[1:])]
+        parts = [" ".join(words[a:b]) for a, b in pairwise(starts)]
     elif len(evidence) >= 2 * MIN_CHAR_PIECES:
         n = min(MAX_PIECES, max(MIN_CHAR_PIECES, round(len(evidence) / PIECE_CHARS)))
         parts = [evidence[len(evidence) * k // n : len(evidence) * (k + 1) // n].strip() for k in range(n)]
@@ -155,12 +160,12 @@ class Reanchorer:
         self.docs = target_docs.select("doc_id", "text").filter(pl.col("doc_id").is_in(self._visible_docs)).rechunk()
         self._visible_chunks = set(self.chunks["chunk_id"].to_list())
         self._index_factory = index_factory
-        self._index = None
+        self._index: ChunkIndex | None = None
         self._text_index_factory = text_index_factory
-        self._text_index = None
+        self._text_index: ChunkIndex | None = None
         self._doc_row: dict[str, int] | None = None  # doc_id -> row of self.docs
-        self._by_doc: pl.DataFrame | None = None  # the chunks, each document's contiguous
-        self._chunk_slice: dict[str, tuple[int, int]] | None = None  # doc_id -> (offset, length) in _by_doc
+        # the chunks, each document's contiguous, and doc_id -> (offset, length) in them
+        self._chunks_by_doc: tuple[pl.DataFrame, dict[str, tuple[int, int]]] | None = None
         self._normalized_docs: dict[str, str] = {}
 
     # ------------------------------------------------------------ lookups (no scan per citation)
@@ -173,28 +178,29 @@ class Reanchorer:
 
     def _doc_chunks(self, doc_id: str) -> list[dict]:
         """The chunks of a document, in the order of target_chunks."""
-        if self._chunk_slice is None:
-            self._chunk_slice = self._index_chunks_by_document()
-        found = self._chunk_slice.get(doc_id)
+        if self._chunks_by_doc is None:
+            self._chunks_by_doc = self._index_chunks_by_document()
+        by_doc, slices = self._chunks_by_doc
+        found = slices.get(doc_id)
         if found is None:
             return []
         offset, length = found
-        return self._by_doc.slice(offset, length).to_dicts()
+        return by_doc.slice(offset, length).to_dicts()
 
-    def _index_chunks_by_document(self) -> dict[str, tuple[int, int]]:
-        """doc_id -> (offset, length) of its chunks in self._by_doc: target_chunks itself when each
-        document's chunks are contiguous there (as stored), else a copy grouped by document (stable)."""
+    def _index_chunks_by_document(self) -> tuple[pl.DataFrame, dict[str, tuple[int, int]]]:
+        """The chunks with each document's contiguous, and doc_id -> (offset, length) of its chunks in them:
+        target_chunks itself when each document's chunks are contiguous there (as stored), else a copy grouped
+        by document (stable)."""
         frame = self.chunks.select(_CHUNK_FIELDS)
         runs = frame["doc_id"].rle()
         if runs.len() != frame["doc_id"].n_unique():
             frame = frame.sort("doc_id", maintain_order=True)
             runs = frame["doc_id"].rle()
-        self._by_doc = frame.rechunk()
         lengths = runs.struct.field("len").to_list()
         offsets = [0]
         for length in lengths[:-1]:
             offsets.append(offsets[-1] + length)
-        return dict(zip(runs.struct.field("value").to_list(), zip(offsets, lengths)))
+        return frame.rechunk(), dict(zip(runs.struct.field("value").to_list(), zip(offsets, lengths)))
 
     def _normalized_text(self, doc_id: str, text: str) -> str:
         """The normalised text of a preferred document, cached (the normalised evidence is searched in it)."""
@@ -221,8 +227,8 @@ class Reanchorer:
     # ------------------------------------------------------------ tiers
 
     def suggest_many(self, items: Sequence[tuple[str, Iterable[str | None]]]) -> list[Suggestion | None]:
-        """Where each evidence went, for each (evidence, preferred document ids): the citations' full-text queries (one per
-        citation whose preferred documents do not hold the evidence) run as one batch, and so do the last
+        """Where each evidence went, for each (evidence, preferred document ids): the citations' full-text queries
+        (one per citation whose preferred documents do not hold the evidence) run as one batch, and so do the last
         tier's searches."""
         evidence = [e for e, _ in items]
         prefer = [[d for d in _preferences(p) if d in self._visible_docs] for _, p in items]
@@ -249,11 +255,11 @@ class Reanchorer:
         """The first of `doc_ids` holding the evidence literally."""
         for doc_id in doc_ids:
             text = self._doc_text(doc_id)
-            start = -1 if text is None else text.find(evidence)
-            if start >= 0:
-                found = self._span(doc_id, start, start + len(evidence), 1.0, "exact", text)
-                if found is not None:
-                    return found
+            if text is None or (start := text.find(evidence)) < 0:
+                continue
+            found = self._span(doc_id, start, start + len(evidence), 1.0, "exact", text)
+            if found is not None:
+                return found
         return None
 
     def _normalized_match(self, evidence: str, prefer: list[str], candidates: _Candidates) -> Suggestion | None:
@@ -311,6 +317,7 @@ class Reanchorer:
 
     def _aligned(self, evidence: str, chunk: dict) -> Suggestion:
         alignment = fuzz.partial_ratio_alignment(evidence, chunk["text"])
+        assert alignment is not None, "without a score cutoff there is always an alignment"
         if len(evidence) <= len(chunk["text"]):  # an aligned window can cut words: suggest whole ones
             start, end = snap_to_words(chunk["text"], alignment.dest_start, alignment.dest_end)
         else:  # the chunk is the shorter side: it is contained in the evidence, suggest all of it
@@ -330,12 +337,14 @@ class Reanchorer:
             return [None] * len(evidence)
         if self._index is None:
             self._index = self._index_factory()
-        out = []
+        out: list[Suggestion | None] = []
         for found in self._index.search_many(evidence, limit=5):
             hits = [h for h in found if h.score >= HYBRID_MIN_SCORE and h.chunk_id in self._visible_chunks]
             best = max(hits, key=lambda h: h.score) if hits else None
             out.append(
-                best and Suggestion(best.chunk_id, best.start_char, best.end_char, best.score, best.method, best.text)
+                None
+                if best is None
+                else Suggestion(best.chunk_id, best.start_char, best.end_char, best.score, best.method, best.text)
             )
         return out
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-import polars as pl
 import pyarrow as pa
 
-from citekeeper.tables import to_arrow
+from citekeeper.tables import to_arrow, to_frame
 
 DOC_ID_INDEX = "doc_id_idx"
 MAX_INDEX_SEGMENTS = 16  # doc_id index delta segments before a commit merges them
@@ -18,7 +17,7 @@ SORTED_BATCH = 100_000  # rows taken at a time by sorted_batches
 def sorted_batches(dataset, keys: list[str]) -> Iterator[pa.Table]:
     """The rows of a Lance dataset (a table version) in `keys` order, SORTED_BATCH rows at a time: memory holds
     the keys and one batch, not the version. Rows are taken by offset in sorted order."""
-    order = pl.from_arrow(dataset.to_table(columns=keys)).with_row_index("offset").sort(keys)["offset"].to_numpy()
+    order = to_frame(dataset.to_table(columns=keys)).with_row_index("offset").sort(keys)["offset"].to_numpy()
     for start in range(0, len(order), SORTED_BATCH):
         yield dataset.take(order[start : start + SORTED_BATCH])
 

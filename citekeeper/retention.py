@@ -11,7 +11,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -27,6 +27,7 @@ from citekeeper.files import abandoned_temp_files, atomic_write_text, remove_aba
 from citekeeper.lance_tables import DOC_ID_INDEX, add_rows, delete_docs, index_doc_ids, sorted_batches
 from citekeeper.locations import is_remote, parquet_filesystem
 from citekeeper.store import DEFAULT_LOCK_TIMEOUT, EXPORTS, SORT_KEYS, TABLES, CorpusStore, StoreError, StoreLocked
+from citekeeper.tables import to_frame
 
 STAGING_MAX_AGE = timedelta(days=1)  # an uncommitted staging folder untouched this long is a leftover
 EMBEDDING_INDEX_PREFIX = "chunks__"  # citekeeper.search_index: chunks__<version>__<tokenizer>__<model>
@@ -96,7 +97,7 @@ class GcSummary:
         return "\n".join(lines)
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -151,10 +152,8 @@ def _path_bytes(path: Path) -> int:
     total = 0
     for dirpath, _, filenames in os.walk(path):
         for name in filenames:
-            try:
+            with suppress(OSError):  # vanished meanwhile
                 total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:  # vanished meanwhile
-                pass
     return total
 
 
@@ -279,8 +278,8 @@ def _remove(store: CorpusStore, removal: Removal) -> None:
         remove_abandoned(Path(removal.location))
         return
     if is_remote(removal.location):
-        filesystem, path = parquet_filesystem(removal.location, store.storage_options)
-        folder = path.rsplit("/", 1)[0]  # .../corpus_version=<v>/<table>.parquet -> its folder
+        filesystem, remote_path = parquet_filesystem(removal.location, store.storage_options)
+        folder = remote_path.rsplit("/", 1)[0]  # .../corpus_version=<v>/<table>.parquet -> its folder
         if filesystem.get_file_info(folder).type == pafs.FileType.Directory:
             filesystem.delete_dir(folder)
         return
@@ -319,7 +318,7 @@ def _row_addresses(dataset) -> pl.DataFrame:
     """doc_id and row address of every row of a table version. A row address (fragment, offset) names one
     immutable row for the table's whole history (fragment ids are never reused, not even after a restore), so
     equal addresses are equal rows."""
-    return pl.from_arrow(dataset.to_table(columns=["doc_id"], with_row_address=True))
+    return to_frame(dataset.to_table(columns=["doc_id"], with_row_address=True))
 
 
 def _changed_doc_ids(a: pl.DataFrame, b: pl.DataFrame) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 import pyarrow as pa
@@ -22,16 +23,22 @@ def to_arrow(frame: pl.DataFrame | pa.Table, schema: pa.Schema) -> pa.Table:
     return table.select(schema.names).cast(schema)
 
 
+def to_frame(arrow: pa.Table | pa.RecordBatch) -> pl.DataFrame:
+    """pl.from_arrow of a table or record batch: a DataFrame (polars types the result DataFrame | Series, a
+    Series being what an arrow array gives)."""
+    return cast(pl.DataFrame, pl.from_arrow(arrow))
+
+
 def conform(frame: pl.DataFrame | pa.Table, schema: pa.Schema) -> pl.DataFrame:
-    return pl.from_arrow(to_arrow(frame, schema))
+    return to_frame(to_arrow(frame, schema))
 
 
 def empty(schema: pa.Schema) -> pl.DataFrame:
-    return pl.from_arrow(schema.empty_table())
+    return to_frame(schema.empty_table())
 
 
 def from_rows(rows: list[dict], schema: pa.Schema) -> pl.DataFrame:
-    return pl.from_arrow(pa.Table.from_pylist(rows, schema=schema))
+    return to_frame(pa.Table.from_pylist(rows, schema=schema))
 
 
 def write_parquet(frame: pl.DataFrame | pa.Table, schema: pa.Schema, path: Path) -> Path:
@@ -63,7 +70,8 @@ class ParquetStream:
 
 
 def counts_of(frame: pl.DataFrame, column: str, values: tuple[str, ...] | None = None) -> dict[str, int]:
-    """Rows per value of `column`: every one of `values` (0 when absent) in their order, else the values found, sorted."""
+    """Rows per value of `column`: every one of `values` (0 when absent) in their order, else the values found,
+    sorted."""
     found = dict(frame.group_by(column).len().iter_rows())
     return {value: found.get(value, 0) for value in values} if values is not None else dict(sorted(found.items()))
 

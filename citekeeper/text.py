@@ -56,7 +56,9 @@ _BOUNDARY = re.compile(
 )
 # Words whose trailing period does not end a sentence (single letters count too: initials, "Plan B.").
 _ABBREVIATIONS = frozenset(
-    "e.g i.e etc vs cf al fig no nos eq mr mrs ms dr prof inc ltd co corp jr sr st approx dept est min max u.s u.k".split()
+    (
+        "e.g i.e etc vs cf al fig no nos eq mr mrs ms dr prof inc ltd co corp jr sr st approx dept est min max u.s u.k"
+    ).split()
 )
 _LONGEST_ABBREVIATION = max(map(len, _ABBREVIATIONS))
 _OPENING_PUNCTUATION = "(\"'[\u201c\u2018"

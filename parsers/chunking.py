@@ -107,11 +107,11 @@ def _sections(text: str, blocks: list[Block]) -> Iterator[tuple[tuple[str, ...],
             section = []
         if new_container:
             breadcrumb = []
-        if block.is_heading:
-            while breadcrumb and breadcrumb[-1][0] >= block.heading_depth:
+        if (depth := block.heading_depth) is not None:  # a heading
+            while breadcrumb and breadcrumb[-1][0] >= depth:
                 breadcrumb.pop()
             heading = text[block.start : min(block.end, block.start + 4 * MAX_TITLE_CHARS)]
-            breadcrumb.append((block.heading_depth, bounded_title(" ".join(heading.split()))))
+            breadcrumb.append((depth, bounded_title(" ".join(heading.split()))))
             del breadcrumb[:-MAX_SECTION_DEPTH]
         section.append(block)
     if section:

@@ -33,7 +33,7 @@ from citekeeper.store import (
     corpus_hash,
     validate_version_name,
 )
-from citekeeper.tables import to_arrow, write_parquet
+from citekeeper.tables import to_arrow, to_frame, write_parquet
 from parsers.discover import discover, duplicate_doc_id_reason
 from parsers.parse_pool import Progress, iter_outcomes
 from parsers.records import RUN_SETTINGS, Chunk, IngestError, ParseConfig, ParsedDocument, SkippedDocument, SourceFile
@@ -141,7 +141,10 @@ def reparse_reason(parent: VersionManifest | None, config: ParseConfig) -> str |
         return None
     now, before = parse_settings(config), parent.parse_settings
     if not before:
-        return f"parse settings changed since {parent.name} (text rules now version {config.text_rules}): every document is parsed again"
+        return (
+            f"parse settings changed since {parent.name} (text rules now version {config.text_rules}): "
+            "every document is parsed again"
+        )
     changed = [key for key in sorted(now) if before.get(key) != now[key]]
     if not changed:
         return None
@@ -231,9 +234,10 @@ def stage(
     write_parquet(_error_rows(errors, version, ingested_at), schema.INGEST_ERRORS, out / "errors.parquet")
     failed = {e.source_path for e in parse_errors}
     write_parquet(_source_rows(sources, reused, failed, no_text), STAGED_SOURCES, out / "sources.parquet")
+    parent_name = parent.name if parent else None
     done = {
         "version": version,
-        "parent": parent.name if parent else None,
+        "parent": parent_name,
         "config_hash": config_hash(config),
         "parse_settings": parse_settings(config),
         "reparse_reason": reparse_reason(parent, config),
@@ -242,7 +246,7 @@ def stage(
         "n_skipped": found.n_skipped,
     }
     atomic_write_text(out / STAGE_DONE, json.dumps(done, indent=2))  # the shard's done marker: whole or absent
-    return StageResult(version, done["parent"], shard, staged.n_documents, len(reused), found.n_skipped, errors, out)
+    return StageResult(version, parent_name, shard, staged.n_documents, len(reused), found.n_skipped, errors, out)
 
 
 def commit(
@@ -351,7 +355,7 @@ def _unchanged_doc_ids(
     columns = {name: [getattr(s, name) for s in sources] for name in _REUSE_ATTRIBUTES}
     given = [s.source_fields.columns() for s in sources]
     columns |= {name: [fields[name] for fields in given] for name in SOURCE_FIELD_NAMES}
-    current = pl.from_arrow(pa.table(columns, schema=_REUSE_SCHEMA))
+    current = to_frame(pa.table(columns, schema=_REUSE_SCHEMA))
     same = current.join(previous, on="doc_id", how="inner", suffix="_parent").filter(
         (pl.col("content_hash") == pl.col("doc_content_hash"))
         & (pl.col("source_path") == pl.col("source_path_parent"))
@@ -504,7 +508,7 @@ def _load_staged(store: CorpusStore, version: str, n_shards: int) -> dict:
     return {
         **{k: stages[0][k] for k in ("parent", "config_hash", "parse_settings", "reparse_reason", "source_dir")},
         "n_skipped": sum(s["n_skipped"] for s in stages),
-        "sources": pl.from_arrow(read("sources.parquet", STAGED_SOURCES)),
+        "sources": to_frame(read("sources.parquet", STAGED_SOURCES)),
         "errors": read("errors.parquet", schema.INGEST_ERRORS),
         "shards": shards,
         "dropped": [],  # source_paths whose staged rows are left out (_without_cross_shard_duplicates)
@@ -531,7 +535,8 @@ def staged_rows(staged: dict, table: str, batch_size: int = STAGE_BATCH_DOCS) ->
 def _without_cross_shard_duplicates(staged: dict, version: str) -> dict:
     """Files in two shards that claim one doc_id (by sidecar or front matter): as in a single walk, the first
     source_path keeps it and the others are quarantined, their staged rows and other errors dropped."""
-    owner, losers = {}, {}
+    owner: dict[str, str] = {}  # doc_id -> the source_path keeping it
+    losers: dict[str, IngestError] = {}
     for doc_id, source_path, scope in (
         staged["sources"].sort("source_path").select("doc_id", "source_path", "access_scope").iter_rows()
     ):
@@ -601,7 +606,7 @@ def _parent_doc_ids(store: CorpusStore, parent: str | None) -> list[str]:
 
 
 def _ingest_errors(errors: pa.Table) -> list[IngestError]:
-    frame = pl.from_arrow(errors).sort(SORT_KEYS["errors"])
+    frame = to_frame(errors).sort(SORT_KEYS["errors"])
     return [
         IngestError(r["source_path"], r["stage"], r["error_type"], r["reason"], r["access_scope"])
         for r in frame.iter_rows(named=True)

@@ -9,9 +9,10 @@ import os
 import re
 import stat
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, time
+from functools import partial
 from pathlib import Path
 
 import yaml
@@ -112,7 +113,7 @@ class _StrictLoader(yaml.BaseLoader):
         return super().construct_mapping(node, deep)
 
 
-_CORE_SCALARS = {
+_CORE_SCALARS: dict[str, tuple[str, Callable[[str], object]]] = {
     "tag:yaml.org,2002:null": (r"^(?:~|null|Null|NULL|)$", lambda text: None),
     "tag:yaml.org,2002:bool": (r"^(?:true|True|TRUE|false|False|FALSE)$", lambda text: text.lower() == "true"),
     "tag:yaml.org,2002:int": (
@@ -121,16 +122,22 @@ _CORE_SCALARS = {
     ),
     "tag:yaml.org,2002:float": (r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$", float),
 }
+
+
+def _construct_scalar(convert: Callable[[str], object], loader: yaml.BaseLoader, node: yaml.ScalarNode) -> object:
+    return convert(loader.construct_scalar(node))
+
+
 for _tag, (_pattern, _convert) in _CORE_SCALARS.items():
     _StrictLoader.add_implicit_resolver(_tag, re.compile(_pattern), [*list("-+0123456789.~nNtTfF"), ""])
-    _StrictLoader.add_constructor(_tag, lambda loader, node, convert=_convert: convert(loader.construct_scalar(node)))
+    _StrictLoader.add_constructor(_tag, partial(_construct_scalar, _convert))
 
 
 def _load_yaml(block: str, first_line: int) -> tuple[dict, dict[str, str], dict[str, int]]:
-    """(the block's values, its METADATA_KEYS as written, each top-level key's line), once its events show it within bounds: no anchors
-    or aliases (an alias bomb expands to gigabytes), no merge keys (`<<: *base` could carry an access_scope the
-    reader would not see), MAX_FRONT_MATTER_DEPTH and MAX_FRONT_MATTER_NODES (the event stream is read without
-    recursion, so 100,000 levels are refused before the composer would overflow)."""
+    """(the block's values, its METADATA_KEYS as written, each top-level key's line), once its events show it
+    within bounds: no anchors or aliases (an alias bomb expands to gigabytes), no merge keys (`<<: *base` could
+    carry an access_scope the reader would not see), MAX_FRONT_MATTER_DEPTH and MAX_FRONT_MATTER_NODES (the event
+    stream is read without recursion, so 100,000 levels are refused before the composer would overflow)."""
     try:
         _check_bounds(block, first_line)
         loader = _StrictLoader(block)
@@ -145,7 +152,8 @@ def _load_yaml(block: str, first_line: int) -> tuple[dict, dict[str, str], dict[
         raise MetadataError(f"front matter {_located(exc, block, first_line)}") from exc
     except ValueError as exc:  # an explicit tag on text it does not fit: `!!int abc`
         raise MetadataError(f"front matter: invalid YAML value: {exc}") from exc
-    if not isinstance(values, dict):  # `access_scope:internal_only`: without the space YAML reads one string
+    # `access_scope:internal_only`: without the space YAML reads one string (a mapping's node is the root)
+    if not isinstance(values, dict) or not isinstance(root, yaml.MappingNode):
         raise MetadataError(f"front matter must be `key: value` lines (a space after each colon), got {values!r:.80}")
     if "<<" in values:
         raise MetadataError("front matter: YAML merge keys (<<) are not allowed; write each key out")
@@ -156,7 +164,7 @@ def _load_yaml(block: str, first_line: int) -> tuple[dict, dict[str, str], dict[
 def _check_bounds(block: str, first_line: int) -> None:
     depth = nodes = 0
     for event in yaml.parse(block, Loader=yaml.BaseLoader):
-        line = event.start_mark.line + first_line
+        line = event.start_mark.line + first_line  # type: ignore[union-attr]  # the parser marks every event
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise MetadataError(f"front matter line {line}: YAML anchors and aliases are not allowed")
         if isinstance(event, yaml.ScalarEvent | yaml.CollectionStartEvent):
@@ -196,7 +204,8 @@ def _located(exc: yaml.YAMLError, block: str, first_line: int) -> str:
     if isinstance(exc, yaml.reader.ReaderError):  # an unprintable character, known by its offset only
         line = block.count("\n", 0, exc.position) + first_line
         return f"line {line}: invalid YAML: character U+{exc.character:04X} is not allowed"
-    mark = exc.problem_mark or exc.context_mark
+    if not isinstance(exc, yaml.MarkedYAMLError) or (mark := exc.problem_mark or exc.context_mark) is None:
+        return f"invalid YAML: {exc}"  # no position known (the loader's errors all carry one)
     problem = " ".join(part for part in (exc.context, exc.problem) if part)
     return f"line {mark.line + first_line}, column {mark.column + 1}: invalid YAML: {problem}"
 
@@ -205,8 +214,9 @@ def _located(exc: yaml.YAMLError, block: str, first_line: int) -> str:
 
 
 def _load_toml(block: str, first_line: int) -> tuple[dict, dict[str, str], dict[str, int]]:
-    """(the block's values, its METADATA_KEYS, no lines: tomllib keeps none). TOML has no aliases, and keys given twice are its own error;
-    nesting is bounded by _check_nesting after loading (and by Python's recursion limit while loading)."""
+    """(the block's values, its METADATA_KEYS, no lines: tomllib keeps none). TOML has no aliases, and keys given
+    twice are its own error; nesting is bounded by _check_nesting after loading (and by Python's recursion limit
+    while loading)."""
     try:
         values = tomllib.loads(block)
     except tomllib.TOMLDecodeError as exc:  # tomllib counts lines within the block: counted in the file here
@@ -306,7 +316,7 @@ def _validated(values: dict, origin: str) -> dict:
         for key, value in values.items()
         if not (key == "title" and isinstance(value, str) and not value.strip())
     }
-    checked = {}
+    checked: dict[str, str | list[str]] = {}
     for key, value in values.items():
         if SIDECAR_ALIASES.get(key, key) not in LIST_FIELDS:
             checked[key] = _text(key, value, origin)
@@ -339,7 +349,8 @@ def _interpreted(values: dict, origin: str, authority_levels: tuple[str, ...], l
     authority = values.get("authority")
     if authority is not None and authority not in authority_levels:
         raise MetadataError(
-            f"{origin}: {label or 'authority'} {authority!r} is not one of the authority levels {list(authority_levels)}"
+            f"{origin}: {label or 'authority'} {authority!r} "
+            f"is not one of the authority levels {list(authority_levels)}"
         )
     dates = {}
     for key in DATE_FIELDS:
@@ -362,7 +373,7 @@ def front_matter_fields(
     not that field (Jekyll's `published: false`, MkDocs' `date:` map), except `access_groups`, which fails
     closed. A text that is no date, or an authority not in `authority_levels`, raises MetadataError naming
     the key and its line: the generators refuse such a date too, and a misspelt authority would rank lowest."""
-    found = {}
+    found: dict[str, object] = {}
     for name, candidates in keys.items():
         for key in candidates:
             origin, label = _key_origin(front_matter, key), key if key == name else f"{key} ({name})"

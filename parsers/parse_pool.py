@@ -163,6 +163,8 @@ def _serve(conn: Connection, config: ParseConfig, temp_dir: str) -> None:
 
 
 def _kill_group(process: BaseProcess) -> None:
+    if process.pid is None:  # never started
+        return
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):  # gone already, or not yet its own group
@@ -299,7 +301,7 @@ class _Pool:
     def _outcomes(self, worker: _Worker) -> list[tuple[tuple[int, SourceFile], Outcome]]:
         """What the worker has done since the last look: each outcome it sent, or its current document's
         error if it died or ran out of time."""
-        results = []
+        results: list[tuple[tuple[int, SourceFile], Outcome]] = []
         while worker.conn.poll():
             try:
                 outcome = worker.conn.recv()
@@ -338,6 +340,7 @@ class _Pool:
     def _died(self, worker: _Worker) -> IngestError:
         worker.process.join()
         code = worker.process.exitcode
+        assert code is not None, "a joined process has an exit code"
         how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
         reason = f"the parser's worker process died ({how}: a crash or the out-of-memory killer); file skipped"
         return IngestError(worker.tasks[0][1].source_path, "parse", "WorkerDied", reason)

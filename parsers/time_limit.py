@@ -32,7 +32,7 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         and threading.current_thread() is threading.main_thread()
     )
     previous_delay, previous_interval = signal.getitimer(signal.ITIMER_REAL) if usable else (0.0, 0.0)
-    if not usable or (previous_delay and previous_delay <= seconds):
+    if seconds is None or not usable or (previous_delay and previous_delay <= seconds):
         yield
         return
 

@@ -55,7 +55,8 @@ class RankingSettings:
 
     def key(self) -> str:
         weights = ",".join(f"{term}={getattr(self, weight)}" for term, weight in TERMS.items())
-        return f"rank({weights};margin={self.margin};half_life={self.half_life_days}d;authority={'>'.join(self.authority_levels)})"
+        authority = ">".join(self.authority_levels)
+        return f"rank({weights};margin={self.margin};half_life={self.half_life_days}d;authority={authority})"
 
 
 def ranking_settings(

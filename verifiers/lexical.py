@@ -1,8 +1,8 @@
 """Tier 2, the lexical fast path: a claim sentence that is near-verbatim in one or two consecutive evidence
 sentences is supported without a model; one that is near-verbatim in one evidence sentence but for a changed
 number, or a negation one side has and the other lacks, is contradicted; anything else is left to the NLI tier
-(this tier never says "unsupported"). Kept deliberately precise: the rules are in docs/verification.md, the precision is measured by
-bench/wice_lexical_precision.py and bench/zh_lexical_precision.py."""
+(this tier never says "unsupported"). Kept deliberately precise: the rules are in docs/verification.md, the
+precision is measured by bench/wice_lexical_precision.py and bench/zh_lexical_precision.py."""
 
 from __future__ import annotations
 
@@ -31,17 +31,18 @@ _SUFFIX = re.compile(r"(?:ing|ed|es|er|est|ly|s|e)$")
 _ENGLISH_STOPWORDS = """a an the of in on at to for from by with and or as is are was were be been being it its this
     that these those which who whom whose he she they them his her their there here has have had do does did than
     then so such into onto over under about also s"""
-_CHINESE_STOPWORDS = """的 地 得 了 着 过 是 在 和 与 及 以及 或 或者 也 都 就 还 又 并 并且 而 之 其 该 此 这 那 这个 那个
-    这些 那些 这样 它 它们 我 我们 你 你们 他 她 他们 被 把 对 为 以 于 从 到 由 将 给 向 个 中 上 下 等 吗 呢 吧 啊"""
+_CHINESE_STOPWORDS = """的 地 得 了 着 过 是 在 和 与 及 以及 或 或者 也 都 就 还 又 并 并且 而 之
+    其 该 此 这 那 这个 那个 这些 那些 这样 它 它们 我 我们 你 你们 他 她 他们 被 把 对 为 以 于 从 到
+    由 将 给 向 个 中 上 下 等 吗 呢 吧 啊"""
 STOPWORDS = frozenset(_ENGLISH_STOPWORDS.split() + _CHINESE_STOPWORDS.split())
 
 # Words that flip, weaken or contrast a statement: claim and window must carry the same ones.
 _ENGLISH_QUALIFIERS = """not no never nor none neither without may might could would should possibly probably
     reportedly allegedly alleged rumored rumoured claimed claims if unless except former formerly previously nearly
     almost approximately about around until but however although though yet whereas nevertheless"""
-_CHINESE_QUALIFIERS = """不 没 没有 未 非 无 别 勿 莫 不是 不能 不会 无法 从未 并非 尚未 并未 并不 从不 永不 绝不 毫无 可能
-    也许 或许 大概 据说 约 大约 将近 几乎 差不多 左右 除非 如果 假如 若 要是 倘若 可能会 直到 曾 曾经 但是 但 然而 不过
-    可是 却 虽然 尽管 尽管如此"""
+_CHINESE_QUALIFIERS = """不 没 没有 未 非 无 别 勿 莫 不是 不能 不会 无法 从未 并非 尚未 并未 并不
+    从不 永不 绝不 毫无 可能 也许 或许 大概 据说 约 大约 将近 几乎 差不多 左右 除非 如果 假如 若 要是
+    倘若 可能会 直到 曾 曾经 但是 但 然而 不过 可是 却 虽然 尽管 尽管如此"""
 QUALIFIERS = frozenset(_ENGLISH_QUALIFIERS.split() + _CHINESE_QUALIFIERS.split())
 # jieba glues a negator to its verb (不支持, 无需, 未能, 不可), so a multi-character word starting with one is a
 # negation too, except for common words that start with such a character but do not negate. Uses in the Vue
@@ -275,8 +276,7 @@ def _chinese_numeral(word: str) -> list[str]:
     """A wholly numeral word as Arabic digits plus its measure word ("三百五十个" -> ["350", "个"]); any other
     word unchanged (一种 -> ["1", "种"], but 统一, 第一, 一些 stay words)."""
     match = _CHINESE_NUMERAL.fullmatch(word)
-    value = match and _numeral_value(match.group(1))
-    if value is None:
+    if match is None or (value := _numeral_value(match.group(1))) is None:
         return [word]
     return [str(value), match.group(2)] if match.group(2) else [str(value)]
 

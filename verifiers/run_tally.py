@@ -50,7 +50,7 @@ class RunTally:
 
     @classmethod
     def of_shards(cls, rows: pl.DataFrame, pair_keys: pl.DataFrame) -> RunTally:
-        counters = {name: rows[name].sum() for name in _COUNTERS}
+        counters = {name: int(rows[name].sum()) for name in _COUNTERS}  # Int64 columns: polars types the sum wider
         return cls(rows.select(run_totals_columns()), pair_keys, counters)
 
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import tenacity
 
 from citekeeper.schema import NLI_CACHE
-from citekeeper.tables import empty, to_arrow
+from citekeeper.tables import empty, to_arrow, to_frame
 
 log = logging.getLogger(__name__)
 
@@ -119,15 +119,15 @@ class VerdictCache:
     @staticmethod
     def _point_lookup(dataset, digests: list[str], on_stats) -> pl.DataFrame:
         parts = [point_scanner(dataset, batch, on_stats).to_table() for batch in _batches(digests, LOOKUP_BATCH)]
-        return pl.from_arrow(pa.concat_tables(parts))
+        return to_frame(pa.concat_tables(parts))
 
     @staticmethod
     def _scan_lookup(dataset, wanted: pl.DataFrame, on_stats) -> pl.DataFrame:
         keys = wanted.select(MERGE_KEY)
         scanner = dataset.scanner(columns=READ, batch_size=SCAN_BATCH_ROWS, scan_stats_callback=on_stats)
         # an inner join (keys are unique on both sides) hashes the smaller side, a semi join always the keys
-        found = [pl.from_arrow(batch).join(keys, on=MERGE_KEY, how="inner") for batch in scanner.to_batches()]
-        return pl.concat(found) if found else pl.from_arrow(TABLE_SCHEMA.empty_table().select(READ))
+        found = [to_frame(batch).join(keys, on=MERGE_KEY, how="inner") for batch in scanner.to_batches()]
+        return pl.concat(found) if found else to_frame(TABLE_SCHEMA.empty_table().select(READ))
 
     # ------------------------------------------------------------------ writing
 
@@ -190,14 +190,7 @@ class VerdictCache:
             wait=tenacity.wait_exponential(multiplier=0.25, max=4)
             + tenacity.wait_random_exponential(multiplier=0.5, max=8),
             retry=tenacity.retry_if_exception_type((RuntimeError, OSError)) & tenacity.retry_if_exception(_is_conflict),
-            before_sleep=lambda state: log.warning(
-                "verdict cache: upsert of %s lost to concurrent writers (attempt %d of %d: %s); retrying in %.1f s",
-                what,
-                state.attempt_number,
-                MERGE_ATTEMPTS,
-                _first_line(state.outcome.exception()),
-                state.upcoming_sleep,
-            ),
+            before_sleep=lambda state: _log_lost_merge(what, state),
             reraise=True,  # the last attempt's error, not tenacity's RetryError
         )
         for attempt in merges:
@@ -253,6 +246,19 @@ def _is_conflict(error: BaseException) -> bool:
         return False
     message = str(error).lower()
     return any(m in message for m in _CONFLICT_MESSAGES)
+
+
+def _log_lost_merge(what: str, state: tenacity.RetryCallState) -> None:
+    error = state.outcome.exception() if state.outcome is not None else None
+    assert error is not None, "before_sleep follows an attempt that raised"
+    log.warning(
+        "verdict cache: upsert of %s lost to concurrent writers (attempt %d of %d: %s); retrying in %.1f s",
+        what,
+        state.attempt_number,
+        MERGE_ATTEMPTS,
+        _first_line(error),
+        state.upcoming_sleep,
+    )
 
 
 def _first_line(error: BaseException) -> str:

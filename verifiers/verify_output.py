@@ -6,6 +6,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
@@ -78,14 +79,14 @@ def merge_shards(out_dir: Path | str, corpus_version: str, run_id: str) -> pl.Da
     if not tallies:
         raise ShardsMissing(f"no finished shard in {directory}")
     rows = pl.concat([read_parquet(path, NLI_SHARD_TALLY) for path in tallies])
-    count = rows["shard_count"].max()
+    count = cast(int, rows["shard_count"].max())  # rows is not empty (polars types the max of any column)
     missing = sorted(set(range(count)) - set(rows["shard_index"].to_list()))
     if missing or rows["shard_count"].n_unique() != 1:
         raise ShardsMissing(
             f"{directory}: shard(s) {missing} of {count} have not finished (found {len(tallies)} tallies)"
         )
     pair_keys = pl.concat([read_parquet(path.with_name("pair_keys.parquet"), NLI_PAIR_KEYS) for path in tallies])
-    started_at = rows["started_at"].min()
+    started_at = cast(datetime, rows["started_at"].min())
     run = run_table(
         RunTally.of_shards(rows, pair_keys),
         run_id,

@@ -43,7 +43,7 @@ class _Span:
 class DocumentTexts:
     """The texts and chunk spans of the documents a batch of answers cites, read from the store per version."""
 
-    def __init__(self, corpus):
+    def __init__(self, corpus) -> None:
         self.corpus = corpus
         self._docs: dict[tuple[str, str], _Document] = {}  # (version, doc_id)
         self._paths: dict[str, dict[str, str]] = {}  # version -> source_path -> doc_id
@@ -58,7 +58,7 @@ class DocumentTexts:
         return self._versions[version]
 
     def doc_id(self, version: str, ref: DocumentRef) -> str | None:
-        if ref.doc_id is not None:
+        if ref.doc_id is not None or ref.source_path is None:
             return ref.doc_id
         if version not in self._paths:
             paths = self.corpus.read_documents(version, columns=["doc_id", "source_path"])
@@ -120,17 +120,21 @@ class DocumentTexts:
         return strictest(found) if found else None
 
     def get(self, version: str, ref: DocumentRef) -> _Document | None:
-        """The document `ref` names in `version` as loaded; None when the version or the document is not in the store."""
-        doc_id = ref.doc_id if ref.doc_id is not None else self._paths.get(version, {}).get(ref.source_path)
-        return self._docs.get((version, doc_id))
+        """The document `ref` names in `version` as loaded; None when the version or the document is not in the
+        store."""
+        doc_id = ref.doc_id
+        if doc_id is None and ref.source_path is not None:
+            doc_id = self._paths.get(version, {}).get(ref.source_path)
+        return self._docs.get((version, doc_id)) if doc_id is not None else None
 
 
 def anchor_answers(answers: list[ParsedAnswer], texts: DocumentTexts) -> tuple[list[ParsedAnswer], list[LineError]]:
     """`answers` with every citation by document anchored into chunks; an error for each citation whose document
     is not in the version it cites, or that names no document (`ParsedAnswer.unmapped`). The answer still
     registers, with that citation invalid."""
-    wanted = {  # id -> (version, citation, given_index); marker form: a reference shared by claims anchors once
-        id(citation): (citation.corpus_version or answer.corpus_version, citation, given_index)
+    # id -> (version, citation, its document, given_index); marker form: a reference shared by claims anchors once
+    wanted = {
+        id(citation): (citation.corpus_version or answer.corpus_version, citation, citation.document, given_index)
         for answer in answers
         for claim in answer.claims
         for given_index, citation in enumerate(claim.citations)
@@ -140,14 +144,15 @@ def anchor_answers(answers: list[ParsedAnswer], texts: DocumentTexts) -> tuple[l
         LineError(answer.line or 0, issue.field, issue.message) for answer in answers for issue in answer.unmapped
     ]
     if wanted:
-        texts.load((version, citation.document) for version, citation, _ in wanted.values())
+        texts.load((version, ref) for version, _, ref, _ in wanted.values())
         anchored = {
-            key: _anchor(citation, version, texts, given_index)
-            for key, (version, citation, given_index) in wanted.items()
+            key: _anchor(citation, ref, version, texts, given_index)
+            for key, (version, citation, ref, given_index) in wanted.items()
         }
 
         def missing(citation: ParsedCitation) -> bool:
-            return texts.get(wanted[id(citation)][0], citation.document) is None
+            version, _, ref, _ = wanted[id(citation)]
+            return texts.get(version, ref) is None
 
         answers = [_anchored_answer(answer, anchored, missing, errors) for answer in answers]
     return [_internal_quotes_withheld(answer, texts) for answer in answers], errors
@@ -195,7 +200,9 @@ def _anchored_answer(
                 continue
             if pieces[0].anchored_by == UNANCHORED and missing(citation):
                 errors.append(
-                    LineError(answer.line or 0, f"claims.{claim_index}.citations.{given_index}", pieces[0].anchor_note)
+                    LineError(
+                        answer.line or 0, f"claims.{claim_index}.citations.{given_index}", str(pieces[0].anchor_note)
+                    )
                 )
             citations.extend(_given_as(piece, given_index) for piece in pieces)
         claims.append(ParsedClaim(text=claim.text, citations=tuple(citations), source_claim_id=claim.source_claim_id))
@@ -206,8 +213,9 @@ def _given_as(piece: ParsedCitation, given_index: int) -> ParsedCitation:
     return piece if piece.given_index == given_index else replace(piece, given_index=given_index)
 
 
-def _anchor(citation: ParsedCitation, version: str, texts: DocumentTexts, given_index: int) -> list[ParsedCitation]:
-    ref = citation.document
+def _anchor(
+    citation: ParsedCitation, ref: DocumentRef, version: str, texts: DocumentTexts, given_index: int
+) -> list[ParsedCitation]:
     document = texts.get(version, ref)
     if document is None:
         where = (
@@ -229,9 +237,9 @@ def _anchor(citation: ParsedCitation, version: str, texts: DocumentTexts, given_
 
 def _span(text: str, quote: str | None, ref: DocumentRef) -> _Span | str:
     """Where the citation's evidence is in the document's text, or why it cannot be said."""
-    if quote is None and ref.start_char is None:
-        return _Span(0, len(text), "document")
     if quote is None:
+        if ref.start_char is None or ref.end_char is None:  # given together (CitationRecord)
+            return _Span(0, len(text), "document")
         if ref.end_char > len(text):
             return f"offsets {ref.start_char}-{ref.end_char} run past the end of {ref.name!r} ({len(text)} characters)"
         return _Span(*snap_to_words(text, ref.start_char, ref.end_char), "offsets")

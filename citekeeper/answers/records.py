@@ -167,7 +167,7 @@ _SOURCE_MODEL_KEYS = ("audience", "about_version", "scope_labels")
 def _citation_content(citation: ParsedCitation, created_at: datetime | None) -> list:
     # The version and the anchoring join the hash only when given, so answers registered before they existed
     # keep their hash.
-    content = [citation.chunk_id, citation.quote, citation.cited_text_hash]
+    content: list[object] = [citation.chunk_id, citation.quote, citation.cited_text_hash]
     if citation.corpus_version:
         content.append(citation.corpus_version)
     if citation.anchored_by != ANCHORED_BY_CHUNK:
@@ -346,7 +346,7 @@ class CitationRecord(BaseModel):
             raise _record_error(
                 "end_char" if self.end_char is None else "start_char", "give start_char and end_char together"
             )
-        if self.start_char is not None and self.end_char <= self.start_char:
+        if self.start_char is not None and self.end_char is not None and self.end_char <= self.start_char:
             raise _record_error("end_char", f"should be after start_char ({self.start_char})")
         return self
 

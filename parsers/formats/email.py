@@ -9,8 +9,9 @@ import email.policy
 import re
 from dataclasses import dataclass, replace
 from email.header import decode_header
-from email.message import EmailMessage
+from email.message import EmailMessage, Message, MIMEPart
 from pathlib import PurePath
+from typing import cast
 
 from parsers.formats.base import OLE2_SIGNATURE, Format, Partitioned
 from parsers.formats.text import UndecodableText, decode_text
@@ -68,10 +69,11 @@ def _header_text(source: SourceFile, value: str | None) -> str | None:
     return "".join(words).strip() or None
 
 
-def _eml_body(source: SourceFile, part: EmailMessage) -> tuple[list, str]:
+def _eml_body(source: SourceFile, part: MIMEPart) -> tuple[list, str]:
     """The body's elements and encoding: its bytes through decode_text with the MIME charset as the declared one
     (partition_email decodes with errors="replace", so a body labelled GB2312 but GBK would quote U+FFFD)."""
-    raw = part.get_payload(decode=True) or b""  # quoted-printable or base64 undone; the charset not yet
+    # quoted-printable or base64 undone, the charset not yet (a body part is no multipart: bytes, or None)
+    raw = cast(bytes | None, part.get_payload(decode=True)) or b""
     try:
         text, encoding = decode_text(raw, declared=part.get_content_charset())
     except UndecodableText as exc:
@@ -81,10 +83,11 @@ def _eml_body(source: SourceFile, part: EmailMessage) -> tuple[list, str]:
 
 
 def _eml_attachment(part: EmailMessage) -> _Attachment:
+    data: bytes | None
     if part.get_content_type() == "message/rfc822":  # a forwarded message: its own bytes, as an .eml file has them
-        data = part.get_payload(0).as_bytes()
-    else:
-        data = None if part.is_multipart() else part.get_payload(decode=True)
+        data = cast(Message, part.get_payload(0)).as_bytes()
+    else:  # a single part's payload decodes to bytes
+        data = None if part.is_multipart() else cast(bytes, part.get_payload(decode=True))
     return _Attachment(part.get_filename(), data, part.get_content_type(), part["Content-ID"])
 
 
@@ -157,10 +160,12 @@ def _message(
     elements = list(body_elements)
     locators = {id(element): Locator(part=BODY_PART) for element in elements}
     for attachment in attachments:
-        file_format = _attachment_format(attachment)
+        if not attachment.name or attachment.data is None:  # nothing to cite it by, or no data
+            continue
+        file_format = _attachment_format(attachment.name, attachment)
         if file_format is None:
             continue
-        partitioned = _partition_attachment(source, config, file_format, attachment)
+        partitioned = _partition_attachment(source, config, file_format, attachment.name, attachment.data)
         for element in partitioned.elements:
             inner = partitioned.locate(element)
             locators[id(element)] = replace(inner, part=_part_name(attachment.name, inner.part))
@@ -169,36 +174,34 @@ def _message(
     return Partitioned(elements, lambda element: locators[id(element)], encoding=encoding, email=header)
 
 
-def _attachment_format(attachment: _Attachment) -> Format | None:
-    """The format to partition an attachment with; None (skipped) for one without a file name (nothing to cite
-    it by) or data, of a type citekeeper does not ingest, or an image the HTML body shows inline (a Content-ID:
-    the message's look, such as a logo, not a document)."""
+def _attachment_format(name: str, attachment: _Attachment) -> Format | None:
+    """The format to partition attachment `name` with; None (skipped) for one of a type citekeeper does not
+    ingest, or an image the HTML body shows inline (a Content-ID: the message's look, such as a logo, not a
+    document)."""
     from parsers.formats import BY_EXTENSION  # the registry imports this module, so not at import time
 
-    if not attachment.name or attachment.data is None:
-        return None
     if attachment.content_id and attachment.mime_type.startswith("image/"):
         return None
-    return BY_EXTENSION.get(PurePath(attachment.name).suffix.lower())
+    return BY_EXTENSION.get(PurePath(name).suffix.lower())
 
 
 def _partition_attachment(
-    source: SourceFile, config: ParseConfig, file_format: Format, attachment: _Attachment
+    source: SourceFile, config: ParseConfig, file_format: Format, name: str, data: bytes
 ) -> Partitioned:
     # The attachment stands in for a file of its own; source_path stays the message's, which errors name.
-    inner = replace(source, filetype=file_format.filetype, raw=attachment.data, size_bytes=len(attachment.data))
+    inner = replace(source, filetype=file_format.filetype, raw=data, size_bytes=len(data))
     try:
-        return file_format.partition(inner, attachment.data, config)
+        return file_format.partition(inner, data, config)
     except DocumentError as exc:
         error = exc.error
         raise DocumentError(
             source.source_path,
             error.stage,
-            f"attachment {attachment.name!r}: {error.reason}",
+            f"attachment {name!r}: {error.reason}",
             error_type=error.error_type,
         ) from exc
     except Exception as exc:  # as parse_document reports any parser's crash, but naming the attachment
-        reason = f"attachment {attachment.name!r}: {file_format.filetype} parser failed: {type(exc).__name__}: {exc}"
+        reason = f"attachment {name!r}: {file_format.filetype} parser failed: {type(exc).__name__}: {exc}"
         raise DocumentError(source.source_path, "parse", reason, error_type="ParserError") from exc
 
 

@@ -11,6 +11,7 @@ import itertools
 import re
 import zipfile
 from collections.abc import Iterable, Iterator
+from typing import Literal
 
 from parsers.formats.base import OLE2_SIGNATURE, Format, Partitioned
 from parsers.formats.text import read_text
@@ -215,7 +216,7 @@ def _xlsx_rows(raw: bytes) -> Iterator[SheetRow]:
         workbook.close()
 
 
-def _xls_value(cell, datemode: int):
+def _xls_value(cell, datemode: Literal[0, 1]):
     import xlrd
 
     if cell.ctype == xlrd.XL_CELL_DATE:

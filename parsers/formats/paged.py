@@ -91,7 +91,8 @@ def _ocr_pdf_page(pdf_path: Path, number: int, config: ParseConfig) -> list:
             output_folder=directory,
             paths_only=True,
         )
-        return _ocr_image(Path(png).read_bytes(), number, config)
+        # paths_only gives file names, though pdf2image annotates a list of images
+        return _ocr_image(Path(png).read_bytes(), number, config)  # type: ignore[arg-type]
 
 
 def _flatten(pages: list[list]) -> list:

@@ -135,7 +135,8 @@ def _decode_after_bom(raw: bytes, bom: bytes, encoding: str, codec: str) -> tupl
         offset = len(bom) + exc.start
         name = encoding.upper().removesuffix("-SIG")
         raise UndecodableText(
-            f"not valid {name} although it starts with its byte-order mark: byte 0x{raw[offset]:02x} at offset {offset} ({exc.reason}); re-save the file as UTF-8"
+            f"not valid {name} although it starts with its byte-order mark: byte 0x{raw[offset]:02x} "
+            f"at offset {offset} ({exc.reason}); re-save the file as UTF-8"
         ) from exc
 
 
@@ -184,8 +185,8 @@ def _undecodable_reason(raw: bytes, declared: str | None, not_utf8: UnicodeDecod
     tried = [f"declared {declared!r}"] if declared else []
     tried += [*filter(None, [_utf16_codec(raw)]), "utf-8", *(codecs.lookup(codec).name for codec in _LEGACY_CANDIDATES)]
     return (
-        f"byte 0x{raw[not_utf8.start]:02x} at offset {not_utf8.start} is not UTF-8 ({not_utf8.reason}), and no encoding "
-        f"tried ({', '.join(tried)}) decodes every byte; re-save the file as UTF-8"
+        f"byte 0x{raw[not_utf8.start]:02x} at offset {not_utf8.start} is not UTF-8 ({not_utf8.reason}), "
+        f"and no encoding tried ({', '.join(tried)}) decodes every byte; re-save the file as UTF-8"
     )
 
 
@@ -245,22 +246,23 @@ def _partition_markdown(source: SourceFile, body: str) -> list:
 def _markdown_parts(body: str) -> Iterator[tuple[str, str]]:
     """(kind, text) of the body in order, together the whole of it: `fence` (a code fence's own line), `code`
     (a line inside a fence) and `prose` (a run of lines outside fences)."""
-    fence, prose = None, []  # the open code fence's marker; the prose lines not yet given
+    fence: str | None = None  # the open code fence's marker
+    prose: list[str] = []  # the prose lines not yet given
     for line in body.splitlines(keepends=True):
-        if fence is None and not (opened := _FENCE_OPEN.match(line)):
-            prose.append(line)
-            continue
-        if prose:
-            yield "prose", "".join(prose)
-            prose = []
-        if fence is None:
+        if fence is not None:
+            if _closes(fence, line):
+                fence = None
+                yield "fence", line
+            else:
+                yield "code", line
+        elif opened := _FENCE_OPEN.match(line):
+            if prose:
+                yield "prose", "".join(prose)
+                prose = []
             fence = opened.group(1)
             yield "fence", line
-        elif _closes(fence, line):
-            fence = None
-            yield "fence", line
         else:
-            yield "code", line
+            prose.append(line)
     if prose:
         yield "prose", "".join(prose)
 
