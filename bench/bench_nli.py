@@ -146,7 +146,7 @@ def end_to_end(scorer, recorder, claims, citations, work: Path, repeats: int):
     for repeat in range(repeats):
         cache = VerdictCache(work / f"cache{repeat}")  # empty: every pair is scored
 
-        def verify_and_write():
+        def verify_and_write(cache=cache, repeat=repeat):
             result = verify(claims, citations, "v1", scorer, cache=cache, run_id=f"r{repeat}")
             write_outputs(result, work / "out")
             cache.flush(f"r{repeat}")

@@ -254,18 +254,21 @@ def main() -> None:
     print(f"answers repaired: {len(result.records):,} (needs_review: {int(result.repairs['needs_review'].sum()):,})")
     print(f"stale run (check_citations): {stale_s:.2f}s (median of {args.repeat}; runs: {_list(stales)})")
     print(
-        f"repair (repair_citations, apply=False, after it): {repair_s:.2f}s (median of {args.repeat}; runs: {_list(repairs)})"
+        f"repair (repair_citations, apply=False, after it): {repair_s:.2f}s "
+        f"(median of {args.repeat}; runs: {_list(repairs)})"
     )
     print(
         f"ratio repair/stale: {repair_s / stale_s:.3f}x (target <= 1x) -> {'OK' if repair_s <= stale_s else 'MISSED'}"
     )
     if args.apply:
         print(
-            f"repair with apply=True (on a copy): {apply_s:.2f}s, {len(applied.applied.revised):,} revisions registered; "
+            f"repair with apply=True (on a copy): {apply_s:.2f}s, "
+            f"{len(applied.applied.revised):,} revisions registered; "
             f"answers by current revision: {dict(revisions.iter_rows())}"
         )
     print(
-        f"peak RSS: {rss_repair:.0f} MB (before the runs: {rss_before:.0f} MB; after the first stale run: {rss_stale:.0f} MB)"
+        f"peak RSS: {rss_repair:.0f} MB "
+        f"(before the runs: {rss_before:.0f} MB; after the first stale run: {rss_stale:.0f} MB)"
     )
     assert statuses == {s: intended.get(s, 0) for s in NAMES}, "the status mix is not the intended one"
     assert sum(result.counts().values()) == args.citations and set(result.counts()) == set(REPAIR_KINDS)

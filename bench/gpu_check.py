@@ -3,8 +3,9 @@ architecture and precision, and the largest batch that fits. Random weights in t
 xsmall (the default model's) and base; a tokenizer trained offline; nothing is downloaded.
 
 Per (architecture, precision) it prints:
-  pairs/s end to end  the engine (verifiers.engine.verify_tables) over claims citing httpx-docs paragraphs (every pair reaches the
-                      model: no claim is decided lexically), tokenisation and aggregation included
+  pairs/s end to end  the engine (verifiers.engine.verify_tables) over claims citing httpx-docs paragraphs
+                      (every pair reaches the model: no claim is decided lexically), tokenisation and
+                      aggregation included
   pairs/s bare        the scorer's forward passes alone over the same batches, tokenised beforehand
   ratio               end to end / bare
   largest batch       the batch size doubled from 64 until the device runs out of memory (or --max-batch)
@@ -30,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_nli import encode_batches, frames, paragraphs
 from tests.random_models import DEBERTA_V3, save_random_checker, save_random_nli_model
 from tests.verify_helpers import verify
-from verifiers.devices import is_out_of_memory
 from verifiers.checkers.loading import load_scorer
+from verifiers.devices import is_out_of_memory
 
 # The fact-checker protocols in their published shapes (random weights): binary, seq2seq, causal-lm.
 CHECKERS = {"roberta:roberta-large": "binary", "t5:flan-t5-large": "seq2seq", "qwen2:qwen2-0.5b": "causal-lm"}
@@ -107,11 +108,13 @@ def main() -> None:
     claims, citations = frames(evidence)
     for architecture in args.architectures:
         model_dir = save_random_nli_model(work / architecture, evidence, architecture=architecture)
-        report(model_dir, lambda scorer: f"{architecture:<18}", args, evidence, claims, citations)
+        report(model_dir, lambda scorer, name=architecture: f"{name:<18}", args, evidence, claims, citations)
     for spec in args.checkers:
         shape, size = spec.split(":")
         model_dir = save_random_checker(work / spec.replace(":", "-"), evidence, shape, max_positions=2048, size=size)
-        report(model_dir, lambda scorer: f"{spec:<18} {scorer.checker:<9}", args, evidence, claims, citations)
+        report(
+            model_dir, lambda scorer, spec=spec: f"{spec:<18} {scorer.checker:<9}", args, evidence, claims, citations
+        )
 
 
 def report(model_dir: Path, label, args, evidence: list[str], claims, citations) -> None:

@@ -163,15 +163,16 @@ CITATIONS = pa.schema(
         pa.field("quote", pa.string()),  # verbatim evidence span; null -> the whole chunk
         pa.field("cited_text_hash", pa.string()),  # chunk text_hash seen at citation time
         pa.field("corpus_version", pa.string(), nullable=False),
-        # How registration found the chunk (citekeeper.answers.anchoring.ANCHOR_METHODS): chunk_id when the citation named it.
+        # How registration found the chunk (citekeeper.answers.anchoring.ANCHOR_METHODS): chunk_id when the citation
+        # named it.
         pa.field("anchored_by", pa.string()),
         pa.field("anchor_score", pa.float64()),  # fuzzy: the match's similarity in [0, 1]
         pa.field("anchor_note", pa.string()),  # unanchored: why
         pa.field("given_index", pa.int32()),  # the citation as given in its claim (a quote across chunks: several rows)
         pa.field("cited_doc_id", pa.string()),  # a citation by document: the doc_id or source_path it named
         pa.field("cited_source_path", pa.string()),
-        # unanchored: the strictest level of the withheld texts of the version it cites that hold its quote (then withheld
-        # like any internal quote); null otherwise
+        # unanchored: the strictest level of the withheld texts of the version it cites that hold its quote (then
+        # withheld like any internal quote); null otherwise
         pa.field("quote_access_scope", pa.string()),
         # When the RAG system read the evidence: as the input gives it, else the answer's created_at.
         pa.field("retrieved_at", TIMESTAMP),
@@ -431,8 +432,8 @@ _METRICS = [
 
 # One row per decision: a claim sentence judged against one citation's evidence.
 NLI_PAIRS = pa.schema(
-    _RUN_KEYS
-    + [
+    [
+        *_RUN_KEYS,
         pa.field("answer_id", pa.string(), nullable=False),
         pa.field("revision", pa.int32(), nullable=False),
         pa.field("claim_id", pa.string(), nullable=False),
@@ -456,17 +457,17 @@ NLI_PAIRS = pa.schema(
         pa.field("label", pa.string(), nullable=False),  # PAIR_LABELS
         pa.field("tier", pa.string(), nullable=False),  # VERIFY_TIERS
         pa.field("score", pa.float64()),  # lexical score or p_entailment of the deciding window
+        *_PROBS,
+        pa.field("from_cache", pa.bool_(), nullable=False),
+        *SOURCE_ROW_FIELDS,
+        *_RANKING,
+        *_MODEL,
     ]
-    + _PROBS
-    + [pa.field("from_cache", pa.bool_(), nullable=False)]
-    + list(SOURCE_ROW_FIELDS)
-    + _RANKING
-    + _MODEL
 )
 
 NLI_CLAIMS = pa.schema(
-    _RUN_KEYS
-    + [
+    [
+        *_RUN_KEYS,
         pa.field("answer_id", pa.string(), nullable=False),
         pa.field("revision", pa.int32(), nullable=False),
         pa.field("claim_id", pa.string(), nullable=False),
@@ -487,8 +488,8 @@ NLI_CLAIMS = pa.schema(
         pa.field("traceable", pa.bool_(), nullable=False),
         pa.field("conflict", pa.string()),  # decided | open | null (its citations did not disagree)
         pa.field("conflict_margin", pa.float64()),  # best supporting minus best contradicting rank_score
+        *_MODEL,
     ]
-    + _MODEL
 )
 
 NLI_ANSWERS = pa.schema(
@@ -507,8 +508,8 @@ NLI_ANSWERS = pa.schema(
 )
 
 NLI_RUNS = pa.schema(
-    _RUN_KEYS
-    + [
+    [
+        *_RUN_KEYS,
         pa.field("started_at", TIMESTAMP, nullable=False),
         pa.field("duration_s", pa.float64(), nullable=False),
         pa.field("n_answers", pa.int64(), nullable=False),
@@ -519,16 +520,14 @@ NLI_RUNS = pa.schema(
         pa.field("lexical_decisions", pa.int64(), nullable=False),
         pa.field("cache_hits", pa.int64(), nullable=False),
         pa.field("model_calls", pa.int64(), nullable=False),  # sequences (sentence x window) through the model
-    ]
-    + _STATUS_COUNTS
-    + _SOURCE_MODEL_COUNTS
-    + _METRICS
-    + _SOURCE_MODEL_RATES
-    + [
+        *_STATUS_COUNTS,
+        *_SOURCE_MODEL_COUNTS,
+        *_METRICS,
+        *_SOURCE_MODEL_RATES,
         pa.field("traceability_rate", pa.float64()),
         pa.field("supported_rate", pa.float64()),  # what --fail-under compares against
+        *_MODEL,
     ]
-    + _MODEL
 )
 
 # A sharded verification run: each shard writes its tables under <run>/shard=<i>-of-<n>/ with one tally row of

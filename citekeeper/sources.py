@@ -69,7 +69,8 @@ def parse_timestamp(text: str) -> datetime:
         value = datetime.fromisoformat(written)
     except ValueError:
         raise ValueError(
-            f"{text!r:.80} is not a date: write ISO 8601 (2024-01-02, 2024-01-02T10:00:00+01:00) or 2024-01-02 10:00:00 +0100"
+            f"{text!r:.80} is not a date: write ISO 8601 (2024-01-02, 2024-01-02T10:00:00+01:00) "
+            "or 2024-01-02 10:00:00 +0100"
         ) from None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 

@@ -139,7 +139,7 @@ def save_random_nli_model(
     return directory
 
 
-# ---------------------------------------------------------------- the fact-checker shapes (verifiers.checkers: binary, seq2seq, causal_lm)
+# ------------------------------------------ the fact-checker shapes (verifiers.checkers: binary, seq2seq, causal_lm)
 
 CHATML = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"

@@ -49,7 +49,9 @@ def test_an_onnx_export_killed_midway_leaves_no_model_and_a_later_export_succeed
 
 DOCS = {
     "timeouts.md": "HTTPX enables timeouts by default.\n\nThe default timeout is five seconds of network inactivity.",
-    "proxies.md": "Proxies are configured with the proxy argument.\n\nSet HTTPS_PROXY to route traffic through a proxy.",
+    "proxies.md": (
+        "Proxies are configured with the proxy argument.\n\nSet HTTPS_PROXY to route traffic through a proxy."
+    ),
 }
 INDEX_KILLED_BEFORE_FTS = """
 import json, os, signal, sys

@@ -23,8 +23,8 @@ from citekeeper.store import CorpusStore
 from parsers.ingest import ingest
 from tests.chunk_frames import write_tree
 from tests.random_models import save_random_nli_model
-from verifiers.conflicts import RankingSettings, decide_sentences, rank_pairs
 from verifiers.checkers.loading import load_scorer
+from verifiers.conflicts import RankingSettings, decide_sentences, rank_pairs
 from verifiers.verify_store import StoredRun, verify_store
 
 CLAIM = "The default request quota is 100 requests per minute."

@@ -57,7 +57,8 @@ def with_custom_code(directory: Path, json_name: str, marker: Path) -> Path:
     transformers asks `Do you wish to run the custom code? [y/N]` on stdin."""
     (directory / "evil_code.py").write_text(
         f"open({str(marker)!r}, 'w').close()\n"
-        "from transformers import BertConfig, BertForSequenceClassification as EvilModel, PreTrainedTokenizerFast as EvilTokenizer\n"
+        "from transformers import BertConfig, BertForSequenceClassification as EvilModel, "
+        "PreTrainedTokenizerFast as EvilTokenizer\n"
         "class EvilConfig(BertConfig):\n    model_type = 'citekeeper-evil'\n",
         encoding="utf-8",
     )
@@ -111,9 +112,9 @@ def test_embedder_and_scorer_refuse_pickled_weights_naming_the_file(tmp_path):
     model = save_random_nli_model(tmp_path / "model", TEXTS)
     (model / "model.safetensors").unlink()
     with_pickled_weights(model, marker)
-    with pytest.raises(ModelSourceError, match="pytorch_model.bin"):
+    with pytest.raises(ModelSourceError, match=r"pytorch_model\.bin"):
         Embedder(model)
-    with pytest.raises(ModelUnavailable, match="pytorch_model.bin"):
+    with pytest.raises(ModelUnavailable, match=r"pytorch_model\.bin"):
         load_scorer(str(model))
     assert not marker.exists()
 

@@ -56,7 +56,7 @@ def test_a_local_directory_loads_as_is(tmp_path):
     model_dir = save_random_nli_model(tmp_path / "model", TEXTS)
     local = resolve_model(str(model_dir))
     assert local.path == model_dir and local.commit is None
-    with pytest.raises(ModelSourceError, match="has no config.json"):
+    with pytest.raises(ModelSourceError, match=r"has no config\.json"):
         resolve_model(tmp_path)
     with pytest.raises(ModelSourceError, match="does not exist"):
         resolve_model(str(tmp_path / "no-such-model"))

@@ -136,7 +136,7 @@ def test_reverification_scores_only_pairs_whose_evidence_changed(world, tmp_path
 
 def test_parquet_outputs_are_partitioned_and_typed(world, tmp_path):
     scorer = load_scorer(str(world["model"]))
-    result, paths = verify_store(world["store"].root, tmp_path / "out", version="v2", scorer=scorer, run_id="r-test")
+    _, paths = verify_store(world["store"].root, tmp_path / "out", version="v2", scorer=scorer, run_id="r-test")
     assert paths["claims"] == tmp_path / "out" / "corpus_version=v2" / "run_id=r-test" / "claims.parquet"
     for name, schema in (("pairs", NLI_PAIRS), ("claims", NLI_CLAIMS), ("answers", NLI_ANSWERS), ("run", NLI_RUNS)):
         assert pq.read_schema(paths[name]).equals(schema, check_metadata=False), name
@@ -310,7 +310,7 @@ def test_dagster_sharded_verification_job(world):
 def test_the_latest_run_is_the_one_that_started_last_not_the_name_that_sorts_last(world, tmp_path):
     out = tmp_path / "out"
     verify_store(world["store"].root, out, version="v2", scorer=None, run_id="nightly")
-    later, paths = verify_store(world["store"].root, out, version="v2", scorer=None)  # a timestamped id, < "nightly"
+    _, paths = verify_store(world["store"].root, out, version="v2", scorer=None)  # a timestamped id, < "nightly"
     assert paths["run"].parent.name < "run_id=nightly"
     assert latest_run_dir(out, "v2") == paths["run"].parent
 

@@ -11,8 +11,8 @@ import numpy as np
 import polars as pl
 
 from citekeeper.identity import text_hash
-from verifiers.engine import VerifyResult, VerifySettings, model_values, verify_tables
 from verifiers.checkers.base import Scorer
+from verifiers.engine import VerifyResult, VerifySettings, model_values, verify_tables
 from verifiers.run_tally import new_run_id, run_stats, run_table
 from verifiers.verdict_cache import VerdictCache
 from verifiers.verify_output import RunWriter

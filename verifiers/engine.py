@@ -231,9 +231,9 @@ def check_claims_fit(sentences: list[str], scorer: Scorer) -> None:
     for sentence, n_tokens in zip(sentences, scorer.count_tokens(sentences)):
         if n_tokens + scorer.prompt_tokens >= scorer.max_tokens:
             raise CheckerError(
-                f"model {scorer.model_id!r}: its window of {scorer.max_tokens} tokens is smaller than a claim of {n_tokens} "
-                f"tokens plus the {scorer.prompt_tokens} of its {scorer.checker} prompt ({sentence[:60]!r}): use a model "
-                "with a longer window, or split the claim"
+                f"model {scorer.model_id!r}: its window of {scorer.max_tokens} tokens is smaller than a claim of "
+                f"{n_tokens} tokens plus the {scorer.prompt_tokens} of its {scorer.checker} prompt "
+                f"({sentence[:60]!r}): use a model with a longer window, or split the claim"
             )
 
 
