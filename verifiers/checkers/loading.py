@@ -20,7 +20,7 @@ from verifiers.checkers.backends import OnnxScorer, TorchScorer, export_int8_onn
 from verifiers.checkers.base import CheckerError, Scorer, TransformersProtocol
 from verifiers.checkers.nli import LabelSetError
 from verifiers.checkers.presets import preset_for
-from verifiers.devices import gpu_requested, resolve_device
+from verifiers.devices import DEFAULT_DEVICE, gpu_requested, resolve_device
 
 log = logging.getLogger("citekeeper.nli")
 
@@ -51,7 +51,7 @@ def load_scorer(
     onnx_cache_dir: Path | str | None = None,
     batch_size: int | None = None,
     progress: bool = False,
-    device: str | None = "auto",
+    device: str | None = DEFAULT_DEVICE,
     threads: int | None = None,
     precision: str | None = None,
     checker: str | None = None,
@@ -219,7 +219,7 @@ def chosen_scorer(
     texts: Callable[[], Iterable[str]],
     source: str,
     explicit: str = "--model",
-    device: str | None = "auto",
+    device: str | None = DEFAULT_DEVICE,
     **load: Any,
 ) -> tuple[ModelChoice, Scorer]:
     """The one way a command or an asset builds its checker: `model`, else the default of the language (set, or
