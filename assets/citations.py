@@ -142,9 +142,10 @@ def repaired_answers(
 @dg.asset(partitions_def=corpus_versions, deps=[citation_status, repaired_answers], group_name=GROUP)
 def stale_report(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
     """Self-contained HTML report of the citation status of this version."""
+    from changes.report_inputs import report_inputs
     from citekeeper.schema import BLAST_RADIUS, CITATION_STATUS
     from citekeeper.tables import read_parquet
-    from reports.html import write_store_report
+    from reports.html import write_report
     from reports.terminal import terminal_summary
 
     started = time.perf_counter()
@@ -152,7 +153,18 @@ def stale_report(context: dg.AssetExecutionContext, store: StoreResource) -> dg.
     version = context.partition_key
     status = read_parquet(corpus.layout.citation_status_file(version), CITATION_STATUS)
     radius = read_parquet(corpus.layout.blast_radius_file(version), BLAST_RADIUS)
-    path = write_store_report(corpus.layout.report_file(version), corpus, version, status, radius)
+    shown = report_inputs(corpus, version, status)
+    path = write_report(
+        corpus.layout.report_file(version),
+        version,
+        blast_radius=radius,
+        status=shown.status,
+        answers=shown.answers,
+        claims=shown.claims,
+        versions=shown.versions,
+        status_counts=shown.status_counts,
+        history=shown.history,
+    )
     summary = terminal_summary(status, radius, version)
     context.log.info(summary)
     return dg.MaterializeResult(

@@ -229,12 +229,11 @@ def _with_sources(
 def _status_and_reason(cited_version: str, version_known: bool) -> list[pl.Expr]:
     """The status and reason of each row: the first status in DECISION_ORDER whose rule applies."""
     judging = Judging(cited_version, version_known)
-    first, *rest = DECISION_ORDER
-    status = pl.when(first.applies(judging)).then(pl.lit(first.name))
-    reason = pl.when(first.applies(judging)).then(first.reason(judging))
-    for entry in rest:
-        status = status.when(entry.applies(judging)).then(pl.lit(entry.name))
-        reason = reason.when(entry.applies(judging)).then(entry.reason(judging))
+    status, reason = pl.lit(None, pl.String), pl.lit(None, pl.String)
+    for entry in reversed(DECISION_ORDER):  # built from the last: each rule is tried before those after it
+        applies = entry.applies(judging)
+        status = pl.when(applies).then(pl.lit(entry.name)).otherwise(status)
+        reason = pl.when(applies).then(entry.reason(judging)).otherwise(reason)
     return [status.alias("status"), reason.alias("reason")]
 
 
@@ -550,7 +549,9 @@ def check_citations(
     in_chunk_order = citations.join(store.chunk_offsets(target_version), on="chunk_id", how="left").sort(
         "offset", nulls_last=True
     )
-    outlines, doc_diffs, diffs = [], {}, {}
+    outlines: list[pl.DataFrame] = []
+    doc_diffs: dict[str, pl.DataFrame] = {}
+    diffs: dict[str, ChangedChunks] = {}
     with ParquetStream(store.layout.citation_status_file(target_version), CITATION_STATUS) as out:
         for batch in in_chunk_order.drop("offset").iter_slices(citations_per_batch):
             status, judged_on = judge_citations(store, batch, target_version, suggester, diffs)

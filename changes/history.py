@@ -4,7 +4,7 @@ caused every transition (what `citekeeper history` shows: docs/answers.md)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -14,11 +14,15 @@ from changes.statuses import SEVERITY
 from citekeeper.answers.store import AnswerStore, UnknownAnswer
 from citekeeper.layout import latest_run_dir, run_table_files
 from citekeeper.schema import CHUNK_DIFF, CITATION_STATUS, CITATIONS, DOC_DIFF, NLI_CLAIMS
+from citekeeper.scope import aggregate_documents, withhold_documents
 from citekeeper.tables import empty, read_parquet
 
 IN_USE = ["answer_id", "revision"]
 LINEAGE_KEY = ["answer_id", "claim_id", "citation_index"]  # one citation across its answer's revisions
 STATUS_COLUMNS = ["status", "reason", "doc_id", "source_path", "new_chunk_id", "new_doc_id", "new_source_path"]
+# History.citations columns named apart from what they are: the document a citation rested on at the previous
+# version, and that document's path at the previous and at this version.
+_RESTED = {"rested_doc": "old_doc_id", "doc_old_path": "old_source_path", "doc_new_path": "new_source_path"}
 VERIFICATION_SCHEMA = {
     "answer_id": pl.String,
     "revision": pl.Int32,
@@ -66,6 +70,12 @@ def answer_history(store, answer_ids: Iterable[str] | None = None, until: str | 
     timeline = _with_causes(store, _with_statuses(store, versions, citations))
     claims = _claim_states(snapshot.read("claims").join(versions, on=IN_USE), timeline, _verification(store, versions))
     return History(revisions, versions, claims, timeline)
+
+
+def shared_history(history: History, store) -> History:
+    """`history` as shared outputs show it: every mention of an aggregate_only document of `store` withheld."""
+    documents = aggregate_documents(store)
+    return replace(history, citations=withhold_documents(history.citations, documents, _RESTED))
 
 
 def _revisions(answers: pl.DataFrame, answer_ids: Iterable[str] | None) -> pl.DataFrame:

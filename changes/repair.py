@@ -392,7 +392,7 @@ def card_repairs(store, target_version: str, status: pl.DataFrame) -> pl.DataFra
             on=["answer_id", "claim_id", "citation_index", "to_revision"],
         )
     )
-    columns = [
+    columns: list[str | pl.Expr] = [
         "citation_id",
         "repair",
         pl.col("reason").alias("repair_reason"),

@@ -286,7 +286,8 @@ def stale_command(
     Exits 0 unless a status listed in --fail-on occurs (then 1).
     """
     from changes.citation_status import check_citations
-    from reports.html import write_store_report
+    from changes.report_inputs import report_inputs
+    from reports.html import write_report
     from reports.terminal import terminal_summary
 
     store = corpus_store(store_dir)
@@ -297,7 +298,18 @@ def stale_command(
         if out is not None:
             click.echo(f"statuses written to {write_shared_status(check.read_status(), out, include_internal_text)}")
         if report is not None:
-            write_store_report(report, store, target, check.read_status(), check.blast_radius)
+            shown = report_inputs(store, target, check.read_status())
+            write_report(
+                report,
+                target,
+                blast_radius=check.blast_radius,
+                status=shown.status,
+                answers=shown.answers,
+                claims=shown.claims,
+                versions=shown.versions,
+                status_counts=shown.status_counts,
+                history=shown.history,
+            )
             click.echo(f"report written to {report}")
     failing = {s: n for s, n in check.counts().items() if s in fail_on and n}
     if failing:

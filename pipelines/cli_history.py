@@ -21,10 +21,10 @@ def history_command(answer_id: str, as_json: bool, store_dir: Path) -> None:
     Statuses come from the stored `stale` outputs where they exist and are judged here where they do not
     (nothing is written but cached diffs).
     """
-    from changes.history import answer_history
+    from changes.history import answer_history, shared_history
     from citekeeper.answers.store import UnknownAnswer
     from citekeeper.store import StoreError
-    from reports.history import format_history, shared_history
+    from reports.history import format_history
 
     try:
         store = corpus_store(store_dir)

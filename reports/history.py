@@ -1,26 +1,13 @@
 """Claim histories for people: a text timeline (`citekeeper history`) and the HTML report's `#history` section.
 
 Both show paths, statuses and reasons, never document text, so the report's redaction of text holds; the paths,
-doc_ids and reasons of aggregate_only documents are withheld (shared_history).
+doc_ids and reasons of aggregate_only documents are withheld before they come here
+(changes.history.shared_history).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from html import escape
-
-from changes.history import History
-from citekeeper.scope import aggregate_documents, withhold_documents
-
-# History.citations columns named apart from what they are: the document a citation rested on at the previous
-# version, and that document's path at the previous and at this version.
-_RESTED = {"rested_doc": "old_doc_id", "doc_old_path": "old_source_path", "doc_new_path": "new_source_path"}
-
-
-def shared_history(history: History, store) -> History:
-    """`history` as shared outputs show it: every mention of an aggregate_only document of `store` withheld."""
-    documents = aggregate_documents(store)
-    return replace(history, citations=withhold_documents(history.citations, documents, _RESTED))
 
 
 def describe_cause(cause: dict) -> str:
@@ -49,21 +36,22 @@ def format_history(document: dict) -> str:
         lines.append(f"claim {claim['claim_id']}: {claim['text']}")
         for state in claim["versions"]:
             statuses = f"{state['status']} [{', '.join(state['statuses'])}]" if state["statuses"] else "uncited"
+            verification = state["verification"] or "none"
             lines.append(
-                f"  {state['version']}  revision {state['revision']}  {statuses}  verification: {state['verification'] or 'none'}"
+                f"  {state['version']}  revision {state['revision']}  {statuses}  verification: {verification}"
             )
             lines += [
-                f"      citation {t['citation_index']}: {t['from_status']} -> {t['to_status']}: {describe_cause(t['cause'])}"
+                f"      citation {t['citation_index']}: {t['from_status']} -> {t['to_status']}: "
+                + describe_cause(t["cause"])
                 for t in claim["transitions"]
                 if t["to_version"] == state["version"]
             ]
     return "\n".join(lines)
 
 
-def history_section(history: History) -> str:
-    """The report's `#history` section (escaped HTML): each claim's timeline for the answers whose citation
-    statuses changed across versions."""
-    documents = history.documents(history.changed_answers())
+def history_section(documents: list[dict]) -> str:
+    """The report's `#history` section (escaped HTML): each claim's timeline, from the history documents
+    (changes.history.History.documents) of the answers whose citation statuses changed across versions."""
     intro = (
         "<p>Answers whose citation status changed across corpus versions: each claim's statuses per version, "
         "its verification, and the change that caused each transition.</p>"

@@ -16,14 +16,11 @@ from pathlib import Path
 
 import polars as pl
 
-from changes.history import answer_history
-from changes.repair import card_repairs
 from changes.statuses import COLORS, LOST, NAMES, NEVER_REPAIRED, STATUSES
-from citekeeper.answers.store import AnswerStore
 from citekeeper.files import atomic_write_text
 from citekeeper.outputs import REPORT_MARKER
 from citekeeper.scope import AGGREGATE_ONLY, is_withheld, redact_status, strictest
-from reports.history import history_section, shared_history
+from reports.history import history_section
 from reports.plots import report_plots
 from reports.terminal import in_words, source_line, unsearched_clause
 
@@ -37,7 +34,8 @@ table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:.25rem .6r
 .badge{display:inline-block;border-radius:1em;padding:0 .6em;font-weight:600;color:#fff}
 .answer{border:1px solid #d0d7de;border-radius:6px;padding:.5rem 1rem;margin:1rem 0}
 .card{border-left:4px solid #d0d7de;margin:.6rem 0;padding:.3rem .8rem;background:#f6f8fa}
-.text{white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:12px;background:#fff;padding:.4rem;border:1px solid #eaeef2}
+.text{white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:12px;background:#fff;padding:.4rem;\
+border:1px solid #eaeef2}
 del{background:#ffebe9;text-decoration:line-through}ins{background:#dafbe1;text-decoration:none}
 .redacted{color:#6e7781;font-style:italic}.loc{color:#57606a;font-size:12px}.source{color:#57606a}
 .updated{background:#fff8c5;border:1px solid #d4a72c;border-radius:1em;padding:0 .5em;font-size:12px}
@@ -77,17 +75,20 @@ def _locator(source_path, chunk_id, start, end, native: str | None = None) -> st
 
 def _card(row: dict) -> str:
     status = row["status"]
-    head = f'<div class="card" id="citation-{escape(row["citation_id"])}"><p><span class="badge {escape(status)}">{escape(status)}</span> '
+    badge = f'<span class="badge {escape(status)}">{escape(status)}</span>'
+    head = f'<div class="card" id="citation-{escape(row["citation_id"])}"><p>{badge} '
     if strictest(s for s in (row["access_scope"], row["new_access_scope"]) if s is not None) == AGGREGATE_ONLY:
         return f"{head}{_text(row['reason'])}</p></div>"  # counted, never named
     updated = ' <span class="updated">updated after retrieval</span>' if row.get("updated_after_retrieval") else ""
     source = source_line(row)
+    old = _locator(row["source_path"], row["chunk_id"], row["old_start_char"], row["old_end_char"], row["old_locator"])
+    new = _locator(
+        row["new_source_path"], row["new_chunk_id"], row["new_start_char"], row["new_end_char"], row["new_locator"]
+    )
     parts = [
         f"{head}{_text(row['reason'])}{updated}</p>",
         *([f'<p class="source">{escape(source)}</p>'] if source else []),
-        f'<p class="loc">old: {_locator(row["source_path"], row["chunk_id"], row["old_start_char"], row["old_end_char"], row["old_locator"])}'
-        f" ({escape(row['cited_version'])})<br>new: "
-        f"{_locator(row['new_source_path'], row['new_chunk_id'], row['new_start_char'], row['new_end_char'], row['new_locator'])}"
+        f'<p class="loc">old: {old} ({escape(row["cited_version"])})<br>new: {new}'
         + (f" · similarity {row['similarity']:.3f}" if row["similarity"] is not None else "")
         + "</p>",
     ]
@@ -100,10 +101,15 @@ def _card(row: dict) -> str:
         body = word_diff(row["old_text"], row["new_text"]) if changed else _text(row["new_text"])
         parts.append(f'<div>new text{" (word diff)" if changed else ""}</div><div class="text">{body}</div>')
     if row["suggested_chunk_id"] is not None:
+        suggested = _locator(
+            row["suggested_source_path"],
+            row["suggested_chunk_id"],
+            row["suggested_start_char"],
+            row["suggested_end_char"],
+        )
         parts.append(
             f"<p>suggested re-anchor ({escape(row['suggested_method'])}, score {row['suggested_score']:.3f}): "
-            f'<span class="loc">{_locator(row["suggested_source_path"], row["suggested_chunk_id"], row["suggested_start_char"], row["suggested_end_char"])}'
-            "</span></p>"
+            f'<span class="loc">{suggested}</span></p>'
             f'<div class="text">{_text(row["suggested_text"])}</div>'
         )
     elif row.get("reanchored") is False:
@@ -125,7 +131,10 @@ def _repair_line(row: dict) -> str:
         when = "would be made by citekeeper repair"
     review = " · needs review" if row["needs_review"] else ""
     where = f' → <span class="loc">{escape(row["repair_locator"])}</span>' if row["repair_locator"] else ""
-    return f'<p class="repair">repair ({escape(when)}): <b>{escape(row["repair"])}</b>{review}{where}<br>{escape(row["repair_reason"])}</p>'
+    return (
+        f'<p class="repair">repair ({escape(when)}): <b>{escape(row["repair"])}</b>{review}{where}'
+        f"<br>{escape(row['repair_reason'])}</p>"
+    )
 
 
 def _summary(status: pl.DataFrame) -> str:
@@ -139,16 +148,19 @@ def _summary(status: pl.DataFrame) -> str:
     return (
         '<section id="summary"><h2>Summary</h2>'
         f"<p>{status.height} citations in {status['answer_id'].n_unique()} answers; "
-        f"{reanchored} of {lost} {in_words(LOST)} citations have a re-anchoring suggestion{unsearched_clause(status)}.</p>"
+        f"{reanchored} of {lost} {in_words(LOST)} citations have a re-anchoring suggestion"
+        f"{unsearched_clause(status)}.</p>"
         f"<table><tr>{cells}</tr></table></section>"
     )
 
 
 def _blast_table(blast_radius: pl.DataFrame) -> str:
-    head = "<tr><th>rank</th><th>document</th><th>change</th><th>answers</th><th>claims</th><th>citations</th><th>citations on it</th></tr>"
+    columns = ("rank", "document", "change", "answers", "claims", "citations", "citations on it")
+    head = "<tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
     rows = "".join(
         f"<tr><td>{r['rank']}</td><td>{escape(r['source_path'] or r['doc_id'])}</td><td>{escape(r['change'])}</td>"
-        f"<td>{r['n_answers']}</td><td>{r['n_claims']}</td><td>{r['n_citations']}</td><td>{r['n_citations_total']}</td></tr>"
+        + "".join(f"<td>{r[c]}</td>" for c in ("n_answers", "n_claims", "n_citations", "n_citations_total"))
+        + "</tr>"
         for r in blast_radius.sort("rank").iter_rows(named=True)
     )
     return (
@@ -168,7 +180,8 @@ def _answers(status: pl.DataFrame, answers: pl.DataFrame, claims: pl.DataFrame) 
     for answer in order.iter_rows(named=True):
         out.append(
             f'<article class="answer" id="answer-{escape(answer["answer_id"])}">'
-            f'<h3>{escape(answer["answer_id"])} <span class="loc">revision {answer["revision"]}, cites {escape(answer["corpus_version"])}</span></h3>'
+            f'<h3>{escape(answer["answer_id"])} <span class="loc">revision {answer["revision"]}, '
+            f"cites {escape(answer['corpus_version'])}</span></h3>"
             f"<p><b>Q:</b> {escape(answer['question'] or '')}</p><p><b>A:</b> {escape(answer['answer'])}</p>"
         )
         for claim in (
@@ -201,7 +214,8 @@ def render_html(
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{REPORT_MARKER}'
         f"<title>citekeeper: citations against {escape(target_version)}</title><style>{STYLE}</style></head><body>"
         f'<h1>Citations against corpus version {escape(target_version)}</h1><p class="loc">generated {generated}</p>'
-        f"{_summary(status)}{plots}{_blast_table(blast_radius)}{_answers(status, answers, claims)}{history_html}</body></html>"
+        f"{_summary(status)}{plots}{_blast_table(blast_radius)}{_answers(status, answers, claims)}{history_html}"
+        "</body></html>"
     )
 
 
@@ -212,22 +226,27 @@ def write_html(path: Path, *args, **kwargs) -> Path:
     return path
 
 
-def write_store_report(
-    path: Path, store, target_version: str, status: pl.DataFrame, blast_radius: pl.DataFrame
+def write_report(
+    path: Path,
+    target_version: str,
+    *,
+    status: pl.DataFrame,
+    blast_radius: pl.DataFrame,
+    answers: pl.DataFrame,
+    claims: pl.DataFrame,
+    versions: list[str],
+    status_counts: pl.DataFrame,
+    history: list[dict],
 ) -> Path:
-    """The report of `target_version` in a CorpusStore: its registered answers, the plots over its versions and
-    the history up to it of the answers whose citation status changed."""
-    answers = AnswerStore(store.root).snapshot()  # answers and claims of one commit
-    status = status.join(card_repairs(store, target_version, status), on="citation_id", how="left")
-    plots = report_plots(store.root, [m.name for m in store.versions()], target_version, blast_radius)
-    history = history_section(shared_history(answer_history(store, until=target_version), store))
+    """The report of `target_version` from what changes.report_inputs computed: the statuses with their cards'
+    repairs, the answers and claims, the status counts of `versions` (the plots) and the history documents."""
     return write_html(
         path,
         status,
         blast_radius,
-        answers.answers(),
-        answers.claims(),
+        answers,
+        claims,
         target_version,
-        plots_html=plots,
-        history_html=history,
+        plots_html=report_plots(versions, status_counts, blast_radius),
+        history_html=history_section(history),
     )

@@ -7,12 +7,10 @@ report stays self-contained and renders the same in any browser or mail client.
 from __future__ import annotations
 
 from html import escape
-from pathlib import Path
 
 import polars as pl
 
 from changes.statuses import COLORS, NAMES, NOT_HOLDING, stale
-from citekeeper.layout import StoreLayout
 from reports.terminal import in_words
 
 OTHER_COLOR = "#9e9e9e"  # a status no longer registered
@@ -23,13 +21,6 @@ BAR_AREA_HEIGHT = 180
 MARGIN_LEFT = 48
 MARGIN_TOP = 16
 AXIS_LABEL_HEIGHT = 44
-
-
-def status_counts(citation_status: pl.DataFrame) -> pl.DataFrame:
-    """(target_version, status, n) from citation-status rows of one or more target versions."""
-    return (
-        citation_status.group_by("target_version", "status").agg(pl.len().alias("n")).sort("target_version", "status")
-    )
 
 
 def _svg(height: int, title: str, body: list[str]) -> str:
@@ -74,7 +65,7 @@ def statuses_per_version_svg(counts: pl.DataFrame, versions: list[str]) -> str:
     statuses = [s for s in NAMES if s in set(counts["status"].to_list())]
     statuses += sorted(set(counts["status"].to_list()) - set(statuses))
     totals = counts.group_by("target_version").agg(pl.col("n").sum())
-    max_total = max(totals["n"].max() or 1, 1)
+    max_total = max([1, *totals["n"].to_list()])
     slot = (WIDTH - MARGIN_LEFT - 16) / max(len(versions), 1)
     bar_width = min(slot * 0.7, 60)
     by_key = {(r["target_version"], r["status"]): r["n"] for r in counts.iter_rows(named=True)}
@@ -161,17 +152,12 @@ def plots_html(counts: pl.DataFrame, versions: list[str], blast: pl.DataFrame) -
     )
 
 
-def report_plots(store_root: Path, versions: list[str], target_version: str, blast_radius: pl.DataFrame) -> str:
-    """Plots for the report of `target_version`: citation statuses of every version up to it (from the
-    citation_status.parquet files already written) and the target's blast radius."""
-    shown = versions[: versions.index(target_version) + 1] if target_version in versions else [target_version]
-    paths = [StoreLayout(store_root).citation_status_file(v) for v in shown]
-    frames = [pl.read_parquet(p, columns=["target_version", "status"]) for p in paths if p.is_file()]
-    if not frames:
+def report_plots(versions: list[str], counts: pl.DataFrame, blast_radius: pl.DataFrame) -> str:
+    """Plots for the report of a target version: the status counts (changes.report_inputs.status_counts) of
+    `versions`, oldest first, and the target's blast radius; none when no version has stored statuses."""
+    if not versions:
         return ""
-    counts = status_counts(pl.concat(frames))
-    shown = [v for v in shown if v in set(counts["target_version"].to_list())]
     blast = blast_radius.filter(pl.col("n_citations") > 0).with_columns(
         pl.coalesce("source_path", "doc_id").alias("document")
     )
-    return plots_html(counts, shown, blast.select("document", "n_citations"))
+    return plots_html(counts, versions, blast.select("document", "n_citations"))

@@ -45,8 +45,8 @@ def terminal_summary(status: pl.DataFrame, blast_radius: pl.DataFrame, target_ve
     if hit.height:
         lines.append("  most affected documents:")
         lines += [
-            f"    {r['rank']}. {printable(r['source_path'] or r['doc_id'])} ({r['change']}): {r['n_citations']} citations, "
-            f"{r['n_answers']} answers"
+            f"    {r['rank']}. {printable(r['source_path'] or r['doc_id'])} ({r['change']}): "
+            f"{r['n_citations']} citations, {r['n_answers']} answers"
             for r in hit.iter_rows(named=True)
         ]
     failing = sum(counts.get(s, 0) for s in NOT_HOLDING)

@@ -266,14 +266,26 @@ def test_repair_revision_is_named_as_the_cause(stored_root, tmp_path):
 
 
 def test_report_has_a_history_section_for_changed_answers(stored_root, tmp_path):
-    from reports.html import write_store_report
+    from changes.report_inputs import report_inputs
+    from reports.html import write_report
 
     store = CorpusStore(stored_root)
 
     def report(version: str) -> str:
         status = read_parquet(store.layout.citation_status_file(version), CITATION_STATUS)
         radius = read_parquet(store.layout.blast_radius_file(version), BLAST_RADIUS)
-        html = write_store_report(tmp_path / f"{version}.html", store, version, status, radius).read_text()
+        shown = report_inputs(store, version, status)
+        html = write_report(
+            tmp_path / f"{version}.html",
+            version,
+            blast_radius=radius,
+            status=shown.status,
+            answers=shown.answers,
+            claims=shown.claims,
+            versions=shown.versions,
+            status_counts=shown.status_counts,
+            history=shown.history,
+        ).read_text()
         return html.split('<section id="history">', 1)[1]
 
     section = report("v3")

@@ -4,6 +4,7 @@ import re
 
 import polars as pl
 
+from changes.report_inputs import status_counts
 from reports import plots
 
 STATUS_ROWS = pl.DataFrame(
@@ -16,7 +17,7 @@ BLAST = pl.DataFrame({"document": ["billing.md", "<script>alert(1)</script>.md"]
 
 
 def test_statuses_per_version_has_one_segment_per_version_and_status():
-    counts = plots.status_counts(STATUS_ROWS)
+    counts = status_counts(STATUS_ROWS)
     svg = plots.statuses_per_version_svg(counts, ["v1", "v2"])
     segments = re.findall(r"<title>(v\d): (\w+) (\d+)</title>", svg)
     assert sorted(segments) == [
@@ -29,12 +30,12 @@ def test_statuses_per_version_has_one_segment_per_version_and_status():
 
 
 def test_stale_over_time_counts_citations_that_no_longer_hold():
-    svg = plots.stale_over_time_svg(plots.status_counts(STATUS_ROWS), ["v1", "v2"])
+    svg = plots.stale_over_time_svg(status_counts(STATUS_ROWS), ["v1", "v2"])
     assert re.findall(r"<title>(v\d): (\d+)</title>", svg) == [("v1", "1"), ("v2", "3")]
 
 
 def test_plots_are_inline_svg_without_script_and_labels_are_escaped():
-    html = plots.plots_html(plots.status_counts(STATUS_ROWS), ["v1", "v2"], BLAST)
+    html = plots.plots_html(status_counts(STATUS_ROWS), ["v1", "v2"], BLAST)
     assert html.count("<svg") == 3
     assert "<script" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;.md" in html
