@@ -4,7 +4,8 @@ import warnings
 
 import dagster as dg
 
-corpus_versions = dg.DynamicPartitionsDefinition(name="corpus_version")
+CORPUS_VERSIONS = "corpus_version"  # the dynamic partitions' name, as the instance stores them
+corpus_versions = dg.DynamicPartitionsDefinition(name=CORPUS_VERSIONS)
 # Partitioned asset checks are a Dagster preview feature; they are what lets a check judge one version.
 warnings.filterwarnings(
     "ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=dg.PreviewWarning

@@ -74,7 +74,7 @@ def verification(
 
 def verify_settings(verifier: VerifierResource, ingest: IngestResource):
     """The verifier's settings, ranking authority by the vocabulary the documents were ingested with."""
-    return verifier.verify_settings(tuple(ingest.authority_levels))
+    return verifier.verify_settings(ingest.parse_config().authority_levels)
 
 
 def configured_scorer(log: dg.DagsterLogManager, verifier: VerifierResource, store, version: str):
@@ -185,7 +185,9 @@ def every_claim_has_one_status(context: dg.AssetCheckExecutionContext, store: St
 def sharded_run_id(context: dg.OpExecutionContext) -> str:
     """One verification run id for every step of a Dagster run (each shard step may be its own process or pod):
     the run's creation time, in the form of verifiers.run_tally.new_run_id, so runs sort by time."""
-    created = context.instance.get_run_record_by_id(context.run_id).create_timestamp
+    record = context.instance.get_run_record_by_id(context.run_id)
+    assert record is not None, "the step runs in this run"
+    created = record.create_timestamp
     return f"{created.astimezone(UTC):%Y%m%dT%H%M%S%f}Z-{context.run_id[:8]}"
 
 

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -40,6 +40,7 @@ from citekeeper.language import models_for, resolve_language
 from citekeeper.layout import StoreLayout
 from citekeeper.model_sources import ModelSourceError, load_sentence_transformer, resolve_model
 from citekeeper.settings import variable
+from citekeeper.tables import to_frame
 from citekeeper.text import normalize_text
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"  # the name of the model shipped by g
 # LanceDB FTS settings per tokenizer key (the key is part of the chunk table's name). `simple` is LanceDB's
 # default; 2-grams match most Chinese words (one or two characters), 3-grams reward longer shared runs,
 # and single characters would match nearly every chunk.
-FTS_TOKENIZERS = {
+FTS_TOKENIZERS: dict[str, dict[str, Any]] = {
     "simple": {},
     "ngram2-3": dict(
         base_tokenizer="ngram", ngram_min_length=2, ngram_max_length=3, stem=False, remove_stop_words=False
@@ -124,6 +125,7 @@ def _load_or_warn(model: Path | str | None) -> Embedder | None:
             "to a local directory saved with save_pretrained (config, weights and tokenizer of a sentence-embedding "
             "model); on a machine without network, save one elsewhere with `citekeeper models pull --to DIR`.",
             EmbeddingModelUnavailable,
+            stacklevel=1,  # the model setting is at fault, not the line that asked for the embedder
         )
         return None
 
@@ -193,13 +195,13 @@ class EmbeddingStore:
                 self.db.open_table(table_name).add(fresh)
             else:
                 self.db.create_table(table_name, fresh)
-            cached = pl.concat([cached, pl.from_arrow(fresh)])
+            cached = pl.concat([cached, to_frame(fresh)])
         return cached
 
     def _cached(self, table_name: str, hashes: pl.Series, dim: int) -> pl.DataFrame:
         if table_name not in self._table_names():
             return pl.DataFrame(schema={"text_hash": pl.String, "vector": pl.Array(pl.Float32, dim)})
-        table = pl.from_arrow(self.db.open_table(table_name).to_arrow())
+        table = to_frame(self.db.open_table(table_name).to_arrow())
         return table.join(pl.DataFrame({"text_hash": hashes}).unique(), on="text_hash", how="semi")
 
     def text_index(self, version: str, chunks: pl.DataFrame) -> ChunkIndex:
@@ -302,7 +304,7 @@ class ChunkIndex:
                 return [_hit(row, bigram_containment(query, row["text"]), "fts") for row in rows]
 
             return _concurrently(fts, queries)
-        vectors = self.embedder.embed(list(queries)) if queries else []
+        vectors: np.ndarray | list[np.ndarray] = self.embedder.embed(list(queries)) if queries else []
 
         def hybrid(args: tuple[str, np.ndarray]) -> list[SearchHit]:
             query, vector = args
@@ -342,7 +344,10 @@ def _match(query: str, all_terms: bool = False):
     would be a phrase query, which an index without positions rejects)."""
     from lancedb.query import FullTextOperator, MatchQuery
 
-    return MatchQuery(query, "text", operator=FullTextOperator.AND if all_terms else FullTextOperator.OR)
+    # lancedb gives boost, fuzziness, ... their defaults with pydantic Fields, which mypy does not read as defaults
+    return MatchQuery(  # type: ignore[call-arg]
+        query, "text", operator=FullTextOperator.AND if all_terms else FullTextOperator.OR
+    )
 
 
 def _concurrently(fn, items: list) -> list:

@@ -10,7 +10,7 @@ import json
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +29,7 @@ from citekeeper.files import atomic_write_text
 from citekeeper.lance_tables import add_rows, delete_docs, index_doc_ids, sorted_batches
 from citekeeper.layout import StoreLayout, UnsafeName, is_safe_name, safe_name
 from citekeeper.locations import is_remote, parquet_filesystem
-from citekeeper.tables import ParquetStream, to_arrow
+from citekeeper.tables import ParquetStream, to_arrow, to_frame
 
 if TYPE_CHECKING:
     import lancedb
@@ -191,9 +191,9 @@ class CorpusStore:
             return self._read_lance(table, name, None)
         location = self.parquet_path(table, name)
         if isinstance(location, Path):
-            return pl.from_arrow(pq.read_table(location, schema=READ_SCHEMAS[table]))
+            return to_frame(pq.read_table(location, schema=READ_SCHEMAS[table]))
         filesystem, path = parquet_filesystem(location, self.storage_options)
-        return pl.from_arrow(pq.read_table(path, schema=READ_SCHEMAS[table], filesystem=filesystem))
+        return to_frame(pq.read_table(path, schema=READ_SCHEMAS[table], filesystem=filesystem))
 
     def has_export(self, table: str, version: str) -> bool:
         location = self.parquet_path(table, version)
@@ -207,10 +207,8 @@ class CorpusStore:
         location = self.parquet_path(table, version)
         if isinstance(location, Path):
             location.unlink(missing_ok=True)
-            try:
+            with suppress(OSError):  # not empty (a stray file) or already gone
                 location.parent.rmdir()
-            except OSError:  # not empty (a stray file) or already gone
-                pass
             return
         filesystem, path = parquet_filesystem(location, self.storage_options)
         folder = path.rsplit("/", 1)[0]
@@ -312,7 +310,7 @@ class CorpusStore:
         else:
             with _lance_errors(table, version):
                 arrow = self._read_tagged(table, version, read, id_lists)
-        frame = pl.from_arrow(arrow).sort(SORT_KEYS[table])
+        frame = to_frame(arrow).sort(SORT_KEYS[table])
         return frame.with_columns(corpus_version=pl.lit(version)).select(wanted)
 
     def _read_tagged(self, table: str, version: str, read: list[str], id_lists: dict[str, list[str]]) -> pa.Table:
@@ -360,7 +358,7 @@ class CorpusStore:
         at too, since gc rewrites the rows of the versions it keeps."""
         key = (version, dataset.version)
         if key not in self._offsets:
-            ids = pl.from_arrow(dataset.to_table(columns=["chunk_id"])).with_row_index("offset")
+            ids = to_frame(dataset.to_table(columns=["chunk_id"])).with_row_index("offset")
             self._offsets = {**dict(list(self._offsets.items())[-1:]), key: ids}
         return self._offsets[key]
 
@@ -495,7 +493,7 @@ class CorpusStore:
         ingest errors (kept for every version: no other copy exists)."""
         for table in TABLES:
             self.write_export(table, version, self._sorted_batches(table, version))
-        self.write_export("errors", version, pl.from_arrow(errors).sort(SORT_KEYS["errors"]))
+        self.write_export("errors", version, to_frame(errors).sort(SORT_KEYS["errors"]))
 
     def write_manifest(self, manifest: VersionManifest) -> None:
         """Last step of a commit, atomic: the version exists from this rename on."""

@@ -8,6 +8,7 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urljoin
 
 from citekeeper.identity import sha256_hex
@@ -175,7 +176,10 @@ def _source_fields(config: ParseConfig, given: dict, source_path: str, doc_id: s
     for pattern, name, value in config.source_defaults:
         if name not in fields and fnmatch.fnmatchcase(source_path, pattern):
             fields[name] = value
-    return SourceFields(**{name: tuple(value) if isinstance(value, list) else value for name, value in fields.items()})
+    values: dict[str, Any] = {
+        name: tuple(value) if isinstance(value, list) else value for name, value in fields.items()
+    }
+    return SourceFields(**values)
 
 
 def _access_scope(

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from assets.partitions import corpus_versions
+from assets.partitions import CORPUS_VERSIONS, corpus_versions
 from assets.resources import STORE_WRITER_POOL, STORE_WRITER_TAG, IngestResource, StoreResource
 from assets.sharding import COMMIT, SHARD_GROUP, STAGE, ShardedIngest
 from assets.verification import merge_shards_op, verify_shard_op
@@ -118,7 +118,7 @@ def nightly_reindex_schedule(context: dg.ScheduleEvaluationContext, store: Store
         return dg.SkipReason(f"source tree unchanged since corpus version {equal}")
     # Schedules cannot return dynamic-partition requests, so the partition is added here directly.
     version = version_name("nightly", context.scheduled_execution_time)
-    context.instance.add_dynamic_partitions(corpus_versions.name, [version])
+    context.instance.add_dynamic_partitions(CORPUS_VERSIONS, [version])
     return dg.RunRequest(partition_key=version, run_key=version, tags={"citekeeper/trigger": "schedule"})
 
 
@@ -131,10 +131,10 @@ def corpus_gc(context: dg.OpExecutionContext, store: StoreResource) -> dg.Output
         )
     summary = gc(store.corpus_store(), store.gc_keep_last, store.gc_keep)
     # A pruned version's corpus_version partition names a version that no longer exists: it goes too.
-    partitions = set(context.instance.get_dynamic_partitions(corpus_versions.name))
+    partitions = set(context.instance.get_dynamic_partitions(CORPUS_VERSIONS))
     for version in summary.pruned:
         if version in partitions:
-            context.instance.delete_dynamic_partition(corpus_versions.name, version)
+            context.instance.delete_dynamic_partition(CORPUS_VERSIONS, version)
     context.log.info(
         f"event=gc pruned={len(summary.pruned)} kept={len(summary.kept)} "
         f"bytes_freed={summary.bytes_freed} lance_rewritten={summary.lance_rewritten}"

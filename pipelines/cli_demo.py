@@ -3,11 +3,15 @@ Dagster job; running it again gives the same results (docs/demo.md)."""
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from citekeeper.settings import SAMPLE_CORPUS
 from pipelines.cli_common import cli_settings, corpus_store, language_option, store_option_defaulting_to
+
+if TYPE_CHECKING:  # dagster is imported when the demo runs, not when the CLI starts
+    from dagster import DagsterEvent
 
 DEMO_STORE = ".citekeeper/demo"
 VERSIONS = ("v1", "v2")
@@ -82,11 +86,14 @@ def run_version(
     )
     if not result.success:
         failures = [
-            f"  {event.step_key}: {event.event_specific_data.error.message.strip()}"
-            for event in result.all_events
-            if event.is_step_failure
+            f"  {event.step_key}: {_failure_message(event)}" for event in result.all_events if event.is_step_failure
         ]
         raise click.ClickException(f"pipeline run for {version} failed:\n" + "\n".join(failures))
+
+
+def _failure_message(event: "DagsterEvent") -> str:
+    error = event.step_failure_data.error
+    return error.message.strip() if error is not None else "failed, no error recorded"
 
 
 def _chunks_file(store, version: str) -> str:
@@ -111,6 +118,7 @@ def summary(store_dir: Path, nli_note: str) -> str:
     status = read_parquet(layout.citation_status_file(new), CITATION_STATUS)
     radius = read_parquet(layout.blast_radius_file(new), BLAST_RADIUS)
     run_dir = latest_run_dir(layout.runs_dir, new)
+    assert run_dir is not None, f"the pipeline verified {new}"
     claims = pl.read_parquet(run_dir / "claims.parquet")
     run = pl.read_parquet(run_dir / "run.parquet").row(0, named=True)
     claim_counts = dict(sorted(claims.group_by("status").len().iter_rows()))

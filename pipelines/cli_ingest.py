@@ -126,7 +126,9 @@ def ingest_command(
         config = given_parse_config(settings)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    with tqdm(desc="parsing", unit="doc", file=click.get_text_stream("stderr"), disable=None) as bar:
+    # click 8.5 deprecates get_text_stream (reached through a module __getattr__, which mypy types as an object)
+    stderr = click.get_text_stream("stderr")  # type: ignore[operator]
+    with tqdm(desc="parsing", unit="doc", file=stderr, disable=None) as bar:
 
         def progress(source_path: str, done: int, total: int) -> None:
             bar.total = total

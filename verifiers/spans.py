@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import polars as pl
+from polars.datatypes import DataTypeClass
 
 from changes.statuses import HOLDING
 from citekeeper.scope import outside_audience
@@ -39,7 +40,7 @@ _LABELS = pl.List(pl.String)
 # What the conflict ranking and the audience check read (verifiers.conflicts; null where unknown): the evidence
 # document's source fields and names, the answer's audience, version, scope labels and time, when the citation
 # retrieved its evidence.
-SOURCE_COLUMNS = {
+SOURCE_COLUMNS: dict[str, pl.DataType | DataTypeClass] = {
     "source_type": pl.String,
     "source_url": pl.String,
     "published_at": _TIME,
@@ -57,7 +58,7 @@ SOURCE_COLUMNS = {
     "answer_created_at": _TIME,
     "retrieved_at": _TIME,
 }
-_TYPES = {
+_TYPES: dict[str, pl.DataType | DataTypeClass] = {
     "revision": pl.Int32,
     "citation_index": pl.Int32,
     "chunk_start_char": pl.Int64,

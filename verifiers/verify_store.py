@@ -28,9 +28,9 @@ from citekeeper.scope import aggregate_documents, withhold_documents
 from citekeeper.sharding import Shard
 from citekeeper.store import CorpusStore
 from citekeeper.tables import empty, read_parquet
+from verifiers.checkers.base import Scorer
 from verifiers.claim_metrics import status_counts
 from verifiers.engine import TABLES, VerifySettings, model_values, verify_tables
-from verifiers.checkers.base import Scorer
 from verifiers.run_tally import new_run_id, run_stats, run_table
 from verifiers.verdict_cache import VerdictCache
 from verifiers.verify_output import RunWriter
@@ -126,8 +126,11 @@ def _answer_batches(
     """(answers, claims, citations) of the current answers, a batch at a time, at least one (maybe empty); an
     answers file is one batch (it is read whole to report its bad lines before anything runs)."""
     if answers_file is not None:
-        frames = answers_from_file(answers_file, store)
-        yield tuple(frame.filter(shard.owned("answer_id")) for frame in frames) if shard is not None else frames
+        answers, claims, citations = answers_from_file(answers_file, store)
+        if shard is not None:
+            owned = shard.owned("answer_id")
+            answers, claims, citations = answers.filter(owned), claims.filter(owned), citations.filter(owned)
+        yield answers, claims, citations
         return
     # of the answers table only what the evidence reads (its source_record and texts would double a batch's memory)
     columns = {"answers": ["answer_id", "revision", *ANSWER_SOURCE_COLUMNS]}
@@ -137,4 +140,4 @@ def _answer_batches(
         {"answers": empty(ANSWERS).select(columns["answers"]), "claims": empty(CLAIMS), "citations": empty(CITATIONS)},
     )
     for batch in itertools.chain([first], batches):
-        yield tuple(batch[table] for table in ANSWER_TABLES)
+        yield batch["answers"], batch["claims"], batch["citations"]

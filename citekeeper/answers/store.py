@@ -341,7 +341,7 @@ class AnswerStore:
                 if first != answer.line:
                     result.repeated.append(
                         LineError(
-                            answer.line,
+                            answer.line or 0,
                             "answer_id",
                             f"{answer.answer_id!r:.80} is also on line {first}: "
                             "registered in file order, so this line revises it",
@@ -353,7 +353,7 @@ class AnswerStore:
                     message = (
                         f"{answer.answer_id} is at revision {revision}, not {expected}: it changed since this was made"
                     )
-                    result.errors.append(LineError(answer.line, "answer_id", message))
+                    result.errors.append(LineError(answer.line or 0, "answer_id", message))
                     continue
                 if content_hash == answer.content_hash or (answer.answer_id, answer.content_hash) in repaired:
                     result.unchanged.append(answer.answer_id)
