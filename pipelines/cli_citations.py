@@ -130,7 +130,8 @@ def answers_list(store_dir: Path) -> None:
 
     for row in answer_list(corpus_store(store_dir)).iter_rows(named=True):
         click.echo(
-            f"{printable(row['answer_id'])}  revision {row['revision']}  {row['n_claims']} claims  {row['n_citations']} citations"
+            f"{printable(row['answer_id'])}  revision {row['revision']}  "
+            f"{row['n_claims']} claims  {row['n_citations']} citations"
         )
 
 
@@ -371,7 +372,8 @@ def repair_command(
         click.echo(json.dumps(summary, indent=2))
     else:
         click.echo(
-            f"repair against {target}: {summary['n_citations']} citations, {summary['n_answers_repaired']} answers to revise"
+            f"repair against {target}: {summary['n_citations']} citations, "
+            f"{summary['n_answers_repaired']} answers to revise"
         )
         click.echo("  " + "  ".join(f"{kind} {n}" for kind, n in summary["repairs"].items()))
         click.echo(f"  {summary['n_needs_review']} citation(s) need review")
