@@ -24,7 +24,7 @@ from citekeeper.store import CorpusStore
 from parsers.records import ParseConfig, parse_config_of, with_parse_settings
 from verifiers.checkers import PROTOCOLS
 from verifiers.conflicts import RankingSettings, ranking_settings
-from verifiers.devices import DEFAULT_DEVICE
+from verifiers.devices import DEFAULT_BACKEND, DEFAULT_DEVICE
 from verifiers.engine import VerifySettings
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ class VerifierResource(dg.ConfigurableResource):
 
     # hub id or local dir; "auto": the default model of `language`; None runs the model-free tiers only
     nli_model: str | None = None
-    nli_backend: str = "torch"
+    nli_backend: str = DEFAULT_BACKEND
     # The model's protocol (verifiers.checkers.PROTOCOLS); None: the preset's, else what its config implies.
     nli_checker: str | None = None
     nli_supported_label: int | None = None  # binary: the output index that means supported (None: 1, MiniCheck's)

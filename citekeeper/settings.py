@@ -120,6 +120,9 @@ class Settings(BaseModel):
     nli_model: Text = _variable("CITEKEEPER_NLI_MODEL", "The checker, hub id or directory; auto: the language's.")
     nli_backend: Text = _variable("CITEKEEPER_NLI_BACKEND", "torch | onnx.")
     nli_checker: Text = _variable("CITEKEEPER_NLI_CHECKER", "The checker's protocol: nli | binary | seq2seq | ...")
+    nli_checker_version: Text = _variable(
+        "CITEKEEPER_NLI_CHECKER_VERSION", "callable | http: the checker's version, in the verdict cache's key."
+    )
     nli_supported_label: Number = _variable("CITEKEEPER_NLI_SUPPORTED_LABEL", "binary: the index meaning supported.")
     nli_device: Text = _variable("CITEKEEPER_NLI_DEVICE", "auto | cpu | cuda | cuda:N.")
     nli_threads: Number = _variable("CITEKEEPER_NLI_THREADS", "torch intra-op threads.")

@@ -19,7 +19,7 @@ from pipelines.cli_common import (
 )
 from verifiers.checkers import PROTOCOLS
 from verifiers.conflicts import RankingSettings
-from verifiers.devices import DEFAULT_BATCH, DEFAULT_DEVICE
+from verifiers.devices import BACKENDS, DEFAULT_BACKEND, DEFAULT_BATCH, DEFAULT_DEVICE
 
 
 @click.command("verify", cls=OutputCommand)
@@ -65,8 +65,8 @@ from verifiers.devices import DEFAULT_BATCH, DEFAULT_DEVICE
 )
 @click.option(
     "--backend",
-    type=click.Choice(["torch", "onnx"]),
-    default="torch",
+    type=click.Choice(BACKENDS),
+    default=DEFAULT_BACKEND,
     show_default=True,
     help="onnx: ONNX Runtime with int8 weights, exported once from the same model and cached.",
 )

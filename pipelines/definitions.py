@@ -78,6 +78,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> CitekeeperSetting
                 nli_backend=read.nli_backend,
                 nli_checker=read.nli_checker,
                 nli_supported_label=read.nli_supported_label,
+                nli_checker_version=read.nli_checker_version,
                 nli_device=read.nli_device,
                 nli_threads=read.nli_threads,
                 language=read.language,

@@ -11,6 +11,8 @@ log = logging.getLogger("citekeeper.nli")
 
 DEVICE_CHOICES = "auto|cpu|cuda|cuda:N"
 DEFAULT_DEVICE = "auto"  # the CLI's --device and the verifier resource's nli_device when not given
+BACKENDS = ("torch", "onnx")  # how a transformers checker runs: torch, or ONNX Runtime int8 on the CPU
+DEFAULT_BACKEND = "torch"  # the CLI's --backend and the verifier resource's nli_backend when not given
 PRECISIONS = ("fp32", "bf16", "fp16")
 DEFAULT_BATCH = {"cpu": 32, "cuda": 256}  # pairs per forward pass to start from; a GPU halves it until it fits
 _SPEC = re.compile(r"auto|cpu|cuda(:\d+)?")

@@ -20,7 +20,7 @@ import numpy as np
 from citekeeper.files import replace_durably
 from verifiers.checkers.base import BoundProtocol
 from verifiers.checkers.presets import Preset
-from verifiers.devices import Placement, is_out_of_memory
+from verifiers.devices import DEFAULT_BACKEND, Placement, is_out_of_memory
 
 log = logging.getLogger("citekeeper.nli")
 
@@ -42,7 +42,7 @@ class HFScorer:
     max_tokens: int
     batch_size: int = 32
     progress: bool = False
-    backend: str = "torch"
+    backend: str = DEFAULT_BACKEND
     model_calls: int = 0
     placement: Placement = field(default_factory=lambda: Placement("cpu", "fp32", "cpu"))
     chunk_tokens: int | None = None  # evidence tokens per window (the checker's chunk size); None: all that fit

@@ -20,14 +20,13 @@ from verifiers.checkers.backends import OnnxScorer, TorchScorer, export_int8_onn
 from verifiers.checkers.base import CheckerError, Scorer, TransformersProtocol
 from verifiers.checkers.nli import LabelSetError
 from verifiers.checkers.presets import preset_for
-from verifiers.devices import DEFAULT_DEVICE, gpu_requested, resolve_device
+from verifiers.devices import BACKENDS, DEFAULT_BACKEND, DEFAULT_DEVICE, gpu_requested, resolve_device
 
 log = logging.getLogger("citekeeper.nli")
 
 # The English default. The CLI and the Dagster asset pick the model per corpus language instead:
 # citekeeper.language.choose_nli_model (multilingual for Chinese and other non-English corpora).
 DEFAULT_MODEL = ENGLISH.nli
-BACKENDS = ("torch", "onnx")
 ONNX_PROTOCOLS = tuple(name for name, entry in MODEL_PROTOCOLS.items() if entry.onnx)
 
 
@@ -47,7 +46,7 @@ def missing_model_message(model: str, reason: str) -> str:
 
 def load_scorer(
     model: str = DEFAULT_MODEL,
-    backend: str = "torch",
+    backend: str = DEFAULT_BACKEND,
     onnx_cache_dir: Path | str | None = None,
     batch_size: int | None = None,
     progress: bool = False,
