@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.loopback import serving
 
 
 def score_pairs(premises: list[str], hypotheses: list[str]) -> list[list[float]]:
@@ -52,13 +53,8 @@ class ScoringEndpoint:
 
     @contextmanager
     def running(self):
-        thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with serving(self._server):
             yield self
-        finally:
-            self._server.shutdown()
-            self._server.server_close()
 
     def pairs_sent(self, path: str = "/score") -> list[int]:
         return [n for p, n in self.requests if p == path]

@@ -15,11 +15,12 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+
+from tests.loopback import serving
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _INFO = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?$")
@@ -49,13 +50,8 @@ class LoopbackHub:
 
     @contextmanager
     def running(self):
-        thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with serving(self._server):
             yield self
-        finally:
-            self._server.shutdown()
-            self._server.server_close()
 
     def _handler(self):
         hub = self
