@@ -34,7 +34,7 @@ from citekeeper.settings import SettingsError, read_settings, variable
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
 from tests.chunk_frames import write_tree
-from tests.random_models import build_tokenizer, save_random_nli_model
+from tests.random_models import DEBERTA_V3_XSMALL, build_tokenizer, save_random_nli_model
 from tests.verify_helpers import citations_frame, claims_frame, verify
 from verifiers.checkers.loading import DEFAULT_MODEL, load_scorer
 from verifiers.verify_store import verify_store
@@ -160,25 +160,15 @@ def save_tiny_mdeberta(directory: Path, texts: list[str], favour_label: str | No
 
     tokenizer = build_tokenizer(texts, vocab_size=600, model_max_length=512)
     config = DebertaV2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        hidden_act="gelu",
-        max_position_embeddings=512,
-        type_vocab_size=0,
-        relative_attention=True,
-        position_buckets=256,
-        norm_rel_ebd="layer_norm",
-        share_att_key=True,
-        pos_att_type=["p2c", "c2p"],
-        position_biased_input=False,
-        max_relative_positions=-1,
-        layer_norm_eps=1e-7,
-        pooler_hidden_size=32,
-        pooler_dropout=0,
-        pooler_hidden_act="gelu",
+        **DEBERTA_V3_XSMALL  # the default model's architecture, at a tiny size
+        | dict(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            pooler_hidden_size=32,
+        ),
         id2label=XNLI_LABELS,
         label2id={v: k for k, v in XNLI_LABELS.items()},
         num_labels=3,
