@@ -118,7 +118,7 @@ class GitSource(ListedSource):
 
     def _repository(self) -> pygit2.Repository:
         if self._repo is None or self._opened_in != os.getpid():
-            self._repo, self._opened_in = _open_repository(self._root, self.uri), os.getpid()
+            self._repo, self._opened_in = open_repository(self._root, self.uri), os.getpid()
         return self._repo
 
     def __getstate__(self) -> dict:
@@ -129,12 +129,14 @@ class GitSource(ListedSource):
         return f"GitSource({self.uri!r}, commit={self._commit})"
 
 
-def _open_repository(root: Path, spec: str) -> pygit2.Repository:
+def open_repository(path: Path | str, spec: str | None = None) -> pygit2.Repository:
+    """The repository at `path` itself (not one above it); `spec`: the source naming it, for the error."""
     try:
-        return pygit2.Repository(str(root), RepositoryOpenFlag.NO_SEARCH)
+        return pygit2.Repository(str(path), RepositoryOpenFlag.NO_SEARCH)
     except pygit2.GitError:
+        named = f"git source {spec!r}: " if spec else ""
         raise GitSourceError(
-            f"git source {spec!r}: {root} is not a git repository (give the top of a local clone, or a bare repository)"
+            f"{named}{path} is not a git repository (give the top of a local clone, or a bare repository)"
         ) from None
 
 
