@@ -6,7 +6,16 @@ import errno
 
 import click
 
-from pipelines import cli_citations, cli_demo, cli_history, cli_ingest, cli_maintenance, cli_models, cli_verify
+from pipelines import (
+    cli_backfill,
+    cli_citations,
+    cli_demo,
+    cli_history,
+    cli_ingest,
+    cli_maintenance,
+    cli_models,
+    cli_verify,
+)
 
 
 class _Commands(click.Group):
@@ -29,6 +38,15 @@ def main() -> None:
     """Keep the citations of a RAG / knowledge system honest while its corpus changes."""
 
 
-for _module in (cli_ingest, cli_citations, cli_history, cli_verify, cli_demo, cli_models, cli_maintenance):
+for _module in (
+    cli_ingest,
+    cli_backfill,
+    cli_citations,
+    cli_history,
+    cli_verify,
+    cli_demo,
+    cli_models,
+    cli_maintenance,
+):
     for _command in _module.COMMANDS:
         main.add_command(_command)
