@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from assets import citations, corpus, sharding, verification
+from assets import backfill, citations, corpus, sharding, verification
 from assets.resources import AnswersResource, CitekeeperSettings, IngestResource, StoreResource, VerifierResource
 from citekeeper.settings import read_settings, variable
 from pipelines import automation
@@ -21,7 +21,7 @@ def build_definitions(settings: CitekeeperSettings) -> dg.Definitions:
     return dg.Definitions(
         assets=verification.with_code_version(assets, settings.verifier),
         asset_checks=dg.load_asset_checks_from_modules(ASSET_MODULES),
-        jobs=[*automation.jobs, *automation.sharded_jobs(sharded, settings.verify_shards)],
+        jobs=[*automation.jobs, backfill.backfill_job, *automation.sharded_jobs(sharded, settings.verify_shards)],
         schedules=automation.schedules,
         sensors=automation.sensors,
         resources=settings.resources(),
