@@ -7,17 +7,14 @@ same chunks and documents for every version, and leave only manifests (and the l
 from __future__ import annotations
 
 import json
-import logging
 import uuid
 from pathlib import Path
 
-import boto3  # moto[server] and boto3 come with the dev extra
 import dagster as dg
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from moto import server as moto_server
 
 from assets import corpus as ingest_assets
 from assets.partitions import corpus_versions
@@ -28,35 +25,23 @@ from parsers.ingest import ingest
 from pipelines.cli import main
 from tests.conftest import SAMPLE_CORPUS
 from tests.dagster_settings import settings
+from tests.s3_server import moto_server, s3_client, storage_options
 
 BUCKET = "citekeeper-test"
 VERSIONS = ("v1", "v2")
-CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "aws_region": "us-east-1"}
 
 
 @pytest.fixture(scope="module")
 def endpoint():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one access-log line per S3 request otherwise
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    url = f"http://{host}:{port}"
-    s3_client(url).create_bucket(Bucket=BUCKET)
-    yield url
-    server.stop()
-
-
-def s3_client(url: str):
-    return boto3.client(
-        "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
-    )
+    with moto_server(BUCKET) as url:
+        yield url
 
 
 @pytest.fixture
 def locations(endpoint: str) -> dict:
     """A fresh prefix in the bucket per test; credentials passed as storage options, not taken from env."""
     prefix = f"s3://{BUCKET}/{uuid.uuid4().hex}"
-    options = {**CREDENTIALS, "aws_endpoint": endpoint, "allow_http": "true"}
+    options = storage_options(endpoint)
     return {"lance_uri": f"{prefix}/lance", "parquet_uri": f"{prefix}/parquet", "storage_options": options}
 
 
