@@ -28,7 +28,7 @@ def ingested_corpus(context: dg.AssetExecutionContext, store: StoreResource, ing
 
     version = context.partition_key
     corpus = store.corpus_store()
-    result = ingest_tree(ingest.source_path, corpus, version=version, config=ingest.parse_config()).shared()
+    result = ingest_tree(ingest.source_dir, corpus, version=version, config=ingest.parse_config()).shared()
     fail_if_unchanged(result, ingest, version)
     manifest = result.manifest
     common: dict[str, str | bool] = {

@@ -71,16 +71,14 @@ class IngestResource(dg.ConfigurableResource):
     """Which documents make a corpus version, and how they are parsed: source_dir, and the parse settings as
     ParseConfig declares them (docs/ingest.md, "What one document may cost" and "Source fields")."""
 
-    source_dir: str = str(SAMPLE_CORPUS / "v1")  # wherever the package is installed
+    # A folder, an object-store URL (s3://bucket/prefix, read with the store's storage options) or git:PATH@REF
+    # (parsers.sources); the sample corpus by default, wherever the package is installed.
+    source_dir: str = str(SAMPLE_CORPUS / "v1")
 
     @model_validator(mode="after")
     def _valid_parse_config(self) -> IngestResource:
         self.parse_config()  # a bad template, level or default fails when the settings load, not at the run
         return self
-
-    @property
-    def source_path(self) -> Path:
-        return Path(self.source_dir)
 
     def parse_config(self) -> ParseConfig:
         return parse_config_of(self)

@@ -36,7 +36,7 @@ def stage_shard(
     from parsers.ingest import Shard, stage
 
     shard = Shard(index, n_shards)
-    result = stage(ingest.source_path, store.corpus_store(), version, shard=shard, config=ingest.parse_config())
+    result = stage(ingest.source_dir, store.corpus_store(), version, shard=shard, config=ingest.parse_config())
     log.info(
         f"event=shard_staged version={version} shard={shard.index}/{shard.count} "
         f"parsed={result.n_parsed} reused={result.n_reused} skipped={result.n_skipped} "

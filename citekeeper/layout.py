@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,10 @@ class StoreLayout:
     @property
     def staging_dir(self) -> Path:
         return self.root / "staging"
+
+    def read_objects_dir(self, cache_key: str) -> Path:
+        """Where discovery keeps what it read of one listed source's objects (citekeeper.schema.READ_OBJECTS)."""
+        return self.root / "cache" / "sources" / hashlib.sha256(cache_key.encode()).hexdigest()[:16]
 
     @property
     def lock(self) -> Path:

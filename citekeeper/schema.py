@@ -113,6 +113,23 @@ STAGED_SOURCES = pa.schema(
     ]
 )
 
+# What discovery read of a listed source's objects (an object store, a git ref), kept under
+# <store>/cache/sources/ by the source's cache key: an object listed again with the same stamp is not read again.
+# A cache: losing it costs reads, never a wrong result.
+READ_OBJECTS = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("stamp", pa.string(), nullable=False),
+        pa.field("content_hash", pa.string(), nullable=False),
+        pa.field("size_bytes", pa.int64(), nullable=False),
+        # A document's front matter block (parsers.metadata.front_matter_head) or a sidecar's bytes; null: none.
+        pa.field("head", pa.binary()),
+        # The parse settings (config_hash) under which the document parsed into no text to cite, if it did: it
+        # is not read and parsed again under them while its stamp stays.
+        pa.field("no_text_under", pa.string()),
+    ]
+)
+
 # ---------------------------------------------------------------- answers (issue 3)
 # Stored under <store>/answers/. Every (answer_id, revision) is kept; the highest revision is current.
 

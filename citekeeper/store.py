@@ -78,7 +78,8 @@ class VersionManifest:
     n_reused: int = 0  # documents carried over unchanged from the parent
     n_removed: int = 0  # parent documents deleted from the source tree
     n_no_text: int = 0  # files skipped with nothing to cite (front matter only)
-    source_dir: str = ""
+    source_dir: str = ""  # the folder, bucket URL or git:PATH@REF ingested
+    source_revision: str | None = None  # the commit ingested, for a git source
     lance_versions: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> str:

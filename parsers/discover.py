@@ -5,9 +5,10 @@ its hash). The rules: docs/ingest.md ("Choosing files", "Data model")."""
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urljoin
 
@@ -15,14 +16,17 @@ from citekeeper.identity import sha256_hex
 from citekeeper.scope import strictest
 from citekeeper.sources import render_source_url
 from parsers.formats import BY_EXTENSION
+from parsers.formats.base import Format
 from parsers.formats.text import UndecodableText, decode_text
 from parsers.metadata import (
-    FrontMatter,
+    MAX_SIDECAR_BYTES,
     MetadataError,
     front_matter_fields,
+    front_matter_head,
     given_source_fields,
     read_front_matter,
     read_sidecar,
+    sidecar_values,
 )
 from parsers.records import IngestError, ParseConfig, SourceFields, SourceFile
 from parsers.source_tree import (
@@ -34,6 +38,8 @@ from parsers.source_tree import (
     sidecar_path,
     walk_source_tree,
 )
+from parsers.sources.base import ListedSource
+from parsers.sources.listing import ListedFile, ReadObject, ReadObjects, walk_listing
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,11 @@ class Discovery:
     sources: list[SourceFile]  # sorted by source_path
     errors: list[IngestError]  # sorted by source_path
     n_skipped: int  # files include/exclude left out
+    source: ListedSource | None = None  # the listed source discovered, None for a folder
+    # Of a listed source: each document's (key, stamp) by source_path, and those whose bytes were not read (their
+    # stamps were known).
+    listed: dict[str, tuple[str, str]] = field(default_factory=dict)
+    unread: set[str] = field(default_factory=set)
 
 
 def _owns_every_path(source_path: str) -> bool:
@@ -51,7 +62,7 @@ def _owns_every_path(source_path: str) -> bool:
 
 @dataclass
 class _Found:
-    root: Path  # resolved
+    root: Path | None  # resolved; None for a listed source
     config: ParseConfig
     sources: list[SourceFile] = field(default_factory=list)
     errors: list[IngestError] = field(default_factory=list)
@@ -69,13 +80,23 @@ def discover_sources(root: Path, config: ParseConfig) -> tuple[list[SourceFile],
     return found.sources, found.errors
 
 
-def discover(root: Path, config: ParseConfig, owns: Callable[[str], bool] = _owns_every_path) -> Discovery:
-    """The documents under root whose source_path `owns` accepts (a shard's share; all by default)."""
+def discover(
+    root: Path | ListedSource,
+    config: ParseConfig,
+    owns: Callable[[str], bool] = _owns_every_path,
+    read_objects: ReadObjects | None = None,
+    spool_dir: Path | None = None,
+) -> Discovery:
+    """The documents under root (a folder, or a listed source) whose source_path `owns` accepts (a shard's share;
+    all by default). Of a listed source, an object whose stamp `read_objects` knows is not read, and those read
+    are kept under `spool_dir` for the parser (read_unread reads the others where they must be parsed)."""
+    if isinstance(root, ListedSource):
+        return _discover_listed(root, config, owns, read_objects or ReadObjects(None), spool_dir)
     root = Path(root)
     if not root.is_dir():
         raise NotADirectoryError(f"source root {root} is not a directory")
     found = _Found(root.resolve(), config)
-    for entry in walk_source_tree(found.root, config, owns):
+    for entry in walk_source_tree(root.resolve(), config, owns):
         match entry:
             case TreeFile():
                 try:
@@ -88,10 +109,17 @@ def discover(root: Path, config: ParseConfig, owns: Callable[[str], bool] = _own
                 found.quarantine(source_path, why)
             case Skipped():
                 found.n_skipped += 1
+    return _discovery(found)
+
+
+def _discovery(found: _Found, listing: _Listing | None = None) -> Discovery:
+    """The sources sorted, a doc_id claimed twice quarantined, the errors sorted."""
     found.sources.sort(key=lambda source: source.source_path)
     _quarantine_duplicate_doc_ids(found)
     found.errors.sort(key=lambda error: error.source_path)
-    return Discovery(found.sources, found.errors, found.n_skipped)
+    if listing is None:
+        return Discovery(found.sources, found.errors, found.n_skipped)
+    return Discovery(found.sources, found.errors, found.n_skipped, listing.source, listing.listed, listing.unread)
 
 
 # ---------------------------------------------------------------------- one document
@@ -99,38 +127,87 @@ def discover(root: Path, config: ParseConfig, owns: Callable[[str], bool] = _own
 
 def _read_source(found: _Found, file: TreeFile) -> SourceFile:
     """The file named and hashed; its bytes are dropped here (the parser reads them again)."""
-    config, path, source_path = found.config, file.path, file.source_path
-    file_format = BY_EXTENSION.get(path.suffix.lower())
-    if file_format is None:
-        supported = ", ".join(sorted(BY_EXTENSION))
-        raise Quarantined(
-            "discover",
-            "UnsupportedFileType",
-            f"unsupported file type {path.suffix or '(no extension)'!r}; supported: {supported}",
+    config, path = found.config, file.path
+    file_format = _format_of(file.source_path)
+    _check_size(file.stat.st_size, config.max_file_bytes)
+    raw = _read_bytes(path, config.max_file_bytes)
+    with _metadata_errors():
+        text = decode_text(raw)[0] if file_format.front_matter else ""
+        sidecars = [read_sidecar(sidecar_path(place), found.root, config.authority_levels) for place, _ in file.places]
+    places = [place for _, place in file.places]
+    return _source_file(
+        config, path.absolute(), file.source_path, file_format, sha256_hex(raw), len(raw), text, sidecars, places
+    )
+
+
+def _source_file(
+    config: ParseConfig,
+    path: Path,
+    source_path: str,
+    file_format: Format,
+    content_hash: str,
+    size_bytes: int,
+    front_matter_text: str,
+    sidecars: list[dict],
+    places: list[str],
+) -> SourceFile:
+    """A document named and scoped by what its bytes and sidecars say (one sidecar per place it is reachable
+    from) under the settings. An invalid sidecar or front matter quarantines the document: guessing its
+    access_scope could expose an internal document."""
+    with _metadata_errors():
+        front_matter = read_front_matter(front_matter_text)
+        given = given_source_fields(
+            front_matter_fields(front_matter, config.source_keys(), config.authority_levels), sidecars
         )
-    raw = _read_bytes(path, file.stat.st_size, config.max_file_bytes)
-    front_matter, sidecars, given = _explicit_metadata(found.root, file.places, file_format.front_matter, raw, config)
     explicit = front_matter.explicit | sidecars[-1] | sidecars[0]  # the sidecar where the walk found it wins
     doc_id = explicit.get("doc_id", source_path)
     return SourceFile(
-        path=path.absolute(),
+        path=path,
         source_path=source_path,
         doc_id=doc_id,
         filetype=file_format.filetype,
-        content_hash=sha256_hex(raw),
-        size_bytes=len(raw),
-        access_scope=_access_scope(config, front_matter.explicit, sidecars, file.places),
+        content_hash=content_hash,
+        size_bytes=size_bytes,
+        access_scope=_access_scope(config, front_matter.explicit, sidecars, places),
         title=explicit.get("title"),
         front_matter=front_matter.as_json,
         source_fields=_source_fields(config, given, source_path, doc_id),
     )
 
 
-def _read_bytes(path: Path, size: int, max_bytes: int) -> bytes:
+@contextmanager
+def _metadata_errors() -> Iterator[None]:
+    """Metadata that cannot be trusted, or a text with front matter that cannot be decoded (decoded as parsing
+    decodes it, so a Latin-1 or UTF-16 file's front matter is read), quarantines the document."""
+    try:
+        yield
+    except MetadataError as exc:
+        raise Quarantined("discover", "InvalidMetadata", str(exc)) from exc
+    except UndecodableText as exc:
+        raise Quarantined("read", "EncodingError", str(exc)) from exc
+
+
+def _format_of(source_path: str) -> Format:
+    suffix = PurePosixPath(source_path).suffix
+    file_format = BY_EXTENSION.get(suffix.lower())
+    if file_format is None:
+        supported = ", ".join(sorted(BY_EXTENSION))
+        raise Quarantined(
+            "discover",
+            "UnsupportedFileType",
+            f"unsupported file type {suffix or '(no extension)'!r}; supported: {supported}",
+        )
+    return file_format
+
+
+def _check_size(size: int, max_bytes: int) -> None:
     if size > max_bytes:
         raise Quarantined(
             "discover", "FileTooLarge", f"file is {size} bytes, over the limit of {max_bytes} (max_file_bytes)"
         )
+
+
+def _read_bytes(path: Path, max_bytes: int) -> bytes:
     try:
         with path.open("rb") as handle:
             raw = handle.read(max_bytes + 1)  # bounded even if the file grows while we read it
@@ -138,6 +215,10 @@ def _read_bytes(path: Path, size: int, max_bytes: int) -> bytes:
         raise Quarantined("read", "PermissionDenied", f"cannot read file: {exc.strerror}") from exc
     except OSError as exc:
         raise Quarantined("read", "ReadError", f"cannot read file: {exc.strerror or exc}") from exc
+    return _checked_bytes(raw, max_bytes)
+
+
+def _checked_bytes(raw: bytes, max_bytes: int) -> bytes:
     if len(raw) > max_bytes:
         raise Quarantined("read", "FileTooLarge", f"file grew past the limit of {max_bytes} bytes while being read")
     if not raw:
@@ -145,24 +226,133 @@ def _read_bytes(path: Path, size: int, max_bytes: int) -> bytes:
     return raw
 
 
-def _explicit_metadata(
-    root: Path, places: tuple[tuple[Path, str], ...], has_front_matter: bool, raw: bytes, config: ParseConfig
-) -> tuple[FrontMatter, list[dict], dict]:
-    """(front matter, the sidecar at each of the file's places, whose keys override the front matter's, and the
-    source fields they give). An invalid sidecar quarantines the document: guessing its access_scope could expose an
-    internal document. A format with front matter (Markdown, MDX) is decoded as parsing decodes it
-    (decode_text), so a Latin-1 or UTF-16 file's front matter is read, and one that cannot be decoded is
-    quarantined here."""
+# ---------------------------------------------------------------------- one listed object
+
+
+@dataclass
+class _Listing:
+    source: ListedSource
+    config: ParseConfig
+    read_objects: ReadObjects
+    spool_dir: Path | None
+    listed: dict[str, tuple[str, str]] = field(default_factory=dict)  # source_path -> (key, stamp)
+    unread: set[str] = field(default_factory=set)  # source_paths of documents not read this run
+
+
+def _discover_listed(
+    source: ListedSource,
+    config: ParseConfig,
+    owns: Callable[[str], bool],
+    read_objects: ReadObjects,
+    spool_dir: Path | None,
+) -> Discovery:
+    listing = _Listing(source, config, read_objects, spool_dir)
+    found = _Found(None, config)
+    for entry in walk_listing(source, config, owns):
+        match entry:
+            case ListedFile():
+                try:
+                    found.sources.append(_read_listed(listing, entry))
+                except Quarantined as q:
+                    found.quarantine(entry.source_path, q, _listed_scope(listing, entry))
+            case Rejected(source_path=source_path, why=why):
+                found.quarantine(source_path, why, _override_scope(config, source_path))
+            case Skipped():
+                found.n_skipped += 1
+    return _discovery(found, listing)
+
+
+def _read_listed(listing: _Listing, entry: ListedFile) -> SourceFile:
+    """As _read_source, of an object: its bytes are read only when its stamp is new, and then kept under
+    spool_dir for the parser; else what was read of them before serves."""
+    config = listing.config
+    file_format = _format_of(entry.source_path)
+    _check_size(entry.size, config.max_file_bytes)
+    listing.listed[entry.source_path] = (entry.key, entry.stamp)
+    read = listing.read_objects.get(entry.key, entry.stamp)
+    if read is None:
+        raw = _checked_bytes(listing.source.read(entry.key, config.max_file_bytes), config.max_file_bytes)
+        read = ReadObject(sha256_hex(raw), len(raw), _front_matter_bytes(raw) if file_format.front_matter else None)
+        listing.read_objects.put(entry.key, entry.stamp, read)
+        _spool(listing, entry.source_path, raw)
+    else:
+        listing.unread.add(entry.source_path)
+    front_matter_text = read.head.decode("utf-8", "surrogatepass") if read.head is not None else ""
+    with _metadata_errors():
+        sidecar = _listed_sidecar(listing, entry)
+    path = _spool_path(listing.spool_dir, entry.source_path)
+    return _source_file(
+        config,
+        path,
+        entry.source_path,
+        file_format,
+        read.content_hash,
+        read.size_bytes,
+        front_matter_text,
+        [sidecar],
+        [entry.source_path],
+    )
+
+
+def _front_matter_bytes(raw: bytes) -> bytes:
+    """The front matter block of a document's bytes, decoded as parsing decodes them, as UTF-8."""
+    with _metadata_errors():
+        return front_matter_head(decode_text(raw)[0]).encode("utf-8", "surrogatepass")
+
+
+def _listed_sidecar(listing: _Listing, entry: ListedFile) -> dict:
+    """The document's sidecar ({} when none is listed), read unless its stamp was read before."""
+    sidecar = entry.sidecar
+    if sidecar is None:
+        return {}
+    read = listing.read_objects.get(sidecar.key, sidecar.stamp)
+    if read is None:
+        raw = listing.source.read(sidecar.key, MAX_SIDECAR_BYTES)
+        read = ReadObject(sha256_hex(raw), len(raw), raw)
+        listing.read_objects.put(sidecar.key, sidecar.stamp, read)
+    return sidecar_values(read.head or b"", PurePosixPath(sidecar.key).name, listing.config.authority_levels)
+
+
+def _listed_scope(listing: _Listing, entry: ListedFile) -> str | None:
+    """The level of an object quarantined before its metadata was read, as _known_scope of a file."""
     try:
-        front_matter = read_front_matter(decode_text(raw)[0] if has_front_matter else "")
-        levels = config.authority_levels
-        sidecars = [read_sidecar(sidecar_path(place), root, levels) for place, _ in places]
-        given = given_source_fields(front_matter_fields(front_matter, config.source_keys(), levels), sidecars)
-        return front_matter, sidecars, given
-    except MetadataError as exc:
-        raise Quarantined("discover", "InvalidMetadata", str(exc)) from exc
-    except UndecodableText as exc:
-        raise Quarantined("read", "EncodingError", str(exc)) from exc
+        sidecar_scope = _listed_sidecar(listing, entry).get("access_scope")
+    except (MetadataError, Quarantined):
+        sidecar_scope = None
+    said = [scope for scope in (sidecar_scope, _override_scope(listing.config, entry.source_path)) if scope]
+    return strictest(said) if said else None
+
+
+def _spool_path(spool_dir: Path | None, source_path: str) -> Path:
+    """Where the parser reads a listed document's bytes (relative, and never written, without a spool_dir)."""
+    return (spool_dir or Path()) / source_path
+
+
+def _spool(listing: _Listing, source_path: str, raw: bytes) -> None:
+    if listing.spool_dir is not None:
+        path = _spool_path(listing.spool_dir, source_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(raw)
+
+
+def read_unread(discovery: Discovery, sources: list[SourceFile], spool_dir: Path, max_bytes: int) -> list[IngestError]:
+    """Read into spool_dir the bytes of those `sources` discovery did not read (their stamps were known, but
+    they must be parsed all the same); an object that fails now is an IngestError, as it would have been in
+    discovery. The parser checks the bytes against the hash discovery took."""
+    errors = []
+    for source in sources:
+        if source.source_path not in discovery.unread or discovery.source is None:
+            continue
+        key, _ = discovery.listed[source.source_path]
+        try:
+            raw = _checked_bytes(discovery.source.read(key, max_bytes), max_bytes)
+        except Quarantined as q:
+            errors.append(IngestError(source.source_path, q.stage, q.error_type, q.reason, source.access_scope))
+            continue
+        path = _spool_path(spool_dir, source.source_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(raw)
+    return errors
 
 
 def _source_fields(config: ParseConfig, given: dict, source_path: str, doc_id: str) -> SourceFields:
@@ -186,13 +376,13 @@ def _access_scope(
     config: ParseConfig,
     front_matter: dict[str, str],
     sidecars: list[dict[str, str]],
-    places: tuple[tuple[Path, str], ...],
+    places: list[str],
 ) -> str:
     """The strictest scope any source gives the file: its front matter, and at each place it is reachable from
     (TreeFile.places) the sidecar there and the first override matching there. Sources that disagree never make a
     file more visible than one of them says; default_access_scope holds only where none says anything."""
     given = [front_matter.get("access_scope")]
-    for sidecar, (_, place) in zip(sidecars, places):
+    for sidecar, place in zip(sidecars, places):
         given += [sidecar.get("access_scope"), _override_scope(config, place)]
     said = [scope for scope in given if scope]
     return strictest(said) if said else config.default_access_scope
@@ -201,6 +391,8 @@ def _access_scope(
 def _known_scope(found: _Found, source_path: str) -> str | None:
     """The level of a file quarantined before its metadata was read: the strictest of the override for its path and
     its sidecar's access_scope, when the sidecar can be read (None: nothing says, which is public)."""
+    if found.root is None:  # a listed source's quarantines give their scope
+        return _override_scope(found.config, source_path)
     sidecar = sidecar_path(found.root / source_path)
     try:
         sidecar_scope = read_sidecar(sidecar, found.root, found.config.authority_levels).get("access_scope")

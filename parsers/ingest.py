@@ -34,9 +34,12 @@ from citekeeper.store import (
     validate_version_name,
 )
 from citekeeper.tables import to_arrow, to_frame, write_parquet
-from parsers.discover import discover, duplicate_doc_id_reason
+from parsers.discover import Discovery, discover, duplicate_doc_id_reason, read_unread
 from parsers.parse_pool import Progress, iter_outcomes
 from parsers.records import RUN_SETTINGS, Chunk, IngestError, ParseConfig, ParsedDocument, SkippedDocument, SourceFile
+from parsers.sources import describe, open_source
+from parsers.sources.base import ListedSource
+from parsers.sources.listing import ReadObjects
 
 STAGE_DONE = "stage.json"  # written last: a shard without it is incomplete
 STAGED_TABLES = ("chunks", "documents")  # parse results: written and read back in batches
@@ -164,7 +167,7 @@ def _tree_row(values: tuple) -> tuple:
 
 
 def ingest(
-    source_dir: Path | str,
+    source: Path | str | ListedSource,
     store: CorpusStore,
     version: str | None = None,
     config: ParseConfig = ParseConfig(),
@@ -173,12 +176,13 @@ def ingest(
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     batch_size: int = STAGE_BATCH_DOCS,
 ) -> IngestResult:
-    """Ingest a source tree as a new corpus version (named, or the next generated `vNNNN`)."""
+    """Ingest a source (a folder, an object-store URL, git:PATH@REF: parsers.sources) as a new corpus version
+    (named, or the next generated `vNNNN`)."""
     with store.lock(lock_timeout):
         name = version or store.next_version_name()
         started = time.perf_counter()
         try:
-            stage(source_dir, store, name, config=config, progress=progress, batch_size=batch_size)
+            stage(source, store, name, config=config, progress=progress, batch_size=batch_size)
             staged_s = time.perf_counter() - started
             result = commit(store, name, strict=strict, lock_timeout=lock_timeout, batch_size=batch_size)
         except BaseException:  # a full disk, an interrupt: what this ingest staged is of no use to the next one
@@ -189,7 +193,7 @@ def ingest(
 
 
 def stage(
-    source_dir: Path | str,
+    source: Path | str | ListedSource,
     store: CorpusStore,
     version: str,
     *,
@@ -204,20 +208,23 @@ def stage(
     validate_version_name(version)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    root = Path(source_dir).resolve()
-    if not root.is_dir():
-        raise FileNotFoundError(f"source directory {source_dir} does not exist or is not a directory")
-    parent = store.latest()
-    found = discover(root, config, owns=shard.owns)
-    sources = found.sources
-    reused = _unchanged_doc_ids(store, parent, config, sources)
-    to_parse = [s for s in sources if s.doc_id not in reused]
-
+    opened = _opened(source, store)
+    read_objects = None if isinstance(opened, Path) else ReadObjects(store.layout.read_objects_dir(opened.cache_key))
     out = store.layout.staging_dir / version / shard.dirname
     shutil.rmtree(out, ignore_errors=True)  # leftovers of an interrupted stage of this shard
+    spool_dir = (out / "objects").absolute()  # a listed source's bytes, for the parser
+    parent = store.latest()
+    found = discover(opened, config, owns=shard.owns, read_objects=read_objects, spool_dir=spool_dir)
+    sources = found.sources
+    reused = _unchanged_doc_ids(store, parent, config, sources)
+    settings = config_hash(config)
+    no_text = {s.source_path for s in sources if _parsed_no_text(found, read_objects, s.source_path, settings)}
+    to_parse = [s for s in sources if s.doc_id not in reused and s.source_path not in no_text]
+    parse_errors = read_unread(found, to_parse, spool_dir, config.max_file_bytes)
+    unreadable = {e.source_path for e in parse_errors}
+    to_parse = [s for s in to_parse if s.source_path not in unreadable]
+
     ingested_at = datetime.now(UTC)
-    parse_errors: list[IngestError] = []
-    no_text: set[str] = set()
     with _StagedWriter(out, ingested_at, batch_size) as staged:
         for _, outcome in iter_outcomes(to_parse, config, progress):
             if isinstance(outcome, ParsedDocument):
@@ -226,7 +233,7 @@ def stage(
                 no_text.add(outcome.source_path)
             else:
                 parse_errors.append(outcome)
-    scopes = {source.source_path: source.access_scope for source in to_parse}
+    scopes = {source.source_path: source.access_scope for source in sources}
     parse_errors = sorted(
         (replace(e, access_scope=scopes.get(e.source_path)) for e in parse_errors), key=lambda e: e.source_path
     )
@@ -238,13 +245,18 @@ def stage(
     done = {
         "version": version,
         "parent": parent_name,
-        "config_hash": config_hash(config),
+        "config_hash": settings,
         "parse_settings": parse_settings(config),
         "reparse_reason": reparse_reason(parent, config),
-        "source_dir": str(root),
+        "source_dir": describe(opened),
+        "source_revision": None if isinstance(opened, Path) else opened.revision,
         "shard": asdict(shard),
         "n_skipped": found.n_skipped,
     }
+    if read_objects is not None:
+        for source_path in no_text:
+            read_objects.mark_no_text(*found.listed[source_path], settings)
+        read_objects.save(shard.dirname)
     atomic_write_text(out / STAGE_DONE, json.dumps(done, indent=2))  # the shard's done marker: whole or absent
     return StageResult(version, parent_name, shard, staged.n_documents, len(reused), found.n_skipped, errors, out)
 
@@ -310,6 +322,7 @@ def commit(
             n_removed=len(removed),
             n_no_text=len(no_text),
             source_dir=staged["source_dir"],
+            source_revision=staged["source_revision"],
         )
         committed = store.commit_version(
             manifest,
@@ -335,6 +348,16 @@ def commit(
 
 
 # ---------------------------------------------------------------------- staging
+
+
+def _opened(source: Path | str | ListedSource, store: CorpusStore) -> Path | ListedSource:
+    """The source opened with the store's storage options (one set of credentials for both); a folder resolved."""
+    opened = open_source(source, store.storage_options)
+    if isinstance(opened, ListedSource):
+        return opened
+    if not opened.is_dir():
+        raise FileNotFoundError(f"source directory {source} does not exist or is not a directory")
+    return opened.resolve()
 
 
 def _unchanged_doc_ids(
@@ -365,6 +388,12 @@ def _unchanged_doc_ids(
         & pl.all_horizontal(pl.col(name).eq_missing(pl.col(f"{name}_parent")) for name in SOURCE_FIELD_NAMES)
     )
     return set(same["doc_id"])
+
+
+def _parsed_no_text(found: Discovery, read_objects: ReadObjects | None, source_path: str, settings: str) -> bool:
+    """A listed document that parsed into no text before, under these settings and with these bytes."""
+    listed = found.listed.get(source_path)
+    return read_objects is not None and listed is not None and read_objects.parsed_no_text(*listed, settings)
 
 
 # What _unchanged_doc_ids compares of a source: these SourceFile attributes, and its source fields.
@@ -507,6 +536,7 @@ def _load_staged(store: CorpusStore, version: str, n_shards: int) -> dict:
 
     return {
         **{k: stages[0][k] for k in ("parent", "config_hash", "parse_settings", "reparse_reason", "source_dir")},
+        "source_revision": stages[0].get("source_revision"),
         "n_skipped": sum(s["n_skipped"] for s in stages),
         "sources": to_frame(read("sources.parquet", STAGED_SOURCES)),
         "errors": read("errors.parquet", schema.INGEST_ERRORS),
@@ -585,6 +615,19 @@ def _equal_version(
         )
     latest = latest_if_equal(store, tree_hash, settings)
     return latest if latest is not None and set(_parent_doc_ids(store, latest.name)) == documents else None
+
+
+def unchanged_since(
+    store: CorpusStore, source: Path | str | ListedSource, config: ParseConfig
+) -> VersionManifest | None:
+    """The latest version when its documents equal the source's (bytes, names, scopes, titles): reads and hashes
+    the documents (of a listed source, only those whose stamps are new) but parses nothing."""
+    if store.latest() is None:
+        return None
+    opened = _opened(source, store)
+    read_objects = None if isinstance(opened, Path) else ReadObjects(store.layout.read_objects_dir(opened.cache_key))
+    sources = discover(opened, config, read_objects=read_objects).sources
+    return latest_if_equal(store, tree_hash(sources), config_hash(config))
 
 
 def latest_if_equal(store: CorpusStore, tree_hash: str, settings: str) -> VersionManifest | None:

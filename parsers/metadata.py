@@ -80,6 +80,15 @@ def read_front_matter(text: str) -> FrontMatter:
     return FrontMatter({}, None, text)
 
 
+def front_matter_head(text: str) -> str:
+    """The leading part of `text` that read_front_matter reads (the block and its fences; "" when there is
+    none): read_front_matter(front_matter_head(text)) has the same keys, values and lines as of the whole text."""
+    for block in (_YAML_BLOCK, _TOML_BLOCK):
+        if match := block.match(text):
+            return text[: match.end()]
+    return ""
+
+
 def _bounded(block: str) -> str:
     size = len(block.encode("utf-8", "surrogatepass"))
     if size > MAX_FRONT_MATTER_BYTES:
@@ -259,43 +268,48 @@ def read_sidecar(path: Path, root: Path, authority_levels: tuple[str, ...] = DEF
         real = path.resolve(strict=True)
         mode = real.stat().st_mode
     except FileNotFoundError:
-        return {} if not path.is_symlink() else _refuse(path, "is a broken symlink")
+        return {} if not path.is_symlink() else _refuse(path.name, "is a broken symlink")
     except (OSError, RuntimeError) as exc:
         raise MetadataError(f"sidecar {path.name} unreadable: {getattr(exc, 'strerror', None) or exc}") from exc
     if not real.is_relative_to(root):
-        _refuse(path, "is a symlink to a file outside the source root")
+        _refuse(path.name, "is a symlink to a file outside the source root")
     if not stat.S_ISREG(mode):
-        _refuse(path, "is not a regular file")
+        _refuse(path.name, "is not a regular file")
     try:
         with open(real, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as handle:
             raw = handle.read(MAX_SIDECAR_BYTES + 1)
     except OSError as exc:
         raise MetadataError(f"sidecar {path.name} unreadable: {exc.strerror or exc}") from exc
+    return sidecar_values(raw, path.name, authority_levels)
+
+
+def sidecar_values(raw: bytes, name: str, authority_levels: tuple[str, ...] = DEFAULT_AUTHORITY_LEVELS) -> dict:
+    """What read_sidecar returns, of a sidecar's bytes (at most MAX_SIDECAR_BYTES + 1 of them read) named `name`."""
     if len(raw) > MAX_SIDECAR_BYTES:
-        _refuse(path, f"is over {MAX_SIDECAR_BYTES} bytes")
+        _refuse(name, f"is over {MAX_SIDECAR_BYTES} bytes")
     try:
         data = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
     except MetadataError as exc:
-        raise MetadataError(f"sidecar {path.name}: {exc}") from None
+        raise MetadataError(f"sidecar {name}: {exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MetadataError(f"sidecar {path.name} is not valid UTF-8 JSON: {exc}") from exc
+        raise MetadataError(f"sidecar {name} is not valid UTF-8 JSON: {exc}") from exc
     except RecursionError:
-        raise MetadataError(f"sidecar {path.name} nests too deeply: it must hold one flat JSON object") from None
+        raise MetadataError(f"sidecar {name} nests too deeply: it must hold one flat JSON object") from None
     if not isinstance(data, dict):
-        raise MetadataError(f"sidecar {path.name} must hold a JSON object, not {type(data).__name__}")
+        raise MetadataError(f"sidecar {name} must hold a JSON object, not {type(data).__name__}")
     unknown = sorted(set(data) - set(SIDECAR_KEYS))
     if unknown:
-        raise MetadataError(f"sidecar {path.name} has unknown keys {unknown!r:.200}; allowed: {list(SIDECAR_KEYS)}")
-    for alias, name in SIDECAR_ALIASES.items():
-        if alias in data and name in data:
-            raise MetadataError(f"sidecar {path.name}: {alias} and {name} name one field: give one of them")
-    origin = f"sidecar {path.name}"
+        raise MetadataError(f"sidecar {name} has unknown keys {unknown!r:.200}; allowed: {list(SIDECAR_KEYS)}")
+    for alias, field_name in SIDECAR_ALIASES.items():
+        if alias in data and field_name in data:
+            raise MetadataError(f"sidecar {name}: {alias} and {field_name} name one field: give one of them")
+    origin = f"sidecar {name}"
     data = {SIDECAR_ALIASES.get(key, key): value for key, value in _validated(data, origin).items()}
     return data | _interpreted(data, origin, authority_levels)
 
 
-def _refuse(path: Path, why: str):
-    raise MetadataError(f"sidecar {path.name} {why}; the document is not ingested until it is fixed")
+def _refuse(name: str, why: str):
+    raise MetadataError(f"sidecar {name} {why}; the document is not ingested until it is fixed")
 
 
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict:

@@ -11,9 +11,8 @@ from assets.resources import STORE_WRITER_POOL, STORE_WRITER_TAG, IngestResource
 from assets.sharding import COMMIT, SHARD_GROUP, STAGE, ShardedIngest
 from assets.verification import merge_shards_op, verify_shard_op
 from citekeeper.retention import gc
-from parsers.discover import discover_sources
-from parsers.ingest import config_hash, latest_if_equal, tree_hash
-from parsers.source_tree import source_fingerprint
+from parsers.ingest import unchanged_since
+from parsers.sources import fingerprint, missing, open_source
 
 WRITER_TAGS = {
     STORE_WRITER_TAG: "1",
@@ -60,18 +59,10 @@ def version_name(prefix: str, when: datetime, fingerprint: str | None = None) ->
     return f"{prefix}-{stamp}" + (f"-{fingerprint[:8]}" if fingerprint else "")
 
 
-def unchanged_since(store: StoreResource, ingest: IngestResource) -> str | None:
-    """The committed version whose documents equal the source tree's (bytes, names, scopes, titles), if any.
-
-    Reads and hashes the files but parses nothing; it keeps a touched-but-identical tree from starting
-    a run that would only fail with "unchanged since version X".
-    """
-    corpus = store.corpus_store()
-    if corpus.latest() is None:
-        return None
-    config = ingest.parse_config()
-    sources, _ = discover_sources(ingest.source_path, config)
-    equal = latest_if_equal(corpus, tree_hash(sources), config_hash(config))
+def equal_version(store: StoreResource, ingest: IngestResource) -> str | None:
+    """The committed version whose documents equal the source's, if any: keeps a touched-but-identical tree
+    from starting a run that would only fail with "unchanged since version X"."""
+    equal = unchanged_since(store.corpus_store(), ingest.source_dir, ingest.parse_config())
     return equal.name if equal else None
 
 
@@ -79,26 +70,26 @@ def unchanged_since(store: StoreResource, ingest: IngestResource) -> str | None:
     job=pipeline_job,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Fingerprints the files discovery would see under the source root (paths, sizes, mtimes; no "
-    "reading) and starts a new corpus version when it changed.",
+    description="Fingerprints what discovery would see of the source (a folder's paths, sizes and mtimes, a "
+    "bucket's listing, a git ref's commit; no document read) and starts a new corpus version when it changed.",
 )
 def source_change_sensor(context: dg.SensorEvaluationContext, store: StoreResource, ingest: IngestResource):
-    source_root = ingest.source_path
-    if not source_root.is_dir():
-        return dg.SkipReason(f"source root {source_root} is not a directory")
-    fingerprint = source_fingerprint(source_root, ingest.parse_config())
-    if fingerprint == context.cursor:
-        return dg.SkipReason(f"no change under {source_root}")
-    equal = unchanged_since(store, ingest)
+    source = open_source(ingest.source_dir, store.storage_options)
+    if (why := missing(source)) is not None:
+        return dg.SkipReason(why)
+    seen = fingerprint(source, ingest.parse_config())
+    if seen == context.cursor:
+        return dg.SkipReason(f"no change in {ingest.source_dir}")
+    equal = equal_version(store, ingest)
     if equal is not None:
-        context.update_cursor(fingerprint)
-        return dg.SkipReason(f"files under {source_root} were touched but their content equals version {equal}")
-    version = version_name("auto", datetime.now(UTC), fingerprint)
-    context.log.info(f"event=source_changed source_root={source_root} fingerprint={fingerprint[:12]} version={version}")
+        context.update_cursor(seen)
+        return dg.SkipReason(f"{ingest.source_dir} was touched but its content equals version {equal}")
+    version = version_name("auto", datetime.now(UTC), seen)
+    context.log.info(f"event=source_changed source={ingest.source_dir} fingerprint={seen[:12]} version={version}")
     return dg.SensorResult(
         run_requests=[dg.RunRequest(partition_key=version, run_key=version, tags={"citekeeper/trigger": "sensor"})],
         dynamic_partitions_requests=[corpus_versions.build_add_request([version])],
-        cursor=fingerprint,
+        cursor=seen,
     )
 
 
@@ -111,9 +102,9 @@ def source_change_sensor(context: dg.SensorEvaluationContext, store: StoreResour
     "(skipped when the tree's content equals the latest version).",
 )
 def nightly_reindex_schedule(context: dg.ScheduleEvaluationContext, store: StoreResource, ingest: IngestResource):
-    if not ingest.source_path.is_dir():
-        return dg.SkipReason(f"source root {ingest.source_path} is not a directory")
-    equal = unchanged_since(store, ingest)
+    if (why := missing(open_source(ingest.source_dir, store.storage_options))) is not None:
+        return dg.SkipReason(why)
+    equal = equal_version(store, ingest)
     if equal is not None:
         return dg.SkipReason(f"source tree unchanged since corpus version {equal}")
     # Schedules cannot return dynamic-partition requests, so the partition is added here directly.

@@ -98,7 +98,7 @@ def _pairs(ctx: click.Context, param: click.Parameter, given: tuple[str, ...]) -
 
 
 @click.command("ingest")
-@click.argument("source_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("source")
 @click.option("--version", "version", help="Name of the new corpus version (default: the next vNNNN).")
 @click.option("--strict", is_flag=True, help="Fail (exit 1, commit nothing) if any file is quarantined.")
 @click.option(
@@ -111,21 +111,27 @@ def _pairs(ctx: click.Context, param: click.Parameter, given: tuple[str, ...]) -
 @parse_setting_options
 @store_option
 def ingest_command(
-    source_dir: Path,
+    source: str,
     version: str | None,
     strict: bool,
     lock_timeout: float,
     store_dir: Path,
     **settings: object,
 ) -> None:
-    """Ingest SOURCE_DIR as a new immutable corpus version (only changed documents are re-parsed). A document
-    over a limit is quarantined as LimitExceeded, naming the limit."""
+    """Ingest SOURCE as a new immutable corpus version (only changed documents are re-parsed): a folder, an
+    object-store URL (s3://bucket/prefix, gs://, az://) or a git ref (git:PATH@REF). A document over a limit is
+    quarantined as LimitExceeded, naming the limit."""
     from parsers.ingest import ingest  # imports unstructured: keep `versions`/`export` fast
+    from parsers.sources import missing, open_source
 
+    store = corpus_store(store_dir)
     try:
         config = given_parse_config(settings)
+        opened = open_source(source, store.storage_options)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    if (why := missing(opened)) is not None:
+        raise click.UsageError(why)
     # click 8.5 deprecates get_text_stream (reached through a module __getattr__, which mypy types as an object)
     stderr = click.get_text_stream("stderr")  # type: ignore[operator]
     with tqdm(desc="parsing", unit="doc", file=stderr, disable=None) as bar:
@@ -137,8 +143,8 @@ def ingest_command(
 
         try:
             result = ingest(
-                source_dir,
-                corpus_store(store_dir),
+                opened,
+                store,
                 version=version,
                 config=config,
                 strict=strict,

@@ -16,7 +16,7 @@ from parsers.discover import discover_sources
 from parsers.ingest import ingest
 from parsers.records import ParseConfig
 from parsers.source_tree import source_fingerprint
-from pipelines.automation import nightly_reindex_schedule, source_change_sensor, unchanged_since
+from pipelines.automation import equal_version, nightly_reindex_schedule, source_change_sensor
 from pipelines.definitions import build_definitions
 from tests.dagster_settings import settings
 
@@ -241,13 +241,13 @@ def test_a_scope_flip_or_new_globs_are_changes_to_the_sensor(tmp_path: Path):
     store, config = configured.store, configured.ingest
     assert config.parse_config() == ParseConfig(exclude=("drafts/**",), workers=1)
     ingest(source, store.corpus_store(), config=config.parse_config())
-    assert unchanged_since(store, config) == "v0001"
-    assert unchanged_since(store, config.model_copy(update={"parse_workers": 2})) == "v0001"  # not a parse setting
+    assert equal_version(store, config) == "v0001"
+    assert equal_version(store, config.model_copy(update={"parse_workers": 2})) == "v0001"  # not a parse setting
 
     (source / "faq.md.citekeeper.json").write_text('{"access_scope": "internal_only"}')
-    assert unchanged_since(store, config) is None  # same bytes, new scope: a new version is due
+    assert equal_version(store, config) is None  # same bytes, new scope: a new version is due
     (source / "faq.md.citekeeper.json").unlink()
-    assert unchanged_since(store, config.model_copy(update={"exclude": []})) is None  # drafts/wip.md joins the tree
+    assert equal_version(store, config.model_copy(update={"exclude": []})) is None  # drafts/wip.md joins the tree
 
     other = config.model_copy(update={"include": ["**/*.md"]}).parse_config()
     assert source_fingerprint(source, config.parse_config()) != source_fingerprint(source, other)

@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from parsers.source_tree import Quarantined
 
 
+class SourceError(ValueError):
+    """A source that cannot be opened (no such repository or ref, a URL whose filesystem is not installed, bad
+    storage options); the message names the source."""
+
+
 @dataclass(frozen=True)
 class ListedObject:
     """One object of a listing."""

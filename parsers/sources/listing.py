@@ -1,0 +1,184 @@
+"""A listed source as discovery sees it: its listing walked under the rules a folder's walk applies
+(parsers.source_tree: hidden names, sidecars, include/exclude, shards), and what was read of its objects, kept
+by stamp so that an object listed unchanged is never read again."""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from citekeeper import schema
+from citekeeper.tables import write_parquet
+from parsers.metadata import SIDECAR_SUFFIX
+from parsers.records import ParseConfig
+from parsers.source_tree import Quarantined, Rejected, Skipped, selector
+from parsers.sources.base import ListedObject, ListedSource, UnlistableKey
+
+
+@dataclass(frozen=True)
+class ListedFile:
+    """A selected object that is not a sidecar: a document to be, unless reading it fails."""
+
+    key: str
+    source_path: str  # the key, NFC
+    size: int
+    stamp: str
+    sidecar: ListedObject | None  # `<key>.citekeeper.json`, when listed
+
+
+ListedEntry = ListedFile | Rejected | Skipped
+
+
+def _every_path(source_path: str) -> bool:
+    return True
+
+
+def walk_listing(
+    source: ListedSource, config: ParseConfig, owns: Callable[[str], bool] = _every_path
+) -> Iterator[ListedEntry]:
+    """Every listed key whose source_path `owns` accepts, in source_path order. As in a folder: a name starting
+    with "." anywhere on the path is passed over, a sidecar goes with its document, include/exclude select."""
+    objects: dict[str, ListedObject] = {}
+    unlistable: dict[str, UnlistableKey] = {}
+    for item in source.list_objects():
+        if not any(part.startswith(".") for part in item.key.split("/")):
+            (objects if isinstance(item, ListedObject) else unlistable)[item.key] = item  # type: ignore[index]
+    selected = selector(config.include, config.exclude)
+    named: dict[str, str] = {}  # source_path -> the key that named it first
+    for key in sorted(objects.keys() | unlistable.keys(), key=_nfc):
+        source_path = _nfc(key)
+        if not owns(source_path) or _is_sidecar_of_listed(key, objects):
+            continue
+        why = _unusable(key, source_path, named, objects, unlistable)
+        named.setdefault(source_path, key)
+        if not selected(source_path):
+            yield Skipped(source_path)
+        elif why is not None:
+            yield Rejected(source_path, why)
+        else:
+            listed = objects[key]
+            yield ListedFile(key, source_path, listed.size, listed.stamp, objects.get(key + SIDECAR_SUFFIX))
+
+
+def _nfc(key: str) -> str:
+    return unicodedata.normalize("NFC", key)
+
+
+def _is_sidecar_of_listed(key: str, objects: dict[str, ListedObject]) -> bool:
+    return key.endswith(SIDECAR_SUFFIX) and key[: -len(SIDECAR_SUFFIX)] in objects
+
+
+def _unusable(
+    key: str,
+    source_path: str,
+    named: dict[str, str],
+    objects: dict[str, ListedObject],
+    unlistable: dict[str, UnlistableKey],
+) -> Quarantined | None:
+    """Why a listed key cannot be a document, or None."""
+    if key in unlistable:
+        return unlistable[key].why
+    if any(part in ("", ".", "..") for part in key.split("/")):
+        return Quarantined("discover", "InvalidFileName", f"key {key!r} is not a relative path")
+    if source_path in named:
+        reason = f"key {key!r} names the same document as {named[source_path]!r} once Unicode-normalised (NFC)"
+        return Quarantined("discover", "DuplicateSourcePath", reason)
+    if key.endswith(SIDECAR_SUFFIX):
+        return Quarantined(
+            "discover", "OrphanSidecar", f"sidecar without a document named {key[: -len(SIDECAR_SUFFIX)]!r}"
+        )
+    return None
+
+
+# ---------------------------------------------------------------------- what was read, by stamp
+
+
+@dataclass(frozen=True)
+class ReadObject:
+    """What discovery takes from an object's bytes: their hash and size, and the head it interprets (a
+    document's front matter block, a sidecar's bytes)."""
+
+    content_hash: str
+    size_bytes: int
+    head: bytes | None
+    no_text_under: str | None = None  # the config_hash under which it parsed into no text, if it did
+
+
+class ReadObjects:
+    """What was read of one source's objects (citekeeper.schema.READ_OBJECTS), by (key, stamp): those kept in
+    `directory` by earlier runs, and this run's. save() keeps what this run listed, read or not, so the kept set
+    follows the source and stops growing with each run."""
+
+    def __init__(self, directory: Path | None):
+        self._directory = directory
+        self._known: dict[tuple[str, str], ReadObject] = {}
+        self._listed: dict[tuple[str, str], ReadObject] = {}
+        for path in sorted(directory.glob("*.parquet")) if directory and directory.is_dir() else ():
+            self._load(path)
+
+    def _load(self, path: Path) -> None:
+        try:
+            rows = pq.read_table(path, schema=schema.READ_OBJECTS).to_pylist()
+        except (OSError, pa.ArrowInvalid):  # a cache: one that cannot be read costs reads, never a run
+            return
+        for row in rows:
+            listed = (row.pop("key"), row.pop("stamp"))
+            self._known[listed] = ReadObject(**row)
+
+    def get(self, key: str, stamp: str) -> ReadObject | None:
+        found = self._known.get((key, stamp)) if stamp else None
+        if found is not None:
+            self._listed[(key, stamp)] = found
+        return found
+
+    def put(self, key: str, stamp: str, read: ReadObject) -> None:
+        if stamp:
+            self._known[(key, stamp)] = self._listed[(key, stamp)] = read
+
+    def parsed_no_text(self, key: str, stamp: str, settings: str) -> bool:
+        """Whether the object parsed into no text under these parse settings (a config_hash)."""
+        found = self._known.get((key, stamp))
+        return found is not None and found.no_text_under == settings
+
+    def mark_no_text(self, key: str, stamp: str, settings: str) -> None:
+        if (key, stamp) in self._listed:
+            self.put(key, stamp, replace(self._listed[(key, stamp)], no_text_under=settings))
+
+    def save(self, name: str) -> None:
+        """Write this run's objects as `<name>.parquet` (a shard's name: shards write their own)."""
+        if self._directory is None:
+            return
+        rows = [{"key": key, "stamp": stamp} | asdict(read) for (key, stamp), read in sorted(self._listed.items())]
+        self._directory.mkdir(parents=True, exist_ok=True)
+        write_parquet(
+            pa.Table.from_pylist(rows, schema=schema.READ_OBJECTS),
+            schema.READ_OBJECTS,
+            self._directory / f"{name}.parquet",
+        )
+
+
+def listing_fingerprint(source: ListedSource, config: ParseConfig) -> str:
+    """sha256 over what discovery would see of a listed source, without reading an object: the source's own
+    fingerprint where it has one (a ref's commit), else each listed document's key, size and stamp and its
+    sidecar's stamp, each rejected key and why; and the settings, as source_tree.source_fingerprint."""
+    digest = hashlib.sha256(repr(config).encode())
+    own = source.listing_fingerprint()
+    if own is not None:
+        digest.update(own.encode())
+        return digest.hexdigest()
+    for entry in walk_listing(source, config):
+        match entry:
+            case ListedFile(key=key, size=size, stamp=stamp, sidecar=sidecar):
+                fields = [key, size, stamp, sidecar.stamp if sidecar else "-"]
+            case Rejected(source_path=source_path, why=why):
+                fields = [source_path, why.error_type, why.reason]
+            case Skipped():
+                continue
+        digest.update(("\0".join(map(str, fields)) + "\n").encode())
+    return digest.hexdigest()
