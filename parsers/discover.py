@@ -95,12 +95,13 @@ def discover(
     root = Path(root)
     if not root.is_dir():
         raise NotADirectoryError(f"source root {root} is not a directory")
-    found = _Found(root.resolve(), config)
-    for entry in walk_source_tree(root.resolve(), config, owns):
+    root = root.resolve()
+    found = _Found(root, config)
+    for entry in walk_source_tree(root, config, owns):
         match entry:
             case TreeFile():
                 try:
-                    found.sources.append(_read_source(found, entry))
+                    found.sources.append(_read_source(found, root, entry))
                 except Quarantined as q:
                     found.quarantine(entry.source_path, q)
                 except OSError as exc:  # vanished or unreadable between listing and reading
@@ -125,7 +126,7 @@ def _discovery(found: _Found, listing: _Listing | None = None) -> Discovery:
 # ---------------------------------------------------------------------- one document
 
 
-def _read_source(found: _Found, file: TreeFile) -> SourceFile:
+def _read_source(found: _Found, root: Path, file: TreeFile) -> SourceFile:
     """The file named and hashed; its bytes are dropped here (the parser reads them again)."""
     config, path = found.config, file.path
     file_format = _format_of(file.source_path)
@@ -133,7 +134,7 @@ def _read_source(found: _Found, file: TreeFile) -> SourceFile:
     raw = _read_bytes(path, config.max_file_bytes)
     with _metadata_errors():
         text = decode_text(raw)[0] if file_format.front_matter else ""
-        sidecars = [read_sidecar(sidecar_path(place), found.root, config.authority_levels) for place, _ in file.places]
+        sidecars = [read_sidecar(sidecar_path(place), root, config.authority_levels) for place, _ in file.places]
     places = [place for _, place in file.places]
     return _source_file(
         config, path.absolute(), file.source_path, file_format, sha256_hex(raw), len(raw), text, sidecars, places
