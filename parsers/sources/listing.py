@@ -47,11 +47,16 @@ def walk_listing(
     objects: dict[str, ListedObject] = {}
     unlistable: dict[str, UnlistableKey] = {}
     for item in source.list_objects():
-        if not any(part.startswith(".") for part in item.key.split("/")):
-            (objects if isinstance(item, ListedObject) else unlistable)[item.key] = item  # type: ignore[index]
+        if any(_is_hidden(part) for part in item.key.split("/")):
+            continue
+        if isinstance(item, ListedObject):
+            objects[item.key] = item
+        else:
+            unlistable[item.key] = item
     selected = selector(config.include, config.exclude)
     named: dict[str, str] = {}  # source_path -> the key that named it first
-    for key in sorted(objects.keys() | unlistable.keys(), key=_nfc):
+    # Keys equal once normalised are ordered by the key itself: the first keeps the document on every run.
+    for key in sorted(objects.keys() | unlistable.keys(), key=lambda key: (_nfc(key), key)):
         source_path = _nfc(key)
         if not owns(source_path) or _is_sidecar_of_listed(key, objects):
             continue
@@ -64,6 +69,11 @@ def walk_listing(
         else:
             listed = objects[key]
             yield ListedFile(key, source_path, listed.size, listed.stamp, objects.get(key + SIDECAR_SUFFIX))
+
+
+def _is_hidden(part: str) -> bool:
+    """A hidden name; "." and ".." are no names but a key that is no path (_unusable)."""
+    return part.startswith(".") and part not in (".", "..")
 
 
 def _nfc(key: str) -> str:
