@@ -3,6 +3,7 @@ and requests a run; that run materializes ingest and every downstream asset of t
 
 import json
 import os
+import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -251,3 +252,38 @@ def test_a_scope_flip_or_new_globs_are_changes_to_the_sensor(tmp_path: Path):
 
     other = config.model_copy(update={"include": ["**/*.md"]}).parse_config()
     assert source_fingerprint(source, config.parse_config()) != source_fingerprint(source, other)
+
+
+def _commit(repo: Path, files: dict[str, str], message: str) -> str:
+    """Write `files` into the clone and commit them; the commit's id."""
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", message], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_git_branch_is_watched_by_its_commit(tmp_path: Path):
+    """The sensor over git:REPO@main: a new commit is a change (whatever its files' mtimes), the same commit is
+    none, and the version records the commit it was made from."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    first_commit = _commit(repo, {"guide.md": GUIDE, "faq.md": FAQ_V1}, "first")
+    defs = build_definitions(settings(store_dir=str(tmp_path / "store"), source_dir=f"git:{repo}@main"))
+    store = CorpusStore(tmp_path / "store")
+    with dg.instance_for_test() as instance:
+        first = _tick(defs, instance, cursor=None)
+        (request_v1,) = first.run_requests
+        assert _run(defs, instance, request_v1).success
+        assert store.manifest(request_v1.partition_key).source_revision == first_commit
+
+        (repo / "faq.md").write_text(FAQ_V2)  # in the working tree only: not the ref's tree
+        assert "no change" in _tick(defs, instance, cursor=first.cursor).skip_message
+        second_commit = _commit(repo, {}, "faq: ten seconds")
+        changed = _tick(defs, instance, cursor=first.cursor)
+        (request_v2,) = changed.run_requests
+        assert _run(defs, instance, request_v2).success
+    v2 = store.manifest(request_v2.partition_key)
+    assert (v2.source_revision, v2.parent, v2.n_parsed, v2.n_reused) == (second_commit, request_v1.partition_key, 1, 1)
+    assert any("ten seconds" in text for text in store.read_chunks(v2.name)["text"])
