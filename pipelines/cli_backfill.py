@@ -52,7 +52,7 @@ def backfilled_line(done: BackfilledTag) -> str:
     """One tag's line: what became of its version, and the counts `citekeeper ingest` prints."""
     commit = done.tag.commit[:12]
     if done.result is None:
-        return f"{done.tag.name} ({commit}): corpus version exists already; skipped"
+        return printable(f"{done.tag.name} ({commit}): corpus version exists already{_origin(done)}; skipped")
     result = done.result.shared()
     if result.created:
         manifest = result.manifest
@@ -64,6 +64,15 @@ def backfilled_line(done: BackfilledTag) -> str:
         what = f"tree unchanged: it equals corpus version {result.equals}; no new version created"
     counts = f"parsed {result.n_parsed}, reused {result.n_reused}, quarantined {result.n_quarantined}"
     return printable(f"{done.tag.name} ({commit}): {what}; {counts}")
+
+
+def _origin(done: BackfilledTag) -> str:
+    """Where an existing version came from, when not from the tag's commit (a folder, another repository)."""
+    existing = done.existing
+    if existing is None or existing.source_revision == done.tag.commit:
+        return ""
+    at = f" at {existing.source_revision[:12]}" if existing.source_revision else ""
+    return f", made from {existing.source_dir or 'an unrecorded source'}{at}, not from this tag"
 
 
 COMMANDS = [backfill_command]

@@ -10,7 +10,7 @@ import hashlib
 import os
 import pickle
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import dagster as dg
@@ -24,14 +24,15 @@ from assets.corpus import CHUNKS, DOCUMENTS
 from assets.partitions import CORPUS_VERSIONS
 from assets.resources import IngestResource, StoreResource
 from changes.diff import diff_versions
-from citekeeper.store import CorpusStore, StoreError
-from parsers.backfill import backfill, matching_tags
+from citekeeper.store import CorpusStore, StoreError, VersionManifest
+from parsers.backfill import BackfilledTag, Tag, backfill, matching_tags
 from parsers.ingest import ingest
 from parsers.records import ParseConfig
 from parsers.source_tree import Quarantined
 from parsers.sources.base import ListedObject, UnlistableKey
 from parsers.sources.git import GitSource, GitSourceError, handles, open_source
 from pipelines.cli import main
+from pipelines.cli_backfill import backfilled_line
 from tests.conftest import REAL_CORPORA, require_eval
 
 MKDOCS = REAL_CORPORA / "mkdocs-material"
@@ -335,3 +336,22 @@ def test_tags_that_cannot_name_a_version_stop_the_backfill_before_any_ingest(tmp
         backfill(path, store, "release-*")
     with pytest.raises(GitSourceError, match="is not a git repository"):
         backfill(tmp_path, store, "v*")
+
+
+def test_a_skipped_tag_says_when_its_version_was_made_from_elsewhere() -> None:
+    tag = Tag("v2.0", "a" * 40)
+
+    def made_from(source_dir: str, revision: str | None) -> BackfilledTag:
+        manifest = VersionManifest("v2.0", None, "", 1, 1, 0, "sha256:0", source_dir=source_dir)
+        return BackfilledTag(tag, None, existing=replace(manifest, source_revision=revision))
+
+    assert backfilled_line(made_from("git:/docs@refs/tags/v2.0", "a" * 40)) == (
+        "v2.0 (aaaaaaaaaaaa): corpus version exists already; skipped"
+    )
+    assert backfilled_line(made_from("/srv/docs", None)) == (
+        "v2.0 (aaaaaaaaaaaa): corpus version exists already, made from /srv/docs, not from this tag; skipped"
+    )
+    assert backfilled_line(made_from("git:/fork@v2.0", "b" * 40)) == (
+        "v2.0 (aaaaaaaaaaaa): corpus version exists already, made from git:/fork@v2.0 at bbbbbbbbbbbb, not from "
+        "this tag; skipped"
+    )
