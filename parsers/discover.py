@@ -39,7 +39,7 @@ from parsers.source_tree import (
     walk_source_tree,
 )
 from parsers.sources.base import ListedSource
-from parsers.sources.listing import ListedFile, ReadObject, ReadObjects, walk_listing
+from parsers.sources.listing import ListedFile, ListedRejected, ReadObject, ReadObjects, walk_listing
 
 
 @dataclass(frozen=True)
@@ -256,8 +256,8 @@ def _discover_listed(
                     found.sources.append(_read_listed(listing, entry))
                 except Quarantined as q:
                     found.quarantine(entry.source_path, q, _listed_scope(listing, entry))
-            case Rejected(source_path=source_path, why=why):
-                found.quarantine(source_path, why, _override_scope(config, source_path))
+            case ListedRejected():
+                found.quarantine(entry.source_path, entry.why, _listed_scope(listing, entry))
             case Skipped():
                 found.n_skipped += 1
     return _discovery(found, listing)
@@ -301,7 +301,7 @@ def _front_matter_bytes(raw: bytes) -> bytes:
         return front_matter_head(decode_text(raw)[0]).encode("utf-8", "surrogatepass")
 
 
-def _listed_sidecar(listing: _Listing, entry: ListedFile) -> dict:
+def _listed_sidecar(listing: _Listing, entry: ListedFile | ListedRejected) -> dict:
     """The document's sidecar ({} when none is listed), read unless its stamp was read before."""
     sidecar = entry.sidecar
     if sidecar is None:
@@ -314,8 +314,8 @@ def _listed_sidecar(listing: _Listing, entry: ListedFile) -> dict:
     return sidecar_values(read.head or b"", PurePosixPath(sidecar.key).name, listing.config.authority_levels)
 
 
-def _listed_scope(listing: _Listing, entry: ListedFile) -> str | None:
-    """The level of an object quarantined before its metadata was read, as _known_scope of a file."""
+def _listed_scope(listing: _Listing, entry: ListedFile | ListedRejected) -> str | None:
+    """The level of a key quarantined before its metadata was read, as _known_scope of a file."""
     try:
         sidecar_scope = _listed_sidecar(listing, entry).get("access_scope")
     except (MetadataError, Quarantined):

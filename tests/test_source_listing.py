@@ -434,3 +434,13 @@ def test_a_reused_document_parsed_again_is_read_again_and_its_version_equals_the
         )
     scopes = dict(listed_store.read_documents("v2", columns=["doc_id", "access_scope"]).iter_rows())
     assert scopes == {"a.md": "user_visible", "docs/b.md": "internal_only", "docs/c.txt": "user_visible"}
+
+
+def test_an_unlistable_key_with_a_sidecar_is_scoped_by_it_as_on_disk(tmp_path: Path) -> None:
+    # A git symlink beside its sidecar: the sidecar goes with it (no orphan), and its scope withholds the path.
+    root = write(tmp_path, {"a.md": page("a"), "secret.md" + SIDECAR: {"access_scope": "aggregate_only"}})
+    link = Quarantined("discover", "NotARegularFile", "a symbolic link")
+    found = discover(FolderListing(root, unlistable={"secret.md": link}), ParseConfig())
+    assert errors(found) == {"secret.md": ("discover", "NotARegularFile", "aggregate_only")}
+    (root / "secret.md").symlink_to("missing.md")  # the same on disk: a broken link beside its sidecar
+    assert errors(discover(root, ParseConfig())) == {"secret.md": ("discover", "BrokenSymlink", "aggregate_only")}

@@ -32,7 +32,15 @@ class ListedFile:
     sidecar: ListedObject | None  # `<key>.citekeeper.json`, when listed
 
 
-ListedEntry = ListedFile | Rejected | Skipped
+@dataclass(frozen=True)
+class ListedRejected(Rejected):
+    """A selected key that cannot be a document, with its sidecar when listed: the error takes the sidecar's
+    scope, as a folder's rejected path does."""
+
+    sidecar: ListedObject | None = None
+
+
+ListedEntry = ListedFile | ListedRejected | Skipped
 
 
 def _every_path(source_path: str) -> bool:
@@ -58,14 +66,14 @@ def walk_listing(
     # Keys equal once normalised are ordered by the key itself: the first keeps the document on every run.
     for key in sorted(objects.keys() | unlistable.keys(), key=lambda key: (_nfc(key), key)):
         source_path = _nfc(key)
-        if not owns(source_path) or _is_sidecar_of_listed(key, objects):
+        if not owns(source_path) or _is_sidecar_of_listed(key, objects, unlistable):
             continue
         why = _unusable(key, source_path, named, objects, unlistable)
         named.setdefault(source_path, key)
         if not selected(source_path):
             yield Skipped(source_path)
         elif why is not None:
-            yield Rejected(source_path, why)
+            yield ListedRejected(source_path, why, objects.get(key + SIDECAR_SUFFIX))
         else:
             listed = objects[key]
             yield ListedFile(key, source_path, listed.size, listed.stamp, objects.get(key + SIDECAR_SUFFIX))
@@ -80,8 +88,10 @@ def _nfc(key: str) -> str:
     return unicodedata.normalize("NFC", key)
 
 
-def _is_sidecar_of_listed(key: str, objects: dict[str, ListedObject]) -> bool:
-    return key.endswith(SIDECAR_SUFFIX) and key[: -len(SIDECAR_SUFFIX)] in objects
+def _is_sidecar_of_listed(key: str, objects: dict[str, ListedObject], unlistable: dict[str, UnlistableKey]) -> bool:
+    """A sidecar goes with the key it names, a document or not (a git symlink), as in a folder."""
+    named = key[: -len(SIDECAR_SUFFIX)]
+    return key.endswith(SIDECAR_SUFFIX) and (named in objects or named in unlistable)
 
 
 def _unusable(
