@@ -15,13 +15,13 @@ from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag
 
 from citekeeper.text import lone_surrogate
 from parsers.source_tree import Quarantined
-from parsers.sources.base import ListedObject, ListedSource, UnlistableKey
+from parsers.sources.base import ListedObject, ListedSource, SourceError, UnlistableKey
 
 SCHEME = "git:"
 DEFAULT_REF = "HEAD"
 
 
-class GitSourceError(ValueError):
+class GitSourceError(SourceError):
     """A git spec that names no repository, or a ref that resolves to no commit in it."""
 
 
