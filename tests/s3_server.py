@@ -5,7 +5,9 @@ in front of it that counts the requests a client makes.
 tests' own uploads and listings, never through the proxy). `FaultyProxy(url)` forwards every request to that
 URL and records it: `gets[key]` counts the GET requests of each object key (listings are `GET /bucket?...` and
 count under `listings`), `requests` keeps every request line. It answers 403 AccessDenied for the keys in
-`forbidden` and 503 SlowDown for the next `slow_down[key]` GETs of a key, without forwarding them.
+`forbidden` and 503 SlowDown for the next `slow_down[key]` GETs of a key, without forwarding them; the keys in
+`vanish_after_listing` are deleted from the server once the next listing page is answered (a race with a
+client that deletes objects while a run lists and reads them).
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class FaultyProxy:
         self.requests: list[str] = []  # "METHOD /path?query", in arrival order
         self.forbidden: set[str] = set()  # "bucket/key"
         self.slow_down: Counter[str] = Counter()  # "bucket/key" -> 503 SlowDown answers still to give
+        self.vanish_after_listing: set[str] = set()  # "bucket/key"
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -110,6 +113,11 @@ class FaultyProxy:
             self.gets.clear()
             self.listings = 0
             self.requests.clear()
+
+    def clear_faults(self) -> None:
+        self.forbidden.clear()
+        self.slow_down.clear()
+        self.vanish_after_listing.clear()
 
     def methods(self) -> Counter[str]:
         return Counter(line.split(" ", 1)[0] for line in self.requests)
@@ -131,6 +139,14 @@ class FaultyProxy:
                 self.slow_down[key] -= 1
                 return 503, "SlowDown", "Please reduce your request rate."
         return None
+
+    def _vanish(self) -> None:
+        with self._lock:
+            going, self.vanish_after_listing = self.vanish_after_listing, set()
+        client = s3_client(self.upstream.geturl())
+        for path in going:
+            bucket, key = path.split("/", 1)
+            client.delete_object(Bucket=bucket, Key=key)
 
     def _forward(self, method: str, target: str, headers: dict[str, str], body: bytes):
         connection = http.client.HTTPConnection(self.upstream.netloc, timeout=60)
@@ -172,6 +188,8 @@ class FaultyProxy:
                     return
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _NOT_FORWARDED}
                 status, response_headers, content = proxy._forward(self.command, self.path, headers, body)
+                if self.command == "GET" and "/" not in parts.path.strip("/"):
+                    proxy._vanish()
                 kept = [(k, v) for k, v in response_headers if k.lower() not in _NOT_FORWARDED]
                 # A HEAD answer has no body but tells the object's length
                 length = dict((k.lower(), v) for k, v in response_headers).get("content-length", "0")

@@ -4,12 +4,22 @@ loopback (moto) behind a proxy that counts the requests and answers chosen keys 
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
 import pytest
+from click.testing import CliRunner
 
 from citekeeper.locations import LocationError, s3fs_arguments
+from citekeeper.store import CorpusStore
+from parsers.ingest import ingest
 from parsers.source_tree import Quarantined
 from parsers.sources.base import ListedObject
 from parsers.sources.object_store import ObjectStoreSource, RetryPolicy, handles, open_source
+from pipelines.cli import main
 from tests.eval_data import REAL_CORPORA
 from tests.s3_server import FaultyProxy, fresh_prefix, moto_server, put_objects, s3_client, storage_options, upload_tree
 
@@ -43,8 +53,7 @@ def release(endpoint) -> str:
 def counted(proxy):
     """The proxy with fresh counts and no faults."""
     proxy.reset_counts()
-    proxy.forbidden.clear()
-    proxy.slow_down.clear()
+    proxy.clear_faults()
     return proxy
 
 
@@ -129,11 +138,10 @@ def test_an_empty_object_reads_empty(counted, endpoint) -> None:
 
 def test_an_object_vanished_since_the_listing_is_quarantined(counted, endpoint) -> None:
     prefix = fresh_prefix()
-    client = s3_client(endpoint)
-    client.put_object(Bucket=BUCKET, Key=f"{prefix}/going.md", Body=b"here now")
+    s3_client(endpoint).put_object(Bucket=BUCKET, Key=f"{prefix}/going.md", Body=b"here now")
+    counted.vanish_after_listing.add(f"{BUCKET}/{prefix}/going.md")
     src = source(counted, prefix)
-    assert list(listed(src)) == ["going.md"]
-    client.delete_object(Bucket=BUCKET, Key=f"{prefix}/going.md")
+    assert list(listed(src)) == ["going.md"]  # deleted once listed
     with pytest.raises(Quarantined) as caught:
         src.read("going.md", max_bytes=100)
     assert (caught.value.stage, caught.value.error_type) == ("read", "ObjectVanished")
@@ -229,3 +237,149 @@ def test_store_options_as_s3fs_arguments() -> None:
     assert s3fs_arguments({}) == {}
     with pytest.raises(LocationError, match="'aws_endpoint_url'"):
         s3fs_arguments({"aws_endpoint_url": "http://h:1"})
+
+
+# ---------------------------------------------------------------------- ingest from the bucket, against disk
+
+RELEASES = {"9.5.0": MKDOCS / "9.5.0", "9.7.6": MKDOCS / "9.7.6"}
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def changed_keys(old: Path, new: Path) -> set[str]:
+    """The files of `new` whose bytes are not those of the same path in `old` (new files included)."""
+    before, after = tree_bytes(old), tree_bytes(new)
+    return {key for key, data in after.items() if before.get(key) != data}
+
+
+def sync_tree(url: str, prefix: str, old: Path, new: Path) -> None:
+    """The bucket prefix holding `old` made to hold `new` as a sync by content does: the changed and new files
+    uploaded, the ones gone deleted, the others untouched."""
+    after = tree_bytes(new)
+    put_objects(url, BUCKET, {f"{prefix}/{key}": after[key] for key in changed_keys(old, new)})
+    client = s3_client(url)
+    for key in tree_bytes(old).keys() - after.keys():
+        client.delete_object(Bucket=BUCKET, Key=f"{prefix}/{key}")
+
+
+def comparable(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.drop("ingested_at")  # the only column that depends on when a store ingested
+
+
+@dataclass
+class TwoReleases:
+    disk: CorpusStore
+    bucket: CorpusStore
+    url: str
+    gets: dict[str, Counter[str]]  # version -> GETs of each key in its bucket run
+    listings: dict[str, int]
+    methods: dict[str, Counter[str]]
+
+
+@pytest.fixture(scope="module")
+def two_releases(endpoint, proxy, tmp_path_factory) -> TwoReleases:
+    """Both releases ingested in order from disk into one store, and from one bucket prefix (synced from the first
+    release to the second) into another, the proxy counting each bucket run's requests."""
+    prefix = fresh_prefix()
+    first_tree, second_tree = RELEASES.values()
+    upload_tree(endpoint, BUCKET, prefix, first_tree)
+    root = tmp_path_factory.mktemp("releases")
+    found = TwoReleases(
+        CorpusStore(root / "disk"),
+        CorpusStore(root / "bucket", storage_options=storage_options(proxy.url)),
+        f"s3://{BUCKET}/{prefix}",
+        {},
+        {},
+        {},
+    )
+    proxy.clear_faults()
+    for version, tree in RELEASES.items():
+        if tree == second_tree:
+            sync_tree(endpoint, prefix, first_tree, second_tree)
+        assert ingest(tree, found.disk, version=version).created
+        proxy.reset_counts()
+        result = ingest(found.url, found.bucket, version=version)
+        assert result.created and not result.errors, result.errors
+        found.gets[version] = Counter(proxy.gets)
+        found.listings[version], found.methods[version] = proxy.listings, proxy.methods()
+    return found
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_bucket_ingest_equals_disk_ingest(two_releases, version) -> None:
+    for read in ("read_chunks", "read_documents"):
+        got = comparable(getattr(two_releases.bucket, read)(version))
+        want = comparable(getattr(two_releases.disk, read)(version))
+        assert got.height > 0 and got.equals(want), f"{read}({version}) differs from the disk ingest"
+
+
+def test_bucket_and_disk_diffs_are_the_same(two_releases, tmp_path) -> None:
+    runner = CliRunner()
+    outputs = {}
+    for name, store in (("disk", two_releases.disk), ("bucket", two_releases.bucket)):
+        out = tmp_path / f"{name}.parquet"
+        result = runner.invoke(main, ["diff", *RELEASES, "--out", str(out), "--json", "--store", str(store.root)])
+        assert result.exit_code == 0, result.output
+        outputs[name] = (json.loads(result.output), pl.read_parquet(out))
+    (disk_counts, disk_chunks), (bucket_counts, bucket_chunks) = outputs["disk"], outputs["bucket"]
+    assert bucket_counts == disk_counts and bucket_counts["changed_documents"]
+    assert bucket_chunks.height > 0 and bucket_chunks.equals(disk_chunks)
+
+
+def test_each_run_gets_only_the_objects_whose_bytes_changed(two_releases) -> None:
+    first, second = RELEASES
+    prefix = two_releases.url.removeprefix("s3://")
+    assert two_releases.gets[first] == {f"{prefix}/{key}": 1 for key in tree_bytes(RELEASES[first])}
+    changed = changed_keys(RELEASES[first], RELEASES[second])
+    assert 0 < len(changed) < len(tree_bytes(RELEASES[second]))  # some objects stay as they were
+    assert two_releases.gets[second] == {f"{prefix}/{key}": 1 for key in changed}
+    for version in RELEASES:  # one listing page, no HEAD, nothing but GETs
+        assert two_releases.listings[version] == 1
+        assert two_releases.methods[version] == {"GET": 1 + len(two_releases.gets[version])}
+
+
+def test_a_run_over_an_unchanged_bucket_makes_no_get(two_releases, counted) -> None:
+    result = ingest(two_releases.url, two_releases.bucket)
+    assert not result.created and result.equals == list(RELEASES)[-1]
+    assert counted.listings == 1 and not counted.gets and counted.methods() == {"GET": 1}
+
+
+def upload_few(url: str, names: tuple[str, ...]) -> str:
+    """A few documents of the release under a prefix of their own (an ingest of the whole release takes a
+    minute on a busy machine; the two-release fixture does that); the prefix."""
+    prefix = fresh_prefix()
+    put_objects(url, BUCKET, {f"{prefix}/{name}": (RELEASE / name).read_bytes() for name in names})
+    return prefix
+
+
+FEW = ("index.md", "upgrade.md", "reference/admonitions.md", "setup/changing-the-colors.md")
+
+
+def test_one_object_failing_quarantines_its_document_only(endpoint, counted, tmp_path) -> None:
+    prefix = upload_few(endpoint, FEW)
+    counted.forbidden.add(f"{BUCKET}/{prefix}/index.md")
+    counted.vanish_after_listing.add(f"{BUCKET}/{prefix}/upgrade.md")
+    store = CorpusStore(tmp_path / "store", storage_options=storage_options(counted.url))
+    result = ingest(f"s3://{BUCKET}/{prefix}", store, version="v1")
+    assert result.created
+    assert {(e.source_path, e.stage, e.error_type) for e in result.errors} == {
+        ("index.md", "read", "PermissionDenied"),
+        ("upgrade.md", "read", "ObjectVanished"),
+    }
+    documents = set(store.read_documents("v1")["source_path"])
+    assert documents == set(FEW) - {"index.md", "upgrade.md"}
+
+
+def test_cli_ingests_a_bucket_with_the_store_options_from_the_environment(endpoint, counted, tmp_path) -> None:
+    prefix = upload_few(endpoint, FEW)
+    env = {"CITEKEEPER_STORAGE_OPTIONS": json.dumps(storage_options(counted.url))}
+    store = tmp_path / "store"
+    url = f"s3://{BUCKET}/{prefix}"
+    result = CliRunner().invoke(main, ["ingest", url, "--store", str(store), "--version", "v1"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "created corpus version v1" in result.output
+    assert set(CorpusStore(store).read_documents("v1")["source_path"]) == set(FEW)
+    assert counted.gets == {f"{BUCKET}/{prefix}/{name}": 1 for name in FEW}
+    assert CorpusStore(store).manifest("v1").source_dir == url
