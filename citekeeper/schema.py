@@ -127,6 +127,9 @@ READ_OBJECTS = pa.schema(
         # The parse settings (config_hash) under which the document parsed into no text to cite, if it did: it
         # is not read and parsed again under them while its stamp stays.
         pa.field("no_text_under", pa.string()),
+        # When the bytes were read (ns since the epoch): a file modified within RACY_WINDOW_NS of it is read again,
+        # as its stamp could have missed a second write (parsers.discover).
+        pa.field("read_at_ns", pa.int64()),
     ]
 )
 

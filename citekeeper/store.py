@@ -80,6 +80,10 @@ class VersionManifest:
     n_no_text: int = 0  # files skipped with nothing to cite (front matter only)
     source_dir: str = ""  # the folder, bucket URL or git:PATH@REF ingested
     source_revision: str | None = None  # the commit ingested, for a git source
+    # Documents whose bytes discovery read and hashed, and those whose stat (a folder) or stamp (a listing) was
+    # what it was when they were read last, so their hash was reused unread (0 and 0 before 2026-12).
+    n_hashed: int = 0
+    n_stamp_reused: int = 0
     lance_versions: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> str:

@@ -5,6 +5,8 @@ its hash). The rules: docs/ingest.md ("Choosing files", "Data model")."""
 from __future__ import annotations
 
 import fnmatch
+import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,6 +43,10 @@ from parsers.source_tree import (
 from parsers.sources.base import ListedSource
 from parsers.sources.listing import ListedFile, ListedRejected, ReadObject, ReadObjects, walk_listing
 
+# Timestamps as coarse as 2 s (FAT; most filesystems keep ns, some 1 s): a file modified less than this before it
+# was read is read again next time.
+RACY_WINDOW_NS = 2 * 10**9
+
 
 @dataclass(frozen=True)
 class Discovery:
@@ -64,6 +70,8 @@ def _owns_every_path(source_path: str) -> bool:
 class _Found:
     root: Path | None  # resolved; None for a listed source
     config: ParseConfig
+    read_objects: ReadObjects = field(default_factory=lambda: ReadObjects(None))
+    unread: set[str] = field(default_factory=set)  # source_paths of documents whose bytes were not read
     sources: list[SourceFile] = field(default_factory=list)
     errors: list[IngestError] = field(default_factory=list)
     n_skipped: int = 0
@@ -96,7 +104,7 @@ def discover(
     if not root.is_dir():
         raise NotADirectoryError(f"source root {root} is not a directory")
     root = root.resolve()
-    found = _Found(root, config)
+    found = _Found(root, config, read_objects or ReadObjects(None))
     for entry in walk_source_tree(root, config, owns):
         match entry:
             case TreeFile():
@@ -119,7 +127,7 @@ def _discovery(found: _Found, listing: _Listing | None = None) -> Discovery:
     _quarantine_duplicate_doc_ids(found)
     found.errors.sort(key=lambda error: error.source_path)
     if listing is None:
-        return Discovery(found.sources, found.errors, found.n_skipped)
+        return Discovery(found.sources, found.errors, found.n_skipped, unread=found.unread)
     return Discovery(found.sources, found.errors, found.n_skipped, listing.source, listing.listed, listing.unread)
 
 
@@ -127,18 +135,51 @@ def _discovery(found: _Found, listing: _Listing | None = None) -> Discovery:
 
 
 def _read_source(found: _Found, root: Path, file: TreeFile) -> SourceFile:
-    """The file named and hashed; its bytes are dropped here (the parser reads them again)."""
+    """The file named and hashed; its bytes are dropped here (the parser reads them again). A file whose stat
+    is what it was when it was read last, and not racily so, is not read: what was read of it then serves."""
     config, path = found.config, file.path
     file_format = _format_of(file.source_path)
     _check_size(file.stat.st_size, config.max_file_bytes)
-    raw = _read_bytes(path, config.max_file_bytes)
+    stamp = _stat_stamp(file.stat)
+    read = found.read_objects.get(file.source_path, stamp, config.rehash)
+    if read is None or _racy(file.stat, read.read_at_ns):
+        read_at = time.time_ns()
+        raw = _read_bytes(path, config.max_file_bytes)
+        head = _front_matter_bytes(raw) if file_format.front_matter else None
+        read = ReadObject(sha256_hex(raw), len(raw), head, read_at_ns=read_at)
+        found.read_objects.put(file.source_path, stamp, read)
+    else:
+        found.unread.add(file.source_path)
     with _metadata_errors():
-        text = decode_text(raw)[0] if file_format.front_matter else ""
         sidecars = [read_sidecar(sidecar_path(place), root, config.authority_levels) for place, _ in file.places]
     places = [place for _, place in file.places]
     return _source_file(
-        config, path.absolute(), file.source_path, file_format, sha256_hex(raw), len(raw), text, sidecars, places
+        config,
+        path.absolute(),
+        file.source_path,
+        file_format,
+        read.content_hash,
+        read.size_bytes,
+        _head_text(read),
+        sidecars,
+        places,
     )
+
+
+def _stat_stamp(status: os.stat_result) -> str:
+    """What changes when a file's bytes do, as git's index keeps it: size, mtime, ctime (which no tool sets
+    back, as `touch -d` and `rsync -t` set mtime), inode and device."""
+    return f"{status.st_size}:{status.st_mtime_ns}:{status.st_ctime_ns}:{status.st_ino}:{status.st_dev}"
+
+
+def _racy(status: os.stat_result, read_at_ns: int | None) -> bool:
+    """A file changed within RACY_WINDOW_NS of when it was read could have been written again within the same
+    timestamp tick, unseen by its stamp: it is read again (git's "racily clean" entries)."""
+    return read_at_ns is None or max(status.st_mtime_ns, status.st_ctime_ns) >= read_at_ns - RACY_WINDOW_NS
+
+
+def _head_text(read: ReadObject) -> str:
+    return read.head.decode("utf-8", "surrogatepass") if read.head is not None else ""
 
 
 def _source_file(
@@ -270,15 +311,15 @@ def _read_listed(listing: _Listing, entry: ListedFile) -> SourceFile:
     file_format = _format_of(entry.source_path)
     _check_size(entry.size, config.max_file_bytes)
     listing.listed[entry.source_path] = (entry.key, entry.stamp)
-    read = listing.read_objects.get(entry.key, entry.stamp)
+    read = listing.read_objects.get(entry.key, entry.stamp, config.rehash)
     if read is None:
         raw = _checked_bytes(listing.source.read(entry.key, config.max_file_bytes), config.max_file_bytes)
-        read = ReadObject(sha256_hex(raw), len(raw), _front_matter_bytes(raw) if file_format.front_matter else None)
+        head = _front_matter_bytes(raw) if file_format.front_matter else None
+        read = ReadObject(sha256_hex(raw), len(raw), head, read_at_ns=time.time_ns())
         listing.read_objects.put(entry.key, entry.stamp, read)
         _spool(listing, entry.source_path, raw)
     else:
         listing.unread.add(entry.source_path)
-    front_matter_text = read.head.decode("utf-8", "surrogatepass") if read.head is not None else ""
     with _metadata_errors():
         sidecar = _listed_sidecar(listing, entry)
     path = _spool_path(listing.spool_dir, entry.source_path)
@@ -289,7 +330,7 @@ def _read_listed(listing: _Listing, entry: ListedFile) -> SourceFile:
         file_format,
         read.content_hash,
         read.size_bytes,
-        front_matter_text,
+        _head_text(read),
         [sidecar],
         [entry.source_path],
     )
@@ -306,7 +347,7 @@ def _listed_sidecar(listing: _Listing, entry: ListedFile | ListedRejected) -> di
     sidecar = entry.sidecar
     if sidecar is None:
         return {}
-    read = listing.read_objects.get(sidecar.key, sidecar.stamp)
+    read = listing.read_objects.get(sidecar.key, sidecar.stamp, listing.config.rehash)
     if read is None:
         raw = listing.source.read(sidecar.key, MAX_SIDECAR_BYTES)
         read = ReadObject(sha256_hex(raw), len(raw), raw)

@@ -37,7 +37,7 @@ from citekeeper.tables import to_arrow, to_frame, write_parquet
 from parsers.discover import Discovery, discover, duplicate_doc_id_reason, read_unread
 from parsers.parse_pool import Progress, iter_outcomes
 from parsers.records import RUN_SETTINGS, Chunk, IngestError, ParseConfig, ParsedDocument, SkippedDocument, SourceFile
-from parsers.sources import describe, open_source
+from parsers.sources import cache_key, describe, open_source
 from parsers.sources.base import ListedSource
 from parsers.sources.listing import ReadObjects
 
@@ -209,7 +209,7 @@ def stage(
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     opened = _opened(source, store)
-    read_objects = None if isinstance(opened, Path) else ReadObjects(store.layout.read_objects_dir(opened.cache_key))
+    read_objects = ReadObjects(store.layout.read_objects_dir(cache_key(opened)))
     out = store.layout.staging_dir / version / shard.dirname
     shutil.rmtree(out, ignore_errors=True)  # leftovers of an interrupted stage of this shard
     spool_dir = (out / "objects").absolute()  # a listed source's bytes, for the parser
@@ -250,13 +250,13 @@ def stage(
         "reparse_reason": reparse_reason(parent, config),
         "source_dir": describe(opened),
         "source_revision": None if isinstance(opened, Path) else opened.revision,
+        "n_stamp_reused": len(found.unread),
         "shard": asdict(shard),
         "n_skipped": found.n_skipped,
     }
-    if read_objects is not None:
-        for source_path in no_text:
-            read_objects.mark_no_text(*found.listed[source_path], settings)
-        read_objects.save(shard.dirname)
+    for source_path in no_text & found.listed.keys():
+        read_objects.mark_no_text(*found.listed[source_path], settings)
+    read_objects.save(shard.dirname)
     atomic_write_text(out / STAGE_DONE, json.dumps(done, indent=2))  # the shard's done marker: whole or absent
     return StageResult(version, parent_name, shard, staged.n_documents, len(reused), found.n_skipped, errors, out)
 
@@ -323,6 +323,8 @@ def commit(
             n_no_text=len(no_text),
             source_dir=staged["source_dir"],
             source_revision=staged["source_revision"],
+            n_stamp_reused=staged["n_stamp_reused"],
+            n_hashed=sources.height - staged["n_stamp_reused"],
         )
         committed = store.commit_version(
             manifest,
@@ -390,10 +392,10 @@ def _unchanged_doc_ids(
     return set(same["doc_id"])
 
 
-def _parsed_no_text(found: Discovery, read_objects: ReadObjects | None, source_path: str, settings: str) -> bool:
+def _parsed_no_text(found: Discovery, read_objects: ReadObjects, source_path: str, settings: str) -> bool:
     """A listed document that parsed into no text before, under these settings and with these bytes."""
     listed = found.listed.get(source_path)
-    return read_objects is not None and listed is not None and read_objects.parsed_no_text(*listed, settings)
+    return listed is not None and read_objects.parsed_no_text(*listed, settings)
 
 
 # What _unchanged_doc_ids compares of a source: these SourceFile attributes, and its source fields.
@@ -538,6 +540,7 @@ def _load_staged(store: CorpusStore, version: str, n_shards: int) -> dict:
         **{k: stages[0][k] for k in ("parent", "config_hash", "parse_settings", "reparse_reason", "source_dir")},
         "source_revision": stages[0].get("source_revision"),
         "n_skipped": sum(s["n_skipped"] for s in stages),
+        "n_stamp_reused": sum(s.get("n_stamp_reused", 0) for s in stages),
         "sources": to_frame(read("sources.parquet", STAGED_SOURCES)),
         "errors": read("errors.parquet", schema.INGEST_ERRORS),
         "shards": shards,
@@ -625,7 +628,7 @@ def unchanged_since(
     if store.latest() is None:
         return None
     opened = _opened(source, store)
-    read_objects = None if isinstance(opened, Path) else ReadObjects(store.layout.read_objects_dir(opened.cache_key))
+    read_objects = ReadObjects(store.layout.read_objects_dir(cache_key(opened)))
     sources = discover(opened, config, read_objects=read_objects).sources
     return latest_if_equal(store, tree_hash(sources), config_hash(config))
 

@@ -42,6 +42,13 @@ class ParseConfig:
 
     max_chunk_chars: int = _setting(1000, "Chunk size limit, in characters.", minimum=50)
     max_file_bytes: int = _setting(50 * 1024 * 1024, "Largest file read, in bytes.", minimum=1)
+    # Unchanged files cost a stat: a file whose size, mtime, ctime and inode are what they were when it was read
+    # last keeps the hash read then (docs/ingest.md, "What a run reads").
+    rehash: bool = _setting(
+        False,
+        "Read and hash every document again, trusting no file's size, times and inode nor an object's stamp (for "
+        "filesystems whose timestamps cannot be trusted).",
+    )
     default_access_scope: str = "user_visible"
     # A pool worker past it is killed and replaced; a serial parse (workers=1) is interrupted by SIGALRM, in the
     # main thread only.
@@ -258,6 +265,7 @@ def parse_config_of(holder: object) -> ParseConfig:
 RUN_SETTINGS = frozenset(
     {
         "max_file_bytes",
+        "rehash",
         "parse_timeout_s",
         "default_access_scope",
         "access_scope_overrides",

@@ -52,6 +52,8 @@ def _option(setting: Setting):
         how |= {"multiple": True, "nargs": 2, "callback": _entries}
     elif get_origin(kind) is list:
         how["multiple"] = True
+    elif kind is bool:
+        how |= {"is_flag": True, "default": False}
     else:
         how["type"] = _bounded(kind, setting.minimum)
     shown = _shown(setting.default)

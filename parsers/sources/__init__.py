@@ -36,6 +36,11 @@ def open_source(
     return Path(spec)
 
 
+def cache_key(source: Path | ListedSource) -> str:
+    """What discovery keeps what it read of the source's documents under (parsers.sources.listing.ReadObjects)."""
+    return f"folder:{source}" if isinstance(source, Path) else source.cache_key
+
+
 def describe(source: Path | ListedSource) -> str:
     """The source as a version records it (its source_dir)."""
     return str(source) if isinstance(source, Path) else source.uri

@@ -128,6 +128,7 @@ class ReadObject:
     size_bytes: int
     head: bytes | None
     no_text_under: str | None = None  # the config_hash under which it parsed into no text, if it did
+    read_at_ns: int | None = None  # when the bytes were read
 
 
 class ReadObjects:
@@ -151,8 +152,10 @@ class ReadObjects:
             listed = (row.pop("key"), row.pop("stamp"))
             self._known[listed] = ReadObject(**row)
 
-    def get(self, key: str, stamp: str) -> ReadObject | None:
-        found = self._known.get((key, stamp)) if stamp else None
+    def get(self, key: str, stamp: str, rehash: bool = False) -> ReadObject | None:
+        """What was read of the object when it had this stamp; None when never, or when `rehash` says to trust
+        no stamp."""
+        found = self._known.get((key, stamp)) if stamp and not rehash else None
         if found is not None:
             self._listed[(key, stamp)] = found
         return found
