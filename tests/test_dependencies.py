@@ -46,6 +46,8 @@ NOT_IMPORTED = {
         "unstructured's PDF text layer",
     ),
     "pylance": "lancedb's Table.to_lance(), which citekeeper/store.py calls",
+    "gcsfs": "fsspec loads it for gs:// sources (parsers/sources/object_store.py; the gcs extra)",
+    "adlfs": "fsspec loads it for az:// sources (parsers/sources/object_store.py; the azure extra)",
     "onnx": "torch.onnx.export and onnxruntime.quantization (verify --backend onnx)",
     "dagster-webserver": "dagster dev and the UI (tests/test_webserver.py)",
     "dagster-graphql": "the webserver's GraphQL API (tests/test_webserver.py)",
