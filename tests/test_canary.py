@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import dagster as dg
@@ -20,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from assets import backfill
 from assets import citations as citation_assets
 from assets import corpus as ingest_assets
 from assets import verification as verification_assets
@@ -426,3 +428,36 @@ def test_an_unanchored_quote_of_redacted_or_aggregate_text_is_withheld_at_its_le
     }
     status = pl.read_parquet(world["out"] / "status.parquet").filter(pl.col("answer_id").is_in(list(QUOTED_ELSEWHERE)))
     assert sorted(status["quote"].to_list()) == sorted([WITHHELD_TEXT["redacted"], WITHHELD_TEXT["aggregate_only"]])
+
+
+def test_no_backfill_line_or_job_metadata_holds_the_canary(tmp_path):
+    """The same two trees as two tagged commits of a git repository, ingested through its listing: backfill's
+    printed lines and the backfill job's events and metadata name no withheld text and no aggregate_only doc_id."""
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for version in (1, 2):
+        write(repo, tree(version))
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-q", "-m", f"v{version}"], check=True)
+        subprocess.run([*git, "tag", f"v{version}"], check=True)
+    run = Run(tmp_path / "cli-store")
+    run("backfill", str(repo), "--refs", "v*", "--workers", "1")
+    run("ingest", f"git:{repo}@v2", "--version", "again", "--workers", "1")  # equals v2: no version, one line
+
+    job_store = tmp_path / "job-store"
+    resources = settings(store_dir=str(job_store), parse_workers=1).resources()
+    with dg.instance_for_test() as instance:
+        result = backfill.backfill_job.execute_in_process(
+            instance=instance,
+            resources=resources,
+            run_config={"ops": {"backfill_tags": {"config": {"repository": str(repo), "refs": "v*"}}}},
+        )
+        seen = [str(event.event_specific_data) for event in result.all_events]  # the materializations' metadata too
+    stores = [CorpusStore(tmp_path / "cli-store"), CorpusStore(job_store)]
+    assert [[m.name for m in store.versions()] for store in stores] == [["v1", "v2"], ["v1", "v2"]]
+    secrets = (CANARY, *aggregate_doc_ids(stores[0]))
+    assert AGGREGATE_PATH in aggregate_doc_ids(stores[0])  # the listing read its front matter's scope
+    assert [s for s in secrets if s in "".join(run.printed)] == []
+    assert any("n_quarantined" in line for line in seen)  # the materializations' metadata was looked at
+    assert [s for s in secrets if s in "\n".join(seen)] == []
