@@ -12,6 +12,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from wcmatch import glob
 
@@ -56,6 +57,7 @@ class Skipped:
 
 
 TreeEntry = TreeFile | Rejected | Skipped
+File = TypeVar("File")  # a walk's file: a TreeFile, or a listing's (parsers.sources.listing)
 
 
 def _every_path(source_path: str) -> bool:
@@ -85,17 +87,30 @@ def source_fingerprint(root: Path, config: ParseConfig) -> str:
     """sha256 over what discovery would see, by stat alone (no file is read): each file's source_path, size and
     mtime and, at each place it is reachable from, that place's name and its sidecar's size and mtime; each
     rejected path and why; and the parse settings, so that new globs or scopes count as a change too."""
+
+    def file_fields(file: TreeFile) -> list:
+        fields = [file.source_path, file.stat.st_size, file.stat.st_mtime_ns]
+        for place, place_path in file.places:
+            fields += [place_path, _stamp(sidecar_path(place))]
+        return fields
+
+    return entries_digest(config, walk_source_tree(root, config), file_fields)
+
+
+def entries_digest(
+    config: ParseConfig, entries: Iterable[File | Rejected | Skipped], file_fields: Callable[[File], list]
+) -> str:
+    """sha256 over the settings and what a walk saw: each file's `file_fields`, each rejected path and why (what
+    include/exclude skip does not count)."""
     digest = hashlib.sha256(repr(config).encode())
-    for entry in walk_source_tree(root, config):
+    for entry in entries:
         match entry:
-            case TreeFile(source_path=source_path, places=places, stat=status):
-                fields = [source_path, status.st_size, status.st_mtime_ns]
-                for place, place_path in places:
-                    fields += [place_path, _stamp(sidecar_path(place))]
             case Rejected(source_path=source_path, why=why):
                 fields = [source_path, why.error_type, why.reason]
             case Skipped():
                 continue
+            case _:
+                fields = file_fields(entry)
         digest.update(("\0".join(map(str, fields)) + "\n").encode())
     return digest.hexdigest()
 

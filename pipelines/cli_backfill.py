@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from citekeeper.store import DEFAULT_LOCK_TIMEOUT, StoreError
+from citekeeper.store import StoreError
 from citekeeper.text import printable
-from pipelines.cli_common import corpus_store, store_option
+from pipelines.cli_common import corpus_store, lock_timeout_option, store_option
 from pipelines.cli_ingest import given_parse_config, parse_setting_options
 
 if TYPE_CHECKING:
@@ -19,13 +19,7 @@ if TYPE_CHECKING:
 @click.command("backfill")
 @click.argument("repository", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--refs", required=True, help="Glob of the tags to make versions of, e.g. 'v*'.")
-@click.option(
-    "--lock-timeout",
-    type=float,
-    default=DEFAULT_LOCK_TIMEOUT,
-    show_default=True,
-    help="Seconds to wait for another ingest on the same store before giving up, for each tag.",
-)
+@lock_timeout_option("another ingest on the same store, for each tag")
 @parse_setting_options
 @store_option
 def backfill_command(repository: Path, refs: str, lock_timeout: float, store_dir: Path, **settings: object) -> None:

@@ -12,6 +12,7 @@ import click
 from citekeeper.language import DEFAULT_LANGUAGE, LANGUAGES, language_setting
 from citekeeper.outputs import DIRECTORY
 from citekeeper.settings import DEFAULT_STORE, Settings, SettingsError, read_settings, variable
+from citekeeper.store import DEFAULT_LOCK_TIMEOUT
 
 if TYPE_CHECKING:
     from citekeeper.search_index import EmbeddingStore
@@ -150,3 +151,14 @@ class OutputCommand(click.Command):
                 except OutputRefused as exc:
                     raise click.ClickException(str(exc)) from None
         return super().invoke(ctx)
+
+
+def lock_timeout_option(waiting_for: str):
+    """--lock-timeout: seconds to wait for `waiting_for` (the store's writer lock) before giving up."""
+    return click.option(
+        "--lock-timeout",
+        type=float,
+        default=DEFAULT_LOCK_TIMEOUT,
+        show_default=True,
+        help=f"Seconds to wait for {waiting_for} before giving up.",
+    )

@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from citekeeper.outputs import output_metadata
 from citekeeper.scope import raw_text_metadata, redact_corpus
-from citekeeper.store import DEFAULT_LOCK_TIMEOUT, READ_SCHEMAS, StoreError
+from citekeeper.store import READ_SCHEMAS, StoreError
 from citekeeper.tables import write_parquet
 from citekeeper.text import printable
 from parsers.records import SETTINGS, ParseConfig, Setting
@@ -24,6 +24,7 @@ from pipelines.cli_common import (
     corpus_store,
     force_option,
     include_internal_text_option,
+    lock_timeout_option,
     store_option,
 )
 
@@ -103,13 +104,7 @@ def _pairs(ctx: click.Context, param: click.Parameter, given: tuple[str, ...]) -
 @click.argument("source")
 @click.option("--version", "version", help="Name of the new corpus version (default: the next vNNNN).")
 @click.option("--strict", is_flag=True, help="Fail (exit 1, commit nothing) if any file is quarantined.")
-@click.option(
-    "--lock-timeout",
-    type=float,
-    default=DEFAULT_LOCK_TIMEOUT,
-    show_default=True,
-    help="Seconds to wait for another ingest on the same store before giving up.",
-)
+@lock_timeout_option("another ingest on the same store")
 @parse_setting_options
 @store_option
 def ingest_command(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from citekeeper.store import DEFAULT_LOCK_TIMEOUT, StoreError
-from pipelines.cli_common import corpus_store, store_option
+from citekeeper.store import StoreError
+from pipelines.cli_common import corpus_store, lock_timeout_option, store_option
 
 
 @click.command("gc")
@@ -28,13 +28,7 @@ from pipelines.cli_common import corpus_store, store_option
 )
 @click.option("--dry-run", is_flag=True, help="Change nothing; say what would be pruned and freed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@click.option(
-    "--lock-timeout",
-    type=float,
-    default=DEFAULT_LOCK_TIMEOUT,
-    show_default=True,
-    help="Seconds to wait for a running ingest (the store's writer lock) before giving up.",
-)
+@lock_timeout_option("a running ingest (the store's writer lock)")
 @store_option
 def gc_command(
     keep_last: int, keep: tuple[str, ...], dry_run: bool, as_json: bool, lock_timeout: float, store_dir: Path

@@ -17,7 +17,7 @@ from citekeeper import schema
 from citekeeper.tables import write_parquet
 from parsers.metadata import SIDECAR_SUFFIX
 from parsers.records import ParseConfig
-from parsers.source_tree import Quarantined, Rejected, Skipped, selector
+from parsers.source_tree import Quarantined, Rejected, Skipped, entries_digest, selector
 from parsers.sources.base import ListedObject, ListedSource, UnlistableKey
 
 
@@ -190,18 +190,11 @@ def listing_fingerprint(source: ListedSource, config: ParseConfig) -> str:
     """sha256 over what discovery would see of a listed source, without reading an object: the source's own
     fingerprint where it has one (a ref's commit), else each listed document's key, size and stamp and its
     sidecar's stamp, each rejected key and why; and the settings, as source_tree.source_fingerprint."""
-    digest = hashlib.sha256(repr(config).encode())
     own = source.listing_fingerprint()
     if own is not None:
-        digest.update(own.encode())
-        return digest.hexdigest()
-    for entry in walk_listing(source, config):
-        match entry:
-            case ListedFile(key=key, size=size, stamp=stamp, sidecar=sidecar):
-                fields = [key, size, stamp, sidecar.stamp if sidecar else "-"]
-            case Rejected(source_path=source_path, why=why):
-                fields = [source_path, why.error_type, why.reason]
-            case Skipped():
-                continue
-        digest.update(("\0".join(map(str, fields)) + "\n").encode())
-    return digest.hexdigest()
+        return hashlib.sha256(repr(config).encode() + own.encode()).hexdigest()
+
+    def file_fields(file: ListedFile) -> list:
+        return [file.key, file.size, file.stamp, file.sidecar.stamp if file.sidecar else "-"]
+
+    return entries_digest(config, walk_listing(source, config), file_fields)
