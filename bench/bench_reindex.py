@@ -38,8 +38,6 @@ os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psutil
-
 from bench.bench_ingest import DEFAULT_SOURCE, Timer, summary
 from bench.bench_ingest_scale import generate
 from citekeeper.store import CorpusStore
@@ -117,7 +115,8 @@ def _timed_child(command: list[str]) -> CliRun:
 def run_instrumented_cli(source: Path, *args: str) -> tuple[CliRun, dict]:
     """The CLI in a fresh process with its steps timed and its opens of files under `source` counted."""
     with tempfile.NamedTemporaryFile(suffix=".json") as report:
-        run = _timed_child([sys.executable, __file__, "--instrumented", report.name, str(source), *args])
+        spawned_at = str(time.time())  # the child's startup is counted from here, on the same clock
+        run = _timed_child([sys.executable, __file__, "--instrumented", report.name, str(source), spawned_at, *args])
         return run, json.loads(Path(report.name).read_text())
 
 
@@ -180,7 +179,7 @@ def _timed(function, step: str, seconds: dict[str, float], first_call: dict[str,
     return timed
 
 
-def instrumented(report: Path, source: Path, cli_args: list[str]) -> None:
+def instrumented(report: Path, source: Path, spawned_at: float, cli_args: list[str]) -> None:
     """A child: the CLI with STEPS timed and reads of `source` counted; what it saw goes to `report`."""
     seconds: dict[str, float] = {}
     first_call: dict[str, float] = {}
@@ -195,7 +194,7 @@ def instrumented(report: Path, source: Path, cli_args: list[str]) -> None:
         io_counters = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
         seen = {
             "seconds": seconds,
-            "startup_s": first_call["ingest"] - psutil.Process().create_time(),
+            "startup_s": first_call["ingest"] - spawned_at,
             "source_opens": reads.opens,
             "source_bytes_read": reads.bytes,
             "rchar": int(io_counters["rchar"]),
@@ -280,7 +279,7 @@ def reads_line(seen: dict, n_documents: int, size: int) -> str:
 
 
 def step_line(seen: dict, wall_s: float) -> str:
-    """The steps' seconds, nested as they run: startup (process start and imports up to the ingest call), then
+    """The steps' seconds, nested as they run: startup (spawn and imports up to the ingest call), then
     stage (discover, reuse check, parse: the pool's start included) and commit (the LanceDB writes and index,
     the Parquet export); 'rest' is what a step spends outside the steps named within it; 'exit' the rest of
     the child's wall time (printing, interpreter shutdown)."""
@@ -317,11 +316,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--scale", help="comma-separated tree sizes, e.g. 500,5000,50000: the CLI runs (issue #34)")
     parser.add_argument("--scratch", type=Path, help="where --scale generates its trees (default: a temp dir)")
-    parser.add_argument("--instrumented", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)  # REPORT SOURCE ARGS
+    # a child: REPORT SOURCE SPAWNED_AT CLI-ARGS...
+    parser.add_argument("--instrumented", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.instrumented:
-        report, source, *cli_args = args.instrumented
-        instrumented(Path(report), Path(source), cli_args)
+        report, source, spawned_at, *cli_args = args.instrumented
+        instrumented(Path(report), Path(source), float(spawned_at), cli_args)
         return
     if args.scale:
         main_scale([int(n) for n in args.scale.split(",")], args.scratch)
