@@ -13,12 +13,17 @@ it holds off a Python signal handler: its document is quarantined as ParseTimeou
 to a fresh worker. A worker that dies by itself (a crash, the out-of-memory killer) quarantines its document
 the same way, as WorkerDied. The pool gives exactly what a serial parse gives.
 
+A run too small to pay for that start (a nightly reindex of a few changed documents) parses here instead,
+serially (_parses_here), unless a document needs a worker's isolation (Format.isolated: OCR, LibreOffice,
+pandoc) or the caller is not the main thread, which parse_timeout_s's SIGALRM needs.
+
 `iter_outcomes` hands each outcome on as soon as it is done (the order of completion), so that ingest can
 write it away and keep only a batch in memory.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import multiprocessing
 import os
@@ -27,6 +32,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -36,6 +42,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
 from parsers.document import parse_document
+from parsers.formats import BY_FILETYPE
 from parsers.records import (
     DocumentError,
     IngestError,
@@ -56,6 +63,16 @@ PRELOAD = ["parsers.warm_worker"]
 # A worker's share of the documents goes out in this many runs: long enough that documents of similar size
 # (versions of one file) meet the caches their neighbours filled, short enough to even out the load.
 RUNS_PER_WORKER = 8
+# Up to this many documents and bytes, a run parses here (_parses_here). Measured on 2 CPUs under load (4-7),
+# CPU seconds: the first document here (importing unstructured, spaCy, thinc, warm-up) 9.4-9.8 s against the
+# forkserver's start 8.7-11.1 s, so skipping the pool saves little: mostly the interpreter and the imports this
+# process already holds (numpy, polars, pyarrow: in-process import time 61% of a fresh one). A reindex of k
+# changed 450-byte Markdown notes, here/pool, CPU s: k=10 10.2/11.4-11.9, k=30 10.8/11.3-12.9, k=60
+# 11.1-12.7/12.8-14.9 (k=1 13.3-15.4/11.4-12.0, unexplained); wall equal within the noise. A document costs
+# ~33 ms here, ~70 ms per KB: with a saving of ~1-1.5 s, the pool's parallel parse (W workers) wins past
+# ~1.3 s x W/(W-1) of parse, 20-40 KB.
+IN_PROCESS_MAX_DOCUMENTS = 40
+IN_PROCESS_MAX_BYTES = 24 * 1024
 
 
 def usable_cpus() -> int:
@@ -73,14 +90,31 @@ def iter_outcomes(
     memory stays what one document's outcome costs, however many sources there are.
 
     config.workers processes parse at once (None: one per usable CPU); 1 parses here, serially, where
-    parse_timeout_s is a SIGALRM in the main thread (parsers.time_limit). Closing the iterator early (or an
-    exception in the consumer) stops the pool's workers.
+    parse_timeout_s is a SIGALRM in the main thread (parsers.time_limit), and so does a small run
+    (_parses_here). Closing the iterator early (or an exception in the consumer) stops the pool's workers.
     """
-    if config.workers == 1 or not sources:
+    if config.workers == 1 or not sources or _parses_here(sources):
         return _parse_serially(sources, config, progress)
     workers = config.workers or usable_cpus()
     runs = _runs(_parse_groups(sources), math.ceil(len(sources) / (workers * RUNS_PER_WORKER)))
     return _parse_in_pool(runs, len(sources), config, min(workers, len(runs)), progress)
+
+
+def _parses_here(sources: list[SourceFile]) -> bool:
+    """Whether parsing `sources` here, serially, beats starting the pool: few and small enough, none of a
+    format that needs a worker's isolation, and called from the main thread, where parse_timeout_s can
+    interrupt a parse (parsers.time_limit: elsewhere it would run unlimited)."""
+    return (
+        threading.current_thread() is threading.main_thread()
+        and len(sources) <= IN_PROCESS_MAX_DOCUMENTS
+        and sum(source.size_bytes for source in sources) <= IN_PROCESS_MAX_BYTES
+        and not any(_isolated(source) for source in sources)
+    )
+
+
+def _isolated(source: SourceFile) -> bool:
+    file_format = BY_FILETYPE.get(source.filetype)  # an unknown one fails the same way here as in a worker
+    return file_format is not None and file_format.isolated
 
 
 def parse_one(source: SourceFile, config: ParseConfig) -> Outcome:
@@ -120,6 +154,8 @@ def _parse_serially(
     sources: list[SourceFile], config: ParseConfig, progress: Progress | None
 ) -> Iterator[tuple[int, Outcome]]:
     tasks = [task for group in _parse_groups(sources) for task in group]
+    if tasks:  # load the parsers as the forkserver does, so that no document's time limit pays for it
+        importlib.import_module("parsers.warm_worker")
     for done, (index, source) in enumerate(tasks, start=1):
         outcome = parse_one(source, config)
         if progress is not None:

@@ -34,3 +34,7 @@ class Format:
     partition: Callable[[SourceFile, bytes, ParseConfig], Partitioned]
     description: str  # for the format table (docs/ingest.md) and error messages
     front_matter: bool = False  # a leading YAML/TOML block is metadata (parsers.metadata), read at discovery
+    # Parsed in a worker process only, never in the ingesting one (parsers.parse_pool): it runs a system program
+    # (pandoc, LibreOffice, Poppler, Tesseract) or a native image stack, which only killing the worker's process
+    # group stops in time and only its memory cap bounds, or it holds attachments of any format.
+    isolated: bool = False

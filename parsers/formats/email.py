@@ -211,6 +211,14 @@ def _part_name(attachment_name: str, inner_part: str | None) -> str:
 
 
 FORMATS = (
-    Format("eml", (".eml",), _partition_eml, "e-mail message (MIME); attachments partitioned by their own format"),
-    Format("msg", (".msg",), _partition_msg, "Outlook message; attachments partitioned by their own format"),
+    Format(
+        "eml",
+        (".eml",),
+        _partition_eml,
+        "e-mail message (MIME); attachments partitioned by their own format",
+        isolated=True,
+    ),
+    Format(
+        "msg", (".msg",), _partition_msg, "Outlook message; attachments partitioned by their own format", isolated=True
+    ),
 )

@@ -288,12 +288,18 @@ def _partition_tsv(source: SourceFile, raw: bytes, config: ParseConfig) -> Parti
 
 FORMATS = (
     Format("docx", (".docx",), _partition_docx, "Word document"),
-    Format("doc", (".doc",), _partition_doc, "Word 97-2003 document (converted by LibreOffice)"),
-    Format("odt", (".odt",), _partition_odt, "OpenDocument text"),
-    Format("rtf", (".rtf",), _partition_rtf, "Rich Text Format"),
-    Format("epub", (".epub",), _partition_epub, "EPUB e-book"),
+    Format("doc", (".doc",), _partition_doc, "Word 97-2003 document (converted by LibreOffice)", isolated=True),
+    Format("odt", (".odt",), _partition_odt, "OpenDocument text", isolated=True),
+    Format("rtf", (".rtf",), _partition_rtf, "Rich Text Format", isolated=True),
+    Format("epub", (".epub",), _partition_epub, "EPUB e-book", isolated=True),
     Format("pptx", (".pptx",), _partition_pptx, "PowerPoint deck, located by slide"),
-    Format("ppt", (".ppt",), _partition_ppt, "PowerPoint 97-2003 deck (converted by LibreOffice), located by slide"),
+    Format(
+        "ppt",
+        (".ppt",),
+        _partition_ppt,
+        "PowerPoint 97-2003 deck (converted by LibreOffice), located by slide",
+        isolated=True,
+    ),
     Format("xlsx", (".xlsx",), _partition_xlsx, "Excel workbook, one element per row, located by sheet and row"),
     Format("xls", (".xls",), _partition_xls, "Excel 97-2003 workbook, one element per row, located by sheet and row"),
     Format("csv", (".csv",), _partition_csv, "comma-separated values, one element per row, located by row"),

@@ -197,10 +197,10 @@ def _pdf_locator(ocr_pages: set[int]):
 
 
 FORMATS = (
-    Format("pdf", (".pdf",), _partition_pdf, "PDF (text layer; scanned pages OCR'd)"),
-    Format("png", (".png",), _partition_image, "PNG image (OCR)"),
-    Format("jpg", (".jpg", ".jpeg"), _partition_image, "JPEG image (OCR)"),
-    Format("tiff", (".tiff", ".tif"), _partition_image, "TIFF image, every page (OCR)"),
-    Format("bmp", (".bmp",), _partition_image, "BMP image (OCR)"),
-    Format("heic", (".heic", ".heif"), _partition_image, "HEIC/HEIF image (OCR)"),
+    Format("pdf", (".pdf",), _partition_pdf, "PDF (text layer; scanned pages OCR'd)", isolated=True),
+    Format("png", (".png",), _partition_image, "PNG image (OCR)", isolated=True),
+    Format("jpg", (".jpg", ".jpeg"), _partition_image, "JPEG image (OCR)", isolated=True),
+    Format("tiff", (".tiff", ".tif"), _partition_image, "TIFF image, every page (OCR)", isolated=True),
+    Format("bmp", (".bmp",), _partition_image, "BMP image (OCR)", isolated=True),
+    Format("heic", (".heic", ".heif"), _partition_image, "HEIC/HEIF image (OCR)", isolated=True),
 )

@@ -381,7 +381,7 @@ FORMATS = (
     ),
     Format("html", (".html", ".htm"), _partition_html, "HTML"),
     Format("txt", (".txt",), _partition_txt, "plain text"),
-    Format("rst", (".rst",), _partition_rst, "reStructuredText"),
+    Format("rst", (".rst",), _partition_rst, "reStructuredText", isolated=True),
     Format("xml", (".xml",), _partition_xml, "XML (the text of its elements)"),
-    Format("org", (".org",), _partition_org, "Org mode"),
+    Format("org", (".org",), _partition_org, "Org mode", isolated=True),
 )
