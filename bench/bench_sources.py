@@ -20,7 +20,6 @@ The backfill's last version must have the same corpus_hash as the separate inges
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shutil
 import subprocess
@@ -33,6 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_ingest import Timer
+from bench.bench_reindex import change
 from citekeeper.store import CorpusStore
 from parsers.backfill import backfill
 from parsers.ingest import IngestResult, ingest
@@ -42,7 +42,6 @@ from tests.s3_server import FaultyProxy, moto_server, put_objects, storage_optio
 BUCKET_TARGET = 1.5  # incremental reindex from the bucket / from disk
 UNCHANGED_GETS_TARGET = 0
 BACKFILL_TARGET = 0.3  # backfill of 10 tags / 10 separate ingests
-CHANGED_FRACTION = 0.01
 BUCKET = "citekeeper-bench"
 PREFIX = "hugo-docs"
 HUGO = REAL_CORPORA / "hugo-docs" / "v0.148.0"
@@ -61,17 +60,6 @@ def timed_ingest(source: Path | str, store: CorpusStore) -> tuple[Timer, IngestR
 def alternated(steps: tuple[str, str], repeat: int) -> tuple[str, ...]:
     """The two steps, the other one first every other repeat."""
     return steps if repeat % 2 == 0 else steps[::-1]
-
-
-def change_pages(pages: list[Path], repeat: int) -> list[Path]:
-    """Append a sentence to 1% of the pages, spread over the corpus, a different 1% each repeat."""
-    n_changed = math.ceil(len(pages) * CHANGED_FRACTION)
-    step = len(pages) // n_changed
-    changed = pages[repeat % step :: step][:n_changed]
-    for path in changed:
-        with path.open("a", encoding="utf-8") as out:
-            out.write(f"\n\nA sentence added in repeat {repeat} of the sources benchmark.\n")
-    return changed
 
 
 def bench_bucket(hugo: Path, scratch: Path, repeats: int) -> None:
@@ -97,7 +85,7 @@ def bench_bucket(hugo: Path, scratch: Path, repeats: int) -> None:
         bucket_runs: list[Timer] = []
         changed_gets: list[tuple[int, int]] = []
         for repeat in range(repeats):
-            changed = change_pages(pages, repeat)
+            changed = change(pages, repeat)
             put_objects(
                 endpoint, BUCKET, {f"{PREFIX}/{p.relative_to(tree).as_posix()}": p.read_bytes() for p in changed}
             )
