@@ -54,6 +54,11 @@ class StoreLayout:
     def parquet_dir(self) -> Path:
         return self.root / "parquet"
 
+    def export_parts(self, table: str, version: str) -> Path:
+        """The part layout of a version's chunk or document export (citekeeper.exports.PartLayout), kept here, not
+        beside the parts, so that the export folder holds Parquet files only; written last, it marks them complete."""
+        return self.root / "export_parts" / table / f"{safe_name(version, 'corpus version name')}.json"
+
     @property
     def staging_dir(self) -> Path:
         return self.root / "staging"

@@ -198,18 +198,16 @@ def _names_two_kept(diff_name: str, kept: set[str]) -> bool:
 
 
 def _export_removals(store: CorpusStore, kept: set[str], latest: str | None) -> list[Removal]:
+    """Export folders, and the part layouts beside them, of versions not kept (chunks and documents: not latest)."""
     removals = []
     for table in EXPORTS:
         for version in sorted(store.exported_versions(table)):
             if version in kept and (table not in TABLES or version == latest):
                 continue
-            location = store.parquet_path(table, version)
-            if isinstance(location, Path):
-                removals.append(_local("export", version, location.parent))
-            else:
-                filesystem, path = parquet_filesystem(location, store.storage_options)
-                info = filesystem.get_file_info(path)
-                removals.append(Removal("export", version, location, info.size or 0))
+            folder = store.export_folder(table, version)
+            removals.append(Removal("export", version, str(folder.location), folder.size_bytes()))
+            if folder.layout_path.is_file():
+                removals.append(_local("export", version, folder.layout_path))
     return removals
 
 
@@ -278,8 +276,7 @@ def _remove(store: CorpusStore, removal: Removal) -> None:
         remove_abandoned(Path(removal.location))
         return
     if is_remote(removal.location):
-        filesystem, remote_path = parquet_filesystem(removal.location, store.storage_options)
-        folder = remote_path.rsplit("/", 1)[0]  # .../corpus_version=<v>/<table>.parquet -> its folder
+        filesystem, folder = parquet_filesystem(removal.location, store.storage_options)  # an export folder
         if filesystem.get_file_info(folder).type == pafs.FileType.Directory:
             filesystem.delete_dir(folder)
         return

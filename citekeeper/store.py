@@ -10,7 +10,7 @@ import json
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,15 +21,14 @@ import filelock
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from citekeeper import schema
+from citekeeper.exports import DOCS_PER_PART, ExportFolder, PartLayout, write_parts
 from citekeeper.files import atomic_write_text
 from citekeeper.lance_tables import add_rows, delete_docs, index_doc_ids, sorted_batches
 from citekeeper.layout import StoreLayout, UnsafeName, is_safe_name, safe_name
-from citekeeper.locations import is_remote, parquet_filesystem
-from citekeeper.tables import ParquetStream, to_arrow, to_frame
+from citekeeper.locations import is_remote
+from citekeeper.tables import to_arrow, to_frame
 
 if TYPE_CHECKING:
     import lancedb
@@ -44,6 +43,7 @@ STORED_SCHEMAS = {
 SORT_KEYS = {"chunks": ["doc_id", "ordinal"], "documents": ["doc_id"], "errors": ["source_path", "stage"]}
 GENERATED_NAME = re.compile(r"^v(\d{4,})$")
 DEFAULT_LOCK_TIMEOUT = 30.0
+PARTS_PER_READ = 256  # export parts rewritten from one LanceDB read (bounds a commit's memory)
 READ_LEASE_TIMEOUT = 600.0  # how long a reader waits for a running gc (its rewrite of a large store takes minutes)
 
 
@@ -132,6 +132,18 @@ def reading_store(function: Callable[..., T]) -> Callable[..., T]:
     return under_lease
 
 
+def _recording_doc_ids(rows: pa.Table | pa.RecordBatchReader, seen: list[pa.Array]) -> pa.RecordBatchReader:
+    """`rows` as a reader that notes each batch's doc_ids in `seen` as it is read."""
+    reader = rows.to_reader() if isinstance(rows, pa.Table) else rows
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            seen.append(batch.column("doc_id").cast(pa.string()))
+            yield batch
+
+    return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+
 def validate_version_name(name: str) -> str:
     try:
         return safe_name(name, "corpus version name")
@@ -146,8 +158,10 @@ class CorpusStore:
         lance_uri: str | None = None,
         parquet_uri: str | None = None,
         storage_options: dict[str, str] | None = None,
+        docs_per_part: int = DOCS_PER_PART,
     ):
         self.root = Path(root)
+        self.docs_per_part = docs_per_part  # the chunk and document exports' part size (citekeeper.exports)
         self.layout = StoreLayout(self.root)
         self.lance_uri = lance_uri or str(self.layout.lance_dir)
         self.parquet_uri = parquet_uri.rstrip("/") if parquet_uri else None
@@ -163,30 +177,20 @@ class CorpusStore:
 
     # ------------------------------------------------------------------ paths
 
-    def parquet_path(self, table: str, version: str) -> Path | str:
-        """Where a version's export lives: a local path, or a URI when parquet_uri is remote."""
-        relative = f"{table}/corpus_version={version}/{table}.parquet"
+    def export_folder(self, table: str, version: str) -> ExportFolder:
+        """Where a version's export of `table` lives: a local folder, or one at parquet_uri when that is remote."""
+        relative, parts = f"{table}/corpus_version={version}", self.layout.export_parts(table, version)
         if self.parquet_uri is None:
-            return self.layout.parquet_dir / relative
+            return ExportFolder(table, self.layout.parquet_dir / relative, self.storage_options, parts)
         location = f"{self.parquet_uri}/{relative}"
-        return location if is_remote(location) else Path(location.removeprefix("file://"))
+        local = location if is_remote(location) else Path(location.removeprefix("file://"))
+        return ExportFolder(table, local, self.storage_options, parts)
 
-    def write_export(self, table: str, version: str, rows: pl.DataFrame | pa.Table | Iterable[pa.Table]) -> Path | str:
-        """The one writer of Parquet exports (READ_SCHEMAS): a frame, or an iterable of tables written one at a
-        time. A local file is replaced atomically; an object-store upload is visible only once complete."""
-        schema = READ_SCHEMAS[table]
-        parts = [rows] if isinstance(rows, (pl.DataFrame, pa.Table)) else rows
-        location = self.parquet_path(table, version)
-        if isinstance(location, Path):
-            with ParquetStream(location, schema) as out:
-                for part in parts:
-                    out.write(part)
-            return location
-        filesystem, path = parquet_filesystem(location, self.storage_options)
-        with pq.ParquetWriter(path, schema, filesystem=filesystem) as out:
-            for part in parts:
-                out.write_table(to_arrow(part, schema))
-        return location
+    def parquet_path(self, table: str, version: str) -> Path | str:
+        """What a Parquet reader opens for a version's export: the errors file, or the glob of the chunk or
+        document parts (in doc_id order by name; corpus_version is the folder's, as Hive partitioning reads it)."""
+        name = "errors.parquet" if table == "errors" else "part-*.parquet"
+        return self.export_folder(table, version).file(name)
 
     def read_export(self, table: str, version: str) -> pl.DataFrame:
         """The one reader of Parquet exports. Chunks and documents are exported for the latest version only:
@@ -194,45 +198,27 @@ class CorpusStore:
         name = self.manifest(version).name  # UnknownVersion lists the known ones
         if table in TABLES and not self.has_export(table, name):
             return self._read_lance(table, name, None)
-        location = self.parquet_path(table, name)
-        if isinstance(location, Path):
-            return to_frame(pq.read_table(location, schema=READ_SCHEMAS[table]))
-        filesystem, path = parquet_filesystem(location, self.storage_options)
-        return to_frame(pq.read_table(path, schema=READ_SCHEMAS[table], filesystem=filesystem))
+        folder = self.export_folder(table, name)
+        if table == "errors":
+            return to_frame(to_arrow(folder.read("errors.parquet"), READ_SCHEMAS[table]))
+        rows = to_frame(folder.read_all(STORED_SCHEMAS[table]))
+        return rows.with_columns(corpus_version=pl.lit(name)).select(READ_SCHEMAS[table].names).sort(SORT_KEYS[table])
 
     def has_export(self, table: str, version: str) -> bool:
-        location = self.parquet_path(table, version)
-        if isinstance(location, Path):
-            return location.is_file()
-        filesystem, path = parquet_filesystem(location, self.storage_options)
-        return filesystem.get_file_info(path).type == pafs.FileType.File
+        folder = self.export_folder(table, version)
+        return folder.exists("errors.parquet") if table == "errors" else folder.complete()
 
     def remove_export(self, table: str, version: str) -> None:
-        """Delete one export and its corpus_version=<v> folder; nothing to do when there is none."""
-        location = self.parquet_path(table, version)
-        if isinstance(location, Path):
-            location.unlink(missing_ok=True)
-            with suppress(OSError):  # not empty (a stray file) or already gone
-                location.parent.rmdir()
-            return
-        filesystem, path = parquet_filesystem(location, self.storage_options)
-        folder = path.rsplit("/", 1)[0]
-        if filesystem.get_file_info(folder).type == pafs.FileType.Directory:
-            filesystem.delete_dir(folder)
+        """Delete one export, its corpus_version=<v> folder and all; nothing to do when there is none."""
+        self.export_folder(table, version).remove()
 
     def exported_versions(self, table: str) -> set[str]:
         """Names of the versions with a `table` export folder (whether or not the version still exists)."""
-        base = self.parquet_path(table, "x")  # .../<table>/corpus_version=x/<table>.parquet
-        if isinstance(base, Path):
-            folder = base.parent.parent
-            names = [p.name for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
-        else:
-            filesystem, path = parquet_filesystem(base, self.storage_options)
-            selector = pafs.FileSelector(path.rsplit("/", 2)[0], allow_not_found=True)
-            names = [
-                info.base_name for info in filesystem.get_file_info(selector) if info.type == pafs.FileType.Directory
-            ]
-        return {n.removeprefix("corpus_version=") for n in names if n.startswith("corpus_version=")}
+        return {
+            name.removeprefix("corpus_version=")
+            for name in self.export_folder(table, "x").siblings()
+            if name.startswith("corpus_version=")
+        }
 
     # ------------------------------------------------------------------ versions
 
@@ -336,17 +322,6 @@ class CorpusStore:
             arrow = dataset.to_table(columns=[c for c in read if c in had], filter=where)
         return to_arrow(arrow, pa.schema([STORED_SCHEMAS[table].field(c) for c in read]))
 
-    def _sorted_batches(self, table: str, version: str) -> Iterator[pa.Table]:
-        """Every row of a version (READ_SCHEMAS), in the order _read_lance returns them, a batch at a time."""
-        lance_table = self.lance_db().open_table(table)
-        lance_table.checkout(version)
-        stored = pa.schema([field for field in STORED_SCHEMAS[table] if field.name in lance_table.schema.names])
-        for rows in sorted_batches(lance_table.to_lance(), SORT_KEYS[table]):
-            yield to_arrow(
-                to_arrow(rows, stored).append_column("corpus_version", pa.array([version] * rows.num_rows)),
-                READ_SCHEMAS[table],
-            )
-
     def chunk_offsets(self, version: str) -> pl.DataFrame:
         """chunk_id, offset: where each chunk of `version` is in its table. Reading chunks in offset order reads
         each page of the table once."""
@@ -443,8 +418,9 @@ class CorpusStore:
         previous = self.latest()
         db = self.lance_db()
         replaced = sorted(set(replaced_doc_ids))
+        added: list[pa.Array] = []  # the doc_ids of the documents' rows, as LanceDB takes them
         lance_versions, counts = {}, {}
-        for table, rows in (("chunks", chunks), ("documents", documents)):
+        for table, rows in (("chunks", chunks), ("documents", _recording_doc_ids(documents, added))):
             lance_table = self._open_at_parent(db, table, parent)
             delete_docs(lance_table, replaced)
             add_rows(lance_table, rows, STORED_SCHEMAS[table])
@@ -453,7 +429,7 @@ class CorpusStore:
                 lance_table.tags.delete(name)
             lance_table.tags.create(name, lance_table.version)
             lance_versions[table], counts[table] = lance_table.version, lance_table.count_rows()
-        self._export_parquet(name, errors)
+        self._export_parquet(name, parent, {*replaced, *pa.chunked_array(added, pa.string()).to_pylist()}, errors)
         committed = VersionManifest(
             **{
                 **asdict(manifest),
@@ -493,12 +469,68 @@ class CorpusStore:
             lance_table.add_columns(pa.schema(missing))
         return lance_table
 
-    def _export_parquet(self, version: str, errors: pa.Table) -> None:
+    def _export_parquet(
+        self, version: str, parent: VersionManifest | None, changed_doc_ids: set[str], errors: pa.Table
+    ) -> None:
         """The new version's exports: chunks and documents (what the latest version offers as files) and its
-        ingest errors (kept for every version: no other copy exists)."""
+        ingest errors (kept for every version: no other copy exists). The parts that hold no changed document are
+        the parent's, when its export is there in balanced parts."""
+        for table in TABLES:  # a crashed run's leftovers: this version does not exist yet
+            self.export_folder(table, version).remove()
+        layout = self._reusable_layout(parent)
+        if parent is None or layout is None:
+            self.export_tables(version)
+        else:
+            self._export_change(version, parent.name, layout, changed_doc_ids)
+        errors_folder = self.export_folder("errors", version)
+        with errors_folder.writer("errors.parquet", READ_SCHEMAS["errors"]) as out:
+            out.write(to_frame(errors).sort(SORT_KEYS["errors"]))
+
+    def _reusable_layout(self, parent: VersionManifest | None) -> PartLayout | None:
+        if parent is None:
+            return None
+        layouts = {self.export_folder(table, parent.name).layout() for table in TABLES}
+        layout = layouts.pop() if len(layouts) == 1 else None
+        return layout if layout is not None and layout.balanced(self.docs_per_part) else None
+
+    def export_tables(self, version: str) -> None:
+        """Export a version's chunks and documents whole, laid out afresh in parts."""
+        documents = self._tagged_dataset("documents", version)
+        doc_ids = to_frame(documents.to_table(columns=["doc_id"]))["doc_id"].sort()
+        layout = PartLayout.of(doc_ids, self.docs_per_part)
+        parts = range(len(layout.lows))
         for table in TABLES:
-            self.write_export(table, version, self._sorted_batches(table, version))
-        self.write_export("errors", version, to_frame(errors).sort(SORT_KEYS["errors"]))
+            dataset = self._tagged_dataset(table, version)
+            rows = (to_arrow(batch, STORED_SCHEMAS[table]) for batch in sorted_batches(dataset, SORT_KEYS[table]))
+            write_parts(self.export_folder(table, version), layout, STORED_SCHEMAS[table], parts, rows)
+        for table in TABLES:
+            self.export_folder(table, version).write_layout(layout)
+
+    def _export_change(self, version: str, parent: str, layout: PartLayout, changed_doc_ids: set[str]) -> None:
+        """Rewrite the parts that hold a changed document (read through the doc_id index); link the others."""
+        changed = set(layout.part_of(pl.Series(sorted(changed_doc_ids), dtype=pl.String)).tolist())
+        counts: dict[int, int] = {}
+        for table in TABLES:
+            folder, dataset = self.export_folder(table, version), self._tagged_dataset(table, version)
+            ordered_parts = sorted(changed)
+            for start in range(0, len(ordered_parts), PARTS_PER_READ):
+                group = ordered_parts[start : start + PARTS_PER_READ]
+                had = [name for name in STORED_SCHEMAS[table].names if name in dataset.schema.names]
+                rows = dataset.to_table(columns=had, filter=layout.selecting(group))
+                ordered = to_arrow(to_frame(rows).sort(SORT_KEYS[table]).to_arrow(), STORED_SCHEMAS[table])
+                written = write_parts(folder, layout, STORED_SCHEMAS[table], group, [ordered])
+                counts |= written if table == "documents" else {}
+            source = self.export_folder(table, parent)
+            for part in set(range(len(layout.lows))) - changed:
+                folder.link(source, PartLayout.file_name(part))
+        for table in TABLES:
+            self.export_folder(table, version).write_layout(layout.with_counts(counts))
+
+    def _tagged_dataset(self, table: str, version: str):
+        """The Lance dataset of `table` at the version's tag."""
+        lance_table = self.lance_db().open_table(table)
+        lance_table.checkout(version)
+        return lance_table.to_lance()
 
     def write_manifest(self, manifest: VersionManifest) -> None:
         """Last step of a commit, atomic: the version exists from this rename on."""

@@ -48,6 +48,7 @@ def chunk_with(store: CorpusStore, version: str, words: str) -> dict:
     return chunks.filter(pl.col("text").str.contains(words, literal=True)).row(0, named=True)
 
 
-def export_into_store(store: CorpusStore, table: str, version: str) -> Path | str:
-    """The store's own export of an older version (a commit keeps only the latest's), from LanceDB time travel."""
-    return store.write_export(table, version, store.read_export(table, version))
+def export_into_store(store: CorpusStore, version: str) -> Path | str:
+    """The store's own export of an older version's chunks and documents (a commit keeps only the latest's)."""
+    store.export_tables(version)
+    return store.export_folder("chunks", version).location

@@ -20,7 +20,7 @@ from assets import corpus as ingest_assets
 from assets.partitions import corpus_versions
 from citekeeper.locations import parquet_filesystem
 from citekeeper.settings import read_settings
-from citekeeper.store import READ_SCHEMAS, CorpusStore, UnknownVersion
+from citekeeper.store import STORED_SCHEMAS, CorpusStore, UnknownVersion
 from parsers.ingest import ingest
 from pipelines.cli import main
 from tests.conftest import SAMPLE_CORPUS
@@ -104,11 +104,12 @@ def test_cli_ingest_and_export_against_s3(endpoint, locations, local_reference, 
     # in "/" is the empty folder marker pyarrow's S3 filesystem leaves when it deletes the older export.
     keys = [k for k in bucket_keys(endpoint, locations["parquet_uri"]) if not k.endswith("/")]
     assert keys == sorted(
-        [f"{t}/corpus_version={VERSIONS[-1]}/{t}.parquet" for t in ("chunks", "documents")]
+        [f"{t}/corpus_version={VERSIONS[-1]}/part-00000.parquet" for t in ("chunks", "documents")]
         + [f"errors/corpus_version={v}/errors.parquet" for v in VERSIONS]
     )
-    filesystem, path = parquet_filesystem(store.parquet_path("chunks", VERSIONS[-1]), store.storage_options)
-    assert pq.read_schema(path, filesystem=filesystem).equals(READ_SCHEMAS["chunks"])
+    part = store.export_folder("chunks", VERSIONS[-1]).file("part-00000.parquet")
+    filesystem, path = parquet_filesystem(part, store.storage_options)
+    assert pq.read_schema(path, filesystem=filesystem).equals(STORED_SCHEMAS["chunks"])
     for version in VERSIONS:
         exported = store.read_export("chunks", version)
         assert exported.sort("chunk_id").equals(store.read_chunks(version).sort("chunk_id"))
@@ -144,7 +145,7 @@ def test_dagster_ingest_asset_writes_to_s3(endpoint, locations, local_reference,
     assert all(c.passed for c in result.get_asset_check_evaluations())
     store = config.store.corpus_store()
     assert comparable(store.read_chunks("v1")).equals(comparable(local_reference.read_chunks("v1")))
-    assert "chunks/corpus_version=v1/chunks.parquet" in bucket_keys(endpoint, locations["parquet_uri"])
+    assert "chunks/corpus_version=v1/part-00000.parquet" in bucket_keys(endpoint, locations["parquet_uri"])
     assert not (root / "lance").exists() and not (root / "parquet").exists()
     with pytest.raises(UnknownVersion, match="known: v1"):
         store.read_export("errors", "v2")
@@ -163,7 +164,7 @@ def test_demo_pipeline_on_s3_matches_local(endpoint, locations, tmp_path, monkey
     monkeypatch.setenv("CITEKEEPER_STORAGE_OPTIONS", json.dumps(locations["storage_options"]))
     remote = runner.invoke(main, ["demo", "--store", str(tmp_path / "s3"), "--no-model"])
     assert remote.exit_code == 0, remote.output
-    assert f"{locations['parquet_uri']}/chunks/corpus_version=v2/chunks.parquet" in remote.output
+    assert f"{locations['parquet_uri']}/chunks/corpus_version=v2/part-*.parquet" in remote.output
 
     expected, got = _results(tmp_path / "local"), _results(tmp_path / "s3")
     for name, frame in expected.items():
@@ -187,7 +188,7 @@ def test_gc_against_s3(locations, endpoint, tmp_path) -> None:
     for version, (chunks, documents) in before.items():
         assert store.read_chunks(version).equals(chunks) and store.read_documents(version).equals(documents)
     assert [k for k in bucket_keys(endpoint, locations["parquet_uri"]) if not k.endswith("/")] == sorted(
-        [f"{t}/corpus_version=v3/{t}.parquet" for t in ("chunks", "documents")]
+        [f"{t}/corpus_version=v3/part-00000.parquet" for t in ("chunks", "documents")]
         + [f"errors/corpus_version={v}/errors.parquet" for v in ("v2", "v3")]
     )
     lance_keys = bucket_keys(endpoint, locations["lance_uri"])

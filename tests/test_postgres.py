@@ -7,7 +7,6 @@ import uuid
 from pathlib import Path
 
 import dagster as dg
-import polars as pl
 import pytest
 import sqlalchemy as sa
 
@@ -77,6 +76,6 @@ def test_pipeline_with_postgres_run_and_event_storage(postgres_instance: dg.Dags
     assert version in partitions
 
     store = CorpusStore(tmp_path / "store")
-    chunks = pl.read_parquet(store.parquet_path("chunks", version))
+    chunks = store.read_export("chunks", version)  # the run's Parquet export
     assert chunks["text"].to_list() and (chunks["corpus_version"] == version).all()
     assert store.manifest(version).n_documents == 1

@@ -256,15 +256,18 @@ def test_parquet_exports_use_the_schemas(two_versions: CorpusStore, store_dir: P
         parent="v3",
         errors=[{"source_path": "x.pdf", "stage": "parse", "error_type": "DocumentError", "reason": "binary"}],
     )
-    for table, expected in (
-        ("chunks", schema.CHUNKS),
-        ("documents", schema.DOCUMENTS),
-        ("errors", schema.INGEST_ERRORS),
-    ):
-        path = store_dir / "parquet" / table / "corpus_version=v4" / f"{table}.parquet"
-        assert pq.read_schema(path).remove_metadata().equals(expected), table
-    exported = pl.read_parquet(two_versions.parquet_path("chunks", "v4"))
-    assert exported.sort("doc_id", "ordinal").equals(two_versions.read_chunks("v4"))
+    errors_file = store_dir / "parquet" / "errors" / "corpus_version=v4" / "errors.parquet"
+    assert pq.read_schema(errors_file).remove_metadata().equals(schema.INGEST_ERRORS)
+    for table, expected in (("chunks", schema.CHUNKS), ("documents", schema.DOCUMENTS)):
+        parts = sorted((store_dir / "parquet" / table / "corpus_version=v4").iterdir())
+        assert [p.name for p in parts] == ["part-00000.parquet"], table  # nothing but Parquet parts in the folder
+        # corpus_version is the folder's, as Hive partitioning reads it: the parts hold the other columns
+        without_version = expected.remove(expected.get_field_index("corpus_version"))
+        assert pq.read_schema(parts[0]).remove_metadata().equals(without_version), table
+    # a reader of the table's folder gets the version's rows, corpus_version included, in doc_id order
+    exported = pl.read_parquet(store_dir / "parquet" / "chunks", hive_partitioning=True)
+    assert exported.select(schema.CHUNKS.names).equals(two_versions.read_chunks("v4"))
+    assert pl.read_parquet(two_versions.parquet_path("chunks", "v4")).height == exported.height
     # an older version's chunks and documents are exported no more; read_export reads them from LanceDB
     assert not two_versions.has_export("chunks", "v2") and two_versions.has_export("errors", "v2")
     assert two_versions.read_export("chunks", "v2").equals(two_versions.read_chunks("v2"))

@@ -14,7 +14,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from citekeeper.store import CorpusStore
@@ -207,7 +206,7 @@ def test_webserver_lists_definitions_and_launches_partitioned_ingest(webserver: 
 
     store = CorpusStore(tmp_path / "store")
     assert [m.name for m in store.versions()] == ["ui-v1"]
-    chunks = pl.read_parquet(store.parquet_path("chunks", "ui-v1"))
+    chunks = store.read_export("chunks", "ui-v1")  # the run's Parquet export
     assert set(chunks["source_path"]) == {"guide.md", "faq.md"}
     assert (chunks["corpus_version"] == "ui-v1").all()
 
