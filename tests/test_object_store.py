@@ -195,3 +195,19 @@ def test_gc_against_s3(locations, endpoint, tmp_path) -> None:
     assert not any(k.startswith("chunks.lance/_refs/tags/v1") for k in lance_keys)
     assert summary.bytes_before > summary.bytes_after > 0 and summary.lance_rewritten
     assert not (store.root / "lance").exists() and not (store.root / "parquet").exists()
+
+
+def test_a_commit_copies_the_unchanged_export_parts_inside_the_bucket(locations, endpoint, tmp_path) -> None:
+    """Parts of one document each: v2 rewrites the parts of what changed and has the bucket copy the others; the
+    export reads back as the version's rows, and only v2's parts remain."""
+    store = CorpusStore(tmp_path / "store", docs_per_part=1, **locations)
+    for version in ("v1", "v2"):
+        ingest(SAMPLE_CORPUS / version, store, version=version)
+    layout = store.export_folder("chunks", "v2").layout()
+    assert layout is not None and len(layout.lows) == store.manifest("v2").n_documents > 2
+    for table, read in (("chunks", store.read_chunks), ("documents", store.read_documents)):
+        assert store.read_export(table, "v2").equals(read("v2")), table
+    keys = [k for k in bucket_keys(endpoint, locations["parquet_uri"]) if not k.endswith("/")]
+    assert [k for k in keys if k.startswith("chunks/")] == [
+        f"chunks/corpus_version=v2/part-{i:05d}.parquet" for i in range(len(layout.lows))
+    ]
