@@ -173,7 +173,7 @@ class ProductRun:
 
 def run_product(script: EditScript, tmp: Path) -> ProductRun:
     """Ingest v1, register the answers, ingest v2, judge, repair (what `repair --apply` runs)."""
-    store = CorpusStore(tmp / "store")
+    store = CorpusStore(tmp / "store", docs_per_part=1)  # v2's commit rewrites the export parts of what changed
     v1 = ingest_version(store, script.old, tmp / "v1", "v1")
     old_chunks = chunk_table(store, v1)
     chunk_ids = {p.para.uid: old_chunks[(doc.doc_id, p.start)] for doc in script.old for p in doc.placed}
@@ -188,6 +188,8 @@ def run_product(script: EditScript, tmp: Path) -> ProductRun:
     assert not added.errors and added.n_registered == len(script.answers), added.summary()
     assert len(added.unanchored) == len(missing), (added.unanchored, missing)  # each reported, none refused
     v2 = ingest_version(store, script.new, tmp / "v2", "v2")
+    for table, read in (("chunks", store.read_chunks), ("documents", store.read_documents)):
+        assert store.read_export(table, v2).equals(read(v2)), table  # check_model held the LanceDB rows to the model
     status = check_citations(store, v2).read_status().to_dicts()
     repairs = repair_citations(store, v2, apply=True).repairs.to_dicts()
     repaired = AnswerStore(store.root).snapshot().citations().to_dicts()
