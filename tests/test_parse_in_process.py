@@ -41,6 +41,24 @@ children = [child.cmdline() for child in psutil.Process().children(recursive=Tru
 print(len(outcomes), children, "unstructured.partition.md" in sys.modules)
 """
 
+# In a fresh interpreter: parse the small tree in argv[1] here, then print whether every document parsed, whether
+# torch was imported and whether langdetect loaded its language profiles.
+FRESH_PROCESS_LOADS = """
+import sys
+from pathlib import Path
+
+from parsers.discover import discover_sources
+from parsers.parse_pool import iter_outcomes
+from parsers.records import ParseConfig, ParsedDocument
+
+sources, _ = discover_sources(Path(sys.argv[1]), ParseConfig())
+outcomes = [outcome for _, outcome in iter_outcomes(sources, ParseConfig())]
+from langdetect import detector_factory
+
+parsed = len(outcomes) == len(sources) and all(isinstance(outcome, ParsedDocument) for outcome in outcomes)
+print(parsed, "torch" in sys.modules, detector_factory._factory is not None)
+"""
+
 
 def note(i: int) -> str:
     return f"# Note {i}\n\nNote {i} records one thing. It was checked on day {i}.\n\n## More\n\nItem {i} is fine.\n"
@@ -79,6 +97,19 @@ def test_a_small_run_of_markdown_starts_no_process(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split("\n")[-2] == "3 [] True"  # no forkserver, no worker: parsed here
+
+
+def test_a_small_run_of_markdown_and_html_loads_neither_torch_nor_language_profiles(tmp_path: Path) -> None:
+    """Issue #34: the parsers' first load is most of a small reindex. spaCy's pipeline runs on thinc without torch
+    (parsers.formats.thinc_without_torch: ~1.8 s of imports), and no document's language is detected (~0.7 s to
+    load langdetect's profiles), which only unstructured's element metadata held."""
+    tree = markdown_tree(tmp_path / "src", 2)
+    shutil.copy(SAMPLE_CORPUS / "v1" / "security.html", tree)
+    run = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS_LOADS, str(tree)], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n")[-2] == "True False False"
 
 
 def test_a_run_above_the_threshold_of_documents_goes_to_the_pool(tmp_path: Path, pools_started) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 import io
 import re
+import sys
 from collections.abc import Iterator
 
 from charset_normalizer import from_bytes
@@ -67,6 +68,11 @@ _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
 # An opening fence with attributes after its language, as Hugo and Pandoc write them (```go {file="a.html"}):
 # Python-Markdown takes no such fence, and its code would be read as raw HTML. The attributes are not text.
 _FENCE_ATTRIBUTES = re.compile(r"^( {0,3}(?:`{3,}|~{3,})[^`{\n]*?)[ \t]*\{[^}\n]*\}[ \t]*$", re.M)
+
+# unstructured detects a document's language (langdetect) only to fill element.metadata.languages, which citekeeper
+# never reads: [""] turns that off, which spares each process loading langdetect's profiles (~0.7 s: most of a
+# small reindex's parse after the imports) and each document its detection. Text and element kinds stay the same.
+_NO_LANGUAGE_DETECTION = [""]
 
 _HTML_CHARSET = re.compile(rb"<meta[^>]{0,200}?charset\s*=\s*[\"']?\s*([A-Za-z0-9_.:-]+)", re.I)
 _XML_ENCODING = re.compile(rb"\A\s*<\?xml[^>]{0,200}?encoding\s*=\s*[\"']([A-Za-z0-9_.:-]+)")
@@ -231,16 +237,34 @@ def _markdown_body(source: SourceFile, raw: bytes) -> tuple[str, str]:
         raise DocumentError(source.source_path, "read", str(exc), error_type="InvalidMetadata") from exc
 
 
+def _import_thinc_without_torch() -> None:
+    """Import thinc, the numerics of the spaCy pipeline unstructured classifies text with, with torch hidden, before
+    unstructured imports it. thinc imports torch whenever it is installed (~1.8 s, half of the parsers' first
+    import: a parse pool's start, a small reindex parsed in process), though spaCy's CPU pipeline (en_core_web_sm)
+    never calls it; thinc takes the failed import as "no torch". torch imports as usual afterwards (the
+    verifiers' models). A process that holds torch or thinc already is left as it is."""
+    if "torch" in sys.modules or "thinc" in sys.modules:
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]  # None there: `import torch` raises ImportError
+    try:
+        import thinc.compat  # noqa: F401
+    finally:
+        del sys.modules["torch"]
+
+
 def _partition_markdown(source: SourceFile, body: str) -> list:
     """partition_md's elements, or, where it lost text, partition_text's of the Markdown read as plain text
     (_plain_markdown): Markdown is written to read as plain text, so that is better than its text lost."""
+    _import_thinc_without_torch()
     from unstructured.partition.md import partition_md
     from unstructured.partition.text import partition_text
 
     body = _escaped_angle_brackets(_FENCE_ATTRIBUTES.sub(r"\1", body))
     shown = _shown_text(source, body)
-    elements = partition_md(text=body)
-    return partition_text(text=_plain_markdown(body)) if _lost_text(elements, shown) else elements
+    elements = partition_md(text=body, languages=_NO_LANGUAGE_DETECTION)
+    if _lost_text(elements, shown):
+        return partition_text(text=_plain_markdown(body), languages=_NO_LANGUAGE_DETECTION)
+    return elements
 
 
 def _markdown_parts(body: str) -> Iterator[tuple[str, str]]:
@@ -325,29 +349,31 @@ def _partition_mdx(source: SourceFile, raw: bytes, config: ParseConfig) -> Parti
 
 def _partition_html(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
     """partition_html's elements; a page whose text they lost is quarantined (there is no plain reading of HTML)."""
+    _import_thinc_without_torch()
     from unstructured.partition.html import partition_html
 
     text, encoding = read_text(source, raw, _declared_charset(_HTML_CHARSET, raw))
     main = _HTML_MAIN.search(text)  # unstructured reads a page's <main> alone when it has one
     shown = _shown_text(source, text[main.start() :] if main else text)
-    elements = partition_html(text=text)
+    elements = partition_html(text=text, languages=_NO_LANGUAGE_DETECTION)
     if reason := _lost_text(elements, shown):
         raise DocumentError(source.source_path, "parse", reason, error_type="TextLost")
     return Partitioned(elements, encoding=encoding)
 
 
 def _partition_txt(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
+    _import_thinc_without_torch()
     from unstructured.partition.text import partition_text
 
     text, encoding = read_text(source, raw)
-    return Partitioned(partition_text(text=_body(source, text)), encoding=encoding)
+    return Partitioned(partition_text(text=_body(source, text), languages=_NO_LANGUAGE_DETECTION), encoding=encoding)
 
 
 def _partition_rst(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
     from unstructured.partition.rst import partition_rst
 
     text, encoding = read_text(source, raw)  # pandoc reads UTF-8 only, and would replace bad bytes silently
-    elements = partition_rst(file=io.BytesIO(_body(source, text).encode("utf-8")))
+    elements = partition_rst(file=io.BytesIO(_body(source, text).encode("utf-8")), languages=_NO_LANGUAGE_DETECTION)
     if not any((element.text or "").strip() for element in elements):
         _body(source, _RST_UNSHOWN.sub("", text))  # explicit markup alone (Sphinx's `.. include::` of a file
         # outside the tree) shows nothing of its own: skipped; anything else pandoc read nothing of is NoText
@@ -358,16 +384,19 @@ def _partition_org(source: SourceFile, raw: bytes, config: ParseConfig) -> Parti
     from unstructured.partition.org import partition_org
 
     text, encoding = read_text(source, raw)  # pandoc, as for rst
-    return Partitioned(partition_org(file=io.BytesIO(_body(source, text).encode("utf-8"))), encoding=encoding)
+    elements = partition_org(file=io.BytesIO(_body(source, text).encode("utf-8")), languages=_NO_LANGUAGE_DETECTION)
+    return Partitioned(elements, encoding=encoding)
 
 
 def _partition_xml(source: SourceFile, raw: bytes, config: ParseConfig) -> Partitioned:
+    _import_thinc_without_torch()
     from unstructured.partition.xml import partition_xml
 
     text, encoding = read_text(source, raw, _declared_charset(_XML_ENCODING, raw))
     # Handed over as UTF-8 *with* encoding="utf-8": lxml would otherwise obey the file's own declaration
     # (say ISO-8859-1) and misread the re-encoded bytes; partition_xml(text=...) does exactly that.
-    return Partitioned(partition_xml(file=io.BytesIO(text.encode("utf-8")), encoding="utf-8"), encoding=encoding)
+    elements = partition_xml(file=io.BytesIO(text.encode("utf-8")), encoding="utf-8", languages=_NO_LANGUAGE_DETECTION)
+    return Partitioned(elements, encoding=encoding)
 
 
 FORMATS = (
