@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -12,6 +14,7 @@ from click.testing import CliRunner, Result
 from citekeeper import schema
 from citekeeper.store import CorpusStore
 from pipelines.cli import main
+from tests.conftest import REPO
 
 
 @pytest.fixture
@@ -25,6 +28,20 @@ def source(tmp_path: Path) -> Path:
 
 def run(*args: str) -> Result:
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+# A command run in a fresh interpreter; an exit handler registered before the command line is imported runs after
+# the command line's own, and prints whether the objects then alive were frozen, out of the exit's collections.
+FRESH_COMMAND_EXIT = """
+import atexit
+import gc
+import sys
+
+atexit.register(lambda: print("frozen at exit:", gc.get_freeze_count() > 0))
+from pipelines.cli import main
+
+main(sys.argv[1:], prog_name="citekeeper")
+"""
 
 
 def test_ingest_versions_and_export(source: Path, store_dir: Path, tmp_path: Path) -> None:
@@ -201,3 +218,13 @@ def test_each_parse_setting_is_declared_once_and_made_into_an_option_and_a_resou
     ]:
         result = run("ingest", str(source), *bad)
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_an_ingest_leaves_its_objects_out_of_the_exit_collections(source: Path, store_dir: Path) -> None:
+    """Issue #34: the interpreter's last collections walked everything the run loaded (~1 s after a small reindex
+    that parsed here); frozen, they skip it, and the command's output and exit status stay the same."""
+    command = [sys.executable, "-c", FRESH_COMMAND_EXIT, "ingest", str(source), "--store", str(store_dir)]
+    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "created corpus version v0001 (parent: none): 2 documents" in run.stdout
+    assert run.stdout.splitlines()[-1] == "frozen at exit: True"
