@@ -483,8 +483,7 @@ class CorpusStore:
         else:
             self._export_change(version, parent.name, layout, changed_doc_ids)
         errors_folder = self.export_folder("errors", version)
-        with errors_folder.writer("errors.parquet", READ_SCHEMAS["errors"]) as out:
-            out.write(to_frame(errors).sort(SORT_KEYS["errors"]))
+        errors_folder.write_file("errors.parquet", READ_SCHEMAS["errors"], to_frame(errors).sort(SORT_KEYS["errors"]))
 
     def _reusable_layout(self, parent: VersionManifest | None) -> PartLayout | None:
         if parent is None:
@@ -507,24 +506,32 @@ class CorpusStore:
             self.export_folder(table, version).write_layout(layout)
 
     def _export_change(self, version: str, parent: str, layout: PartLayout, changed_doc_ids: set[str]) -> None:
-        """Rewrite the parts that hold a changed document (read through the doc_id index); link the others."""
-        changed = set(layout.part_of(pl.Series(sorted(changed_doc_ids), dtype=pl.String)).tolist())
+        """Rewrite the parts that hold a changed document, their rows read through the doc_id index by the ids the
+        parent's parts and the change name; link the others."""
+        changed = pl.DataFrame({"doc_id": sorted(changed_doc_ids)}, schema={"doc_id": pl.String})
+        changed = changed.with_columns(part=layout.part_of(changed["doc_id"]))
+        touched = sorted(set(changed["part"]))
+        parent_documents = self.export_folder("documents", parent)
         counts: dict[int, int] = {}
-        for table in TABLES:
-            folder, dataset = self.export_folder(table, version), self._tagged_dataset(table, version)
-            ordered_parts = sorted(changed)
-            for start in range(0, len(ordered_parts), PARTS_PER_READ):
-                group = ordered_parts[start : start + PARTS_PER_READ]
+        for start in range(0, len(touched), PARTS_PER_READ):
+            group = touched[start : start + PARTS_PER_READ]
+            doc_ids = set(changed.filter(pl.col("part").is_in(group))["doc_id"])
+            for part in group:
+                doc_ids.update(parent_documents.read(PartLayout.file_name(part), ["doc_id"])["doc_id"].to_pylist())
+            for table in TABLES:
+                dataset = self._tagged_dataset(table, version)
                 had = [name for name in STORED_SCHEMAS[table].names if name in dataset.schema.names]
-                rows = dataset.to_table(columns=had, filter=layout.selecting(group))
+                rows = dataset.to_table(columns=had, filter=pc.field("doc_id").isin(sorted(doc_ids)))
                 ordered = to_arrow(to_frame(rows).sort(SORT_KEYS[table]).to_arrow(), STORED_SCHEMAS[table])
-                written = write_parts(folder, layout, STORED_SCHEMAS[table], group, [ordered])
+                written = write_parts(
+                    self.export_folder(table, version), layout, STORED_SCHEMAS[table], group, [ordered]
+                )
                 counts |= written if table == "documents" else {}
-            source = self.export_folder(table, parent)
-            for part in set(range(len(layout.lows))) - changed:
-                folder.link(source, PartLayout.file_name(part))
         for table in TABLES:
-            self.export_folder(table, version).write_layout(layout.with_counts(counts))
+            folder, source = self.export_folder(table, version), self.export_folder(table, parent)
+            for part in set(range(len(layout.lows))) - set(touched):
+                folder.link(source, PartLayout.file_name(part))
+            folder.write_layout(layout.with_counts(counts))
 
     def _tagged_dataset(self, table: str, version: str):
         """The Lance dataset of `table` at the version's tag."""
