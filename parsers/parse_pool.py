@@ -63,16 +63,14 @@ PRELOAD = ["parsers.warm_worker"]
 # A worker's share of the documents goes out in this many runs: long enough that documents of similar size
 # (versions of one file) meet the caches their neighbours filled, short enough to even out the load.
 RUNS_PER_WORKER = 8
-# Up to this many documents and bytes, a run parses here (_parses_here). Measured on 2 CPUs under load (4-7),
-# CPU seconds: the first document here (importing unstructured, spaCy, thinc, warm-up) 9.4-9.8 s against the
-# forkserver's start 8.7-11.1 s, so skipping the pool saves little: mostly the interpreter and the imports this
-# process already holds (numpy, polars, pyarrow: in-process import time 61% of a fresh one). A reindex of k
-# changed 450-byte Markdown notes, here/pool, CPU s: k=10 10.2/11.4-11.9, k=30 10.8/11.3-12.9, k=60
-# 11.1-12.7/12.8-14.9 (k=1 13.3-15.4/11.4-12.0, unexplained); wall equal within the noise. A document costs
-# ~33 ms here, ~70 ms per KB: with a saving of ~1-1.5 s, the pool's parallel parse (W workers) wins past
-# ~1.3 s x W/(W-1) of parse, 20-40 KB.
+# Up to this many documents and bytes, a run parses here (_parses_here) rather than start the pool. Measured
+# 2026-12-02 on 2 CPUs (load 1.6-1.8) with the lighter parser imports (thinc without torch, no language
+# detection): a CLI reindex of 4 changed httpx pages, here/pool wall s, 17.8 KB 4.04/4.18, 35 KB 4.26/5.30,
+# 97 KB 5.35/5.84; a page parses at ~16 ms per KB here. With the pool's start ~1 s dearer than the imports, its
+# two workers win past ~2 s of parse, ~128 KB. (Before those imports got lighter, under load 4-7: here/pool CPU s
+# k=10 notes 10.2/11.4-11.9, k=60 11.1-12.7/12.8-14.9, and the limit was 24 KB.)
 IN_PROCESS_MAX_DOCUMENTS = 40
-IN_PROCESS_MAX_BYTES = 24 * 1024
+IN_PROCESS_MAX_BYTES = 128 * 1024
 
 
 def usable_cpus() -> int:
