@@ -1,7 +1,7 @@
-"""The Parquet exports' files (docs/ingest.md, "Parquet exports"): one folder per table and version, local or at
-parquet_uri. A version's ingest errors are one file; the latest version's chunks and documents are parts by
-doc_id range, so a commit rewrites the parts that hold a changed document and links the others from the
-previous export (a hard link here, a server-side copy in an object store)."""
+"""The Parquet exports' files (docs/ingest.md, "Parquet exports of chunks and documents"): one folder per table
+and version, local or at parquet_uri. A version's ingest errors are one file; the latest version's chunks and
+documents are parts by doc_id range, so a commit rewrites the parts that hold a changed document and links the
+others from the previous export (a hard link here, a server-side copy in an object store)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from citekeeper.locations import parquet_filesystem
 from citekeeper.tables import to_arrow, write_parquet
 
 # Documents a part holds when an export is laid out (CorpusStore's docs_per_part): rewriting a part costs its
-# rows plus a file's fixed cost (bench/bench_reindex.py, bench/README.md "Issue #34").
+# rows plus a file's fixed cost (bench/bench_export.py; bench/README.md, issue #34's second session).
 DOCS_PER_PART = 32
 # A part grown past this many times DOCS_PER_PART, or parts this sparse on average, make the next commit lay the
 # export out afresh.
