@@ -7,8 +7,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -22,6 +21,7 @@ from parsers.formats.base import Format
 from parsers.formats.text import UndecodableText, decode_text
 from parsers.metadata import (
     MAX_SIDECAR_BYTES,
+    SIDECAR_SUFFIX,
     MetadataError,
     front_matter_fields,
     front_matter_head,
@@ -150,8 +150,8 @@ def _read_source(found: _Found, root: Path, file: TreeFile) -> SourceFile:
         found.read_objects.put(file.source_path, stamp, read)
     else:
         found.unread.add(file.source_path)
-    with _metadata_errors():
-        sidecars = [read_sidecar(sidecar_path(place), root, config.authority_levels) for place, _ in file.places]
+    with _metadata_errors:
+        sidecars = [_sidecar_at(place, root, config.authority_levels) for place, _ in file.places]
     places = [place for _, place in file.places]
     return _source_file(
         config,
@@ -164,6 +164,18 @@ def _read_source(found: _Found, root: Path, file: TreeFile) -> SourceFile:
         sidecars,
         places,
     )
+
+
+def _sidecar_at(place: Path, root: Path, authority_levels: tuple[str, ...]) -> dict:
+    """read_sidecar of the sidecar beside `place`. Most files have none: one lstat of its name says so, where
+    resolving its path (read_sidecar) stats every folder above it."""
+    try:
+        os.lstat(f"{place}{SIDECAR_SUFFIX}")
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        pass  # read_sidecar says what is wrong
+    return read_sidecar(sidecar_path(place), root, authority_levels)
 
 
 def _stat_stamp(status: os.stat_result) -> str:
@@ -196,7 +208,7 @@ def _source_file(
     """A document named and scoped by what its bytes and sidecars say (one sidecar per place it is reachable
     from) under the settings. An invalid sidecar or front matter quarantines the document: guessing its
     access_scope could expose an internal document."""
-    with _metadata_errors():
+    with _metadata_errors:
         front_matter = read_front_matter(front_matter_text)
         given = given_source_fields(
             front_matter_fields(front_matter, config.source_keys(), config.authority_levels), sidecars
@@ -217,20 +229,26 @@ def _source_file(
     )
 
 
-@contextmanager
-def _metadata_errors() -> Iterator[None]:
+class _MetadataErrors:
     """Metadata that cannot be trusted, or a text with front matter that cannot be decoded (decoded as parsing
-    decodes it, so a Latin-1 or UTF-16 file's front matter is read), quarantines the document."""
-    try:
-        yield
-    except MetadataError as exc:
-        raise Quarantined("discover", "InvalidMetadata", str(exc)) from exc
-    except UndecodableText as exc:
-        raise Quarantined("read", "EncodingError", str(exc)) from exc
+    decodes it, so a Latin-1 or UTF-16 file's front matter is read), quarantines the document. A class, not a
+    generator's context: it is entered twice a file."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: Any) -> None:
+        if isinstance(exc, MetadataError):
+            raise Quarantined("discover", "InvalidMetadata", str(exc)) from exc
+        if isinstance(exc, UndecodableText):
+            raise Quarantined("read", "EncodingError", str(exc)) from exc
+
+
+_metadata_errors = _MetadataErrors()
 
 
 def _format_of(source_path: str) -> Format:
-    suffix = PurePosixPath(source_path).suffix
+    suffix = _suffix(source_path)
     file_format = BY_EXTENSION.get(suffix.lower())
     if file_format is None:
         supported = ", ".join(sorted(BY_EXTENSION))
@@ -240,6 +258,13 @@ def _format_of(source_path: str) -> Format:
             f"unsupported file type {suffix or '(no extension)'!r}; supported: {supported}",
         )
     return file_format
+
+
+def _suffix(source_path: str) -> str:
+    """PurePosixPath(source_path).suffix, without building a path for every file."""
+    name = source_path.rpartition("/")[2]
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
 
 
 def _check_size(size: int, max_bytes: int) -> None:
@@ -320,7 +345,7 @@ def _read_listed(listing: _Listing, entry: ListedFile) -> SourceFile:
         _spool(listing, entry.source_path, raw)
     else:
         listing.unread.add(entry.source_path)
-    with _metadata_errors():
+    with _metadata_errors:
         sidecar = _listed_sidecar(listing, entry)
     path = _spool_path(listing.spool_dir, entry.source_path)
     return _source_file(
@@ -338,7 +363,7 @@ def _read_listed(listing: _Listing, entry: ListedFile) -> SourceFile:
 
 def _front_matter_bytes(raw: bytes) -> bytes:
     """The front matter block of a document's bytes, decoded as parsing decodes them, as UTF-8."""
-    with _metadata_errors():
+    with _metadata_errors:
         return front_matter_head(decode_text(raw)[0]).encode("utf-8", "surrogatepass")
 
 
@@ -435,9 +460,10 @@ def _known_scope(found: _Found, source_path: str) -> str | None:
     its sidecar's access_scope, when the sidecar can be read (None: nothing says, which is public)."""
     if found.root is None:  # a listed source's quarantines give their scope
         return _override_scope(found.config, source_path)
-    sidecar = sidecar_path(found.root / source_path)
     try:
-        sidecar_scope = read_sidecar(sidecar, found.root, found.config.authority_levels).get("access_scope")
+        sidecar_scope = _sidecar_at(found.root / source_path, found.root, found.config.authority_levels).get(
+            "access_scope"
+        )
     except MetadataError:
         sidecar_scope = None
     said = [scope for scope in (sidecar_scope, _override_scope(found.config, source_path)) if scope]

@@ -388,10 +388,15 @@ def front_matter_fields(
     closed. A text that is no date, or an authority not in `authority_levels`, raises MetadataError naming
     the key and its line: the generators refuse such a date too, and a misspelt authority would rank lowest."""
     found: dict[str, object] = {}
+    if not front_matter.values:  # most documents have none: no key to look up
+        return found
     for name, candidates in keys.items():
         for key in candidates:
+            given = _lookup(front_matter.values, key)
+            if given is None:  # absent: no field, and nothing to say of it
+                continue
             origin, label = _key_origin(front_matter, key), key if key == name else f"{key} ({name})"
-            value = _front_matter_value(name, _lookup(front_matter.values, key), origin, label)
+            value = _front_matter_value(name, given, origin, label)
             if value is not None:
                 found |= {name: value} | _interpreted({name: value}, origin, authority_levels, label)
                 break

@@ -9,13 +9,13 @@ import os
 import pickle
 import tempfile
 import traceback
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
-from parsers.discover import discover, discover_sources
+from parsers.discover import _suffix, discover, discover_sources
 from parsers.ingest import Shard
-from parsers.records import ParseConfig
+from parsers.records import ParseConfig, SourceFields
 from parsers.source_tree import selector
 
 from .conftest import SAMPLE_CORPUS
@@ -233,6 +233,52 @@ def test_invalid_sidecar_quarantines_the_document(tmp_path, sidecar, reason_part
     (error,) = errors
     assert (error.source_path, error.stage, error.error_type) == ("doc.md", "discover", "InvalidMetadata")
     assert reason_part in error.reason and "doc.md.citekeeper.json" in error.reason
+
+
+def test_a_sidecar_that_is_no_file_quarantines_the_document(tmp_path):
+    """Only a name with nothing there is no sidecar: a link to nowhere or a folder there fails closed."""
+    write(tmp_path / "plain.md", "# P\n")
+    write(tmp_path / "dangling.md", "# D\n")
+    (tmp_path / "dangling.md.citekeeper.json").symlink_to(tmp_path / "missing.json")
+    write(tmp_path / "folder.md", "# F\n")
+    (tmp_path / "folder.md.citekeeper.json").mkdir()
+    write(tmp_path / "linked" / "note.md", "# N\n")
+    write(tmp_path / "linked" / "note.md.citekeeper.json", '{"access_scope": "internal_only"}')
+    (tmp_path / "alias").symlink_to(tmp_path / "linked", target_is_directory=True)
+    sources, errors = discover_sources(tmp_path, CONFIG)
+    scopes = {s.source_path: s.access_scope for s in sources}
+    assert scopes == {"alias/note.md": "internal_only", "linked/note.md": "internal_only", "plain.md": "user_visible"}
+    reasons = {e.source_path: (e.error_type, e.reason) for e in errors}
+    assert reasons.pop("dangling.md.citekeeper.json")[0] == "BrokenSymlink"  # the walk reports the link too
+    assert reasons == {
+        "dangling.md": (
+            "InvalidMetadata",
+            "sidecar dangling.md.citekeeper.json is a broken symlink; the document is not ingested until it is fixed",
+        ),
+        "folder.md": (
+            "InvalidMetadata",
+            "sidecar folder.md.citekeeper.json is not a regular file; the document is not ingested until it is fixed",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "front_matter",
+    ["access_groups: null\nsource_url: ~\nsource: {url: null}", "- a\n- b", "author: x", "[]", "{}"],
+)
+def test_front_matter_without_metadata_gives_none(tmp_path, front_matter):
+    write(tmp_path / "doc.md", f"---\n{front_matter}\n---\n# D\n")
+    (source,), errors = discover_sources(tmp_path, CONFIG)
+    assert errors == []
+    assert (source.doc_id, source.title, source.access_scope) == ("doc.md", None, "user_visible")
+    assert source.source_fields == SourceFields()
+
+
+@pytest.mark.parametrize(
+    "source_path", ["a.md", "d/a.MD", "a.tar.gz", ".md", "d/.md", "a.", "a..", "...", "..a", "a", "d.x/a", "é/ü.md"]
+)
+def test_format_suffix_is_the_path_suffix(source_path):
+    assert _suffix(source_path) == PurePosixPath(source_path).suffix
 
 
 def test_orphan_sidecar_and_duplicate_doc_id(tmp_path):
