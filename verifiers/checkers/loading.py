@@ -16,7 +16,14 @@ from typing import Any
 from citekeeper.language import ENGLISH, ModelChoice, choose_nli_model
 from citekeeper.model_sources import PULLED_FROM, ModelSourceError, load_pretrained, load_weights, resolve_model
 from verifiers.checkers import EXTERNAL_PROTOCOLS, MODEL_PROTOCOLS, PROTOCOLS
-from verifiers.checkers.backends import OnnxScorer, TorchScorer, export_int8_onnx, onnx_session, placed
+from verifiers.checkers.backends import (
+    OnnxScorer,
+    TorchScorer,
+    export_int8_onnx,
+    keep_freed_memory,
+    onnx_session,
+    placed,
+)
 from verifiers.checkers.base import CheckerError, Scorer, TransformersProtocol
 from verifiers.checkers.nli import LabelSetError
 from verifiers.checkers.presets import preset_for
@@ -149,6 +156,8 @@ def _load_model(
         preset=preset,
     )
     if backend == "torch":
+        if not placement.is_cuda:
+            keep_freed_memory()
         return TorchScorer(**common, model=placed(hf_model, placement))
     cache = Path(onnx_cache_dir or Path.home() / ".cache" / "citekeeper" / "onnx")
     onnx_path = export_int8_onnx(
