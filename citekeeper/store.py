@@ -306,10 +306,8 @@ class CorpusStore:
 
     def _read_tagged(self, table: str, version: str, read: list[str], id_lists: dict[str, list[str]]) -> pa.Table:
         """The `read` columns of a version's rows (those of `id_lists` when given), from the table at its tag."""
-        lance_table = self.lance_db().open_table(table)
-        lance_table.checkout(version)
-        dataset = lance_table.to_lance()
-        had = set(lance_table.schema.names)  # a version committed before a column existed lacks it
+        dataset = self._tagged_dataset(table, version)
+        had = set(dataset.schema.names)  # a version committed before a column existed lacks it
         if list(id_lists) == ["chunk_id"]:
             offsets = self._chunk_offsets(version, dataset).join(
                 pl.DataFrame({"chunk_id": id_lists["chunk_id"]}), on="chunk_id", how="semi"
@@ -327,9 +325,7 @@ class CorpusStore:
         each page of the table once."""
         name = self.manifest(version).name
         with _lance_errors("chunks", name):
-            lance_table = self.lance_db().open_table("chunks")
-            lance_table.checkout(name)
-            return self._chunk_offsets(name, lance_table.to_lance())
+            return self._chunk_offsets(name, self._tagged_dataset("chunks", name))
 
     def _chunk_offsets(self, version: str, dataset) -> pl.DataFrame:
         """chunk_id -> row offset in the chunks of `version`: taking rows by offset costs about half an IN filter
@@ -534,10 +530,12 @@ class CorpusStore:
             folder.write_layout(layout.with_counts(counts))
 
     def _tagged_dataset(self, table: str, version: str):
-        """The Lance dataset of `table` at the version's tag."""
-        lance_table = self.lance_db().open_table(table)
-        lance_table.checkout(version)
-        return lance_table.to_lance()
+        """The Lance dataset of `table` at the version's tag, opened by pylance itself: reads (and a run with
+        nothing changed) do not import lancedb, ~1 s of a nightly run (its namespace client's pydantic models)."""
+        import lance  # here, not at module level, as lancedb in lance_db
+
+        location = f"{self.lance_uri.rstrip('/')}/{table}.lance"
+        return lance.dataset(location, version=version, storage_options=self.storage_options or None)
 
     def write_manifest(self, manifest: VersionManifest) -> None:
         """Last step of a commit, atomic: the version exists from this rename on."""

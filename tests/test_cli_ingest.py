@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,6 +14,7 @@ from click.testing import CliRunner, Result
 
 from citekeeper import schema
 from citekeeper.store import CorpusStore
+from parsers.discover import RACY_WINDOW_NS
 from pipelines.cli import main
 from tests.conftest import REPO
 
@@ -228,3 +230,18 @@ def test_an_ingest_leaves_its_objects_out_of_the_exit_collections(source: Path, 
     assert run.returncode == 0, run.stderr
     assert "created corpus version v0001 (parent: none): 2 documents" in run.stdout
     assert run.stdout.splitlines()[-1] == "frozen at exit: True"
+
+
+def test_an_ingest_with_nothing_changed_reads_the_store_without_importing_lancedb(
+    source: Path, store_dir: Path
+) -> None:
+    """Issue #34: a nightly run that finds nothing changed reads the parent's documents through pylance; lancedb's
+    import (~1 s, its namespace client's pydantic models) is left to a commit."""
+    assert run("ingest", str(source), "--store", str(store_dir)).exit_code == 0
+    time.sleep(RACY_WINDOW_NS / 1e9 + 0.2)  # past the racy window: every file's stat is trusted
+    reporting = "import atexit, sys\natexit.register(lambda: print('lancedb:', 'lancedb' in sys.modules))\n"
+    command = [sys.executable, "-c", reporting + FRESH_COMMAND_EXIT, "ingest", str(source), "--store", str(store_dir)]
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "source tree unchanged: it equals corpus version v0001" in again.stdout
+    assert "lancedb: False" in again.stdout.splitlines()
