@@ -45,7 +45,6 @@ NOT_IMPORTED = {
         ["pdfminer-six", "pikepdf", "pypdfium2", "opencv-python", "pandas", "scipy", "matplotlib"],
         "unstructured's PDF text layer",
     ),
-    "pylance": "lancedb's Table.to_lance(), which citekeeper/store.py calls",
     "gcsfs": "fsspec loads it for gs:// sources (parsers/sources/object_store.py; the gcs extra)",
     "adlfs": "fsspec loads it for az:// sources (parsers/sources/object_store.py; the azure extra)",
     "onnx": "torch.onnx.export and onnxruntime.quantization (verify --backend onnx)",
