@@ -117,9 +117,7 @@ def in_child(target, *args) -> dict:
 
 def scan(root: Path, version: str) -> None:
     """The LanceDB side of a read: the chunks table checked out at the version's tag, every stored column."""
-    table = CorpusStore(root).lance_db().open_table("chunks")
-    table.checkout(version)
-    table.to_lance().to_table()
+    CorpusStore(root).lance_at("chunks", version).to_table()
 
 
 def read_chunks(root: Path, version: str) -> None:

@@ -15,6 +15,7 @@ from contextlib import nullcontext, suppress
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import filelock
 import polars as pl
@@ -24,10 +25,13 @@ import pyarrow.fs as pafs
 
 from citekeeper.answers.store import AnswerStore
 from citekeeper.files import abandoned_temp_files, atomic_write_text, remove_abandoned
-from citekeeper.lance_tables import DOC_ID_INDEX, add_rows, delete_docs, index_doc_ids, sorted_batches
+from citekeeper.lance_tables import DOC_ID_INDEX, add_rows, delete_docs, index_doc_ids, restored, sorted_batches
 from citekeeper.locations import is_remote, parquet_filesystem
 from citekeeper.store import DEFAULT_LOCK_TIMEOUT, EXPORTS, SORT_KEYS, TABLES, CorpusStore, StoreError, StoreLocked
 from citekeeper.tables import to_frame
+
+if TYPE_CHECKING:
+    from lance import LanceDataset
 
 STAGING_MAX_AGE = timedelta(days=1)  # an uncommitted staging folder untouched this long is a leftover
 EMBEDDING_INDEX_PREFIX = "chunks__"  # citekeeper.search_index: chunks__<version>__<tokenizer>__<model>
@@ -290,25 +294,21 @@ def _remove(store: CorpusStore, removal: Removal) -> None:
 # ---------------------------------------------------------------------- LanceDB
 
 
-def _merge_index(lance_table) -> None:
+def _merge_index(dataset: LanceDataset) -> None:
     """One doc_id index segment covering every row: reads of this table version consult one segment, and
     compaction, which merges only fragments that a single index segment covers, can merge them all."""
-    index_doc_ids(lance_table)
-    index = next((i for i in lance_table.list_indices() if i.name == DOC_ID_INDEX), None)
-    if index is not None and index.num_segments > 1:
-        lance_table.to_lance().optimize.optimize_indices(
-            index_names=[DOC_ID_INDEX], num_indices_to_merge=index.num_segments
-        )
-        lance_table.checkout_latest()
+    index_doc_ids(dataset)
+    index = next((i for i in dataset.describe_indices() if i.name == DOC_ID_INDEX), None)
+    if index is not None and len(index.segments) > 1:
+        dataset.optimize.optimize_indices(index_names=[DOC_ID_INDEX], num_indices_to_merge=len(index.segments))
 
 
-def _compact(lance_table) -> None:
-    """LanceDB compaction of the head: deleted rows materialised away, small fragments merged (up to Lance's
+def _compact(dataset: LanceDataset) -> None:
+    """Lance compaction of the head: deleted rows materialised away, small fragments merged (up to Lance's
     target of 1Mi rows a fragment), the index remapped."""
-    _merge_index(lance_table)
-    lance_table.to_lance().optimize.compact_files(materialize_deletions=True, materialize_deletions_threshold=0.0)
-    lance_table.checkout_latest()
-    _merge_index(lance_table)
+    _merge_index(dataset)
+    dataset.optimize.compact_files(materialize_deletions=True, materialize_deletions_threshold=0.0)
+    _merge_index(dataset)
 
 
 def _row_addresses(dataset) -> pl.DataFrame:
@@ -326,45 +326,46 @@ def _changed_doc_ids(a: pl.DataFrame, b: pl.DataFrame) -> list[str]:
     return sorted(set(gone.to_list()) | set(new.to_list()))
 
 
-def _rewrite(lance_table, kept: Sequence[str], old: dict[str, int]) -> dict[str, int]:
+def _rewrite(head: LanceDataset, table: str, kept: Sequence[str], old: dict[str, int]) -> dict[str, int]:
     """Rewrite the kept versions (oldest first, `old`: their current table versions) around the latest, the version
     read most: the latest as one compacted table version with its rows in read order (SORT_KEYS), then each older
     kept version, newest first, as that base minus the documents changed since plus their rows as of then. Each
     tag moves to its new table version. Returns version -> table version. (Compacting the head alone would not
     free what the oldest kept tag still references: every fragment appended since, with its deleted rows.)"""
-    history = lance_table.to_lance()  # reads the old table versions by number, whatever the tags say meanwhile
-    latest = history.checkout_version(old[kept[-1]])
+    latest = head.checkout_version(old[kept[-1]])  # old table versions are read by number, whatever the tags say
     latest_rows = _row_addresses(latest)  # read once: every older kept version is compared with it
-    lance_table.restore(old[kept[-1]])
-    _write_sorted(lance_table, latest, SORT_KEYS[lance_table.name])
-    _compact(lance_table)
-    new = {kept[-1]: lance_table.version}
-    lance_table.tags.update(kept[-1], lance_table.version)
+    dataset = restored(head, old[kept[-1]])
+    _write_sorted(dataset, latest, SORT_KEYS[table])
+    _compact(dataset)
+    new = {kept[-1]: dataset.version}
+    dataset.tags.update(kept[-1], dataset.version)
     for name in reversed(kept[:-1]):
-        lance_table.restore(new[kept[-1]])
-        then = history.checkout_version(old[name])
+        dataset = restored(dataset, new[kept[-1]])
+        then = head.checkout_version(old[name])
         changed = _changed_doc_ids(_row_addresses(then), latest_rows)
-        delete_docs(lance_table, changed)
+        delete_docs(dataset, changed)
         if changed:
-            add_rows(lance_table, then.to_table(filter=pc.field("doc_id").isin(changed)), lance_table.schema)
-        index_doc_ids(lance_table)
-        lance_table.tags.update(name, lance_table.version)
-        new[name] = lance_table.version
+            add_rows(dataset, then.to_table(filter=pc.field("doc_id").isin(changed)), dataset.schema)
+        index_doc_ids(dataset)
+        dataset.tags.update(name, dataset.version)
+        new[name] = dataset.version
     return new
 
 
-def _write_sorted(lance_table, source, keys: list[str]) -> None:
+def _write_sorted(dataset: LanceDataset, source: LanceDataset, keys: list[str]) -> None:
     """Overwrite the head with the rows of `source` (a table version) in `keys` order, so a read of it finds them
     already sorted; a batch at a time (lance_tables.sorted_batches)."""
     batches = (batch for rows in sorted_batches(source, keys) for batch in rows.to_batches())
-    lance_table.add(pa.RecordBatchReader.from_batches(source.schema, batches), mode="overwrite")
+    dataset.insert(pa.RecordBatchReader.from_batches(source.schema, batches), mode="overwrite")
 
 
-def _cleanup(lance_table) -> int:
+def _cleanup(store: CorpusStore, table: str) -> int:
     """Remove every table version no tag references (the head stays); returns how many went. Lance's own
     cleanup_old_versions: LanceDB's Table.optimize refuses to clean up when old versions are tagged."""
-    lance_table.checkout_latest()
-    stats = lance_table.to_lance().cleanup_old_versions(
+    head = store.lance_head(table)
+    if head is None:
+        return 0
+    stats = head.cleanup_old_versions(
         older_than=timedelta(0), delete_unverified=True, error_if_tagged_old_versions=False
     )  # delete_unverified: safe under the writer lock, no other writer has files in flight
     return stats.old_versions
@@ -438,10 +439,10 @@ def _answers_lock(store: CorpusStore, timeout: float) -> filelock.FileLock:
 
 def _check_tags(store: CorpusStore, kept: list[str]) -> None:
     """Every kept version must be readable by its tag before anything is removed."""
-    db = store.lance_db()
     for table in TABLES:
-        if table in db.table_names() and kept:
-            missing = [name for name in kept if name not in db.open_table(table).tags.list()]
+        dataset = store.lance_head(table)
+        if dataset is not None and kept:
+            missing = [name for name in kept if name not in dataset.tags.list()]
             if missing:
                 raise StoreError(
                     f"LanceDB table {table} has no tag for corpus version(s) {missing}; gc changed nothing"
@@ -452,8 +453,8 @@ def _prune_lance(store: CorpusStore, kept: list[str], rewrite: bool | None, summ
     """Drop the tags of versions not kept, rewrite the kept ones (by default: when a tag went, that is when a
     version was pruned now or by an interrupted gc, or when an earlier rewrite did not finish), clean up."""
     pending = store.layout.gc_pending
-    db = store.lance_db()
-    tables = {name: db.open_table(name) for name in TABLES if name in db.table_names()}
+    heads = {name: store.lance_head(name) for name in TABLES}
+    tables = {name: dataset for name, dataset in heads.items() if dataset is not None}
     if not tables:
         return
     if rewrite is None:
@@ -462,19 +463,19 @@ def _prune_lance(store: CorpusStore, kept: list[str], rewrite: bool | None, summ
     if rewrite:
         atomic_write_text(pending, json.dumps({"kept": kept}) + "\n")
     new_versions: dict[str, dict[str, int]] = {name: {} for name in kept}
-    for table, lance_table in tables.items():
-        tags = {name: tag["version"] for name, tag in lance_table.tags.list().items()}
+    for table, dataset in tables.items():
+        tags = {name: tag["version"] for name, tag in dataset.tags.list().items()}
         for name in tags:
             if name not in kept:  # pruned now, or left by a gc or commit that died
-                lance_table.tags.delete(name)
+                dataset.tags.delete(name)
         if rewrite:
-            for name, version in _rewrite(lance_table, kept, tags).items():
+            for name, version in _rewrite(dataset, table, kept, tags).items():
                 new_versions[name][table] = version
     if rewrite:
         for name, versions in new_versions.items():
             _update_manifest(store, name, versions)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        summary.lance_versions_removed = {table: _cleanup(t) for table, t in tables.items()}
+        summary.lance_versions_removed = {table: _cleanup(store, table) for table in tables}
     summary.lance_rewritten = rewrite
     pending.unlink(missing_ok=True)

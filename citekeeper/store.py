@@ -25,13 +25,13 @@ import pyarrow.compute as pc
 from citekeeper import schema
 from citekeeper.exports import DOCS_PER_PART, ExportFolder, PartLayout, write_parts
 from citekeeper.files import atomic_write_text
-from citekeeper.lance_tables import add_rows, delete_docs, index_doc_ids, sorted_batches
+from citekeeper.lance_tables import add_rows, delete_docs, index_doc_ids, restored, sorted_batches
 from citekeeper.layout import StoreLayout, UnsafeName, is_safe_name, safe_name
 from citekeeper.locations import is_remote
 from citekeeper.tables import to_arrow, to_frame
 
 if TYPE_CHECKING:
-    import lancedb
+    from lance import LanceDataset
 
 TABLES = ("chunks", "documents")  # the LanceDB tables; their exports exist for the latest version only
 EXPORTS = (*TABLES, "errors")  # errors has no LanceDB table: its per-version export is its only copy
@@ -306,7 +306,7 @@ class CorpusStore:
 
     def _read_tagged(self, table: str, version: str, read: list[str], id_lists: dict[str, list[str]]) -> pa.Table:
         """The `read` columns of a version's rows (those of `id_lists` when given), from the table at its tag."""
-        dataset = self._tagged_dataset(table, version)
+        dataset = self.lance_at(table, version)
         had = set(dataset.schema.names)  # a version committed before a column existed lacks it
         if list(id_lists) == ["chunk_id"]:
             offsets = self._chunk_offsets(version, dataset).join(
@@ -325,7 +325,7 @@ class CorpusStore:
         each page of the table once."""
         name = self.manifest(version).name
         with _lance_errors("chunks", name):
-            return self._chunk_offsets(name, self._tagged_dataset("chunks", name))
+            return self._chunk_offsets(name, self.lance_at("chunks", name))
 
     def _chunk_offsets(self, version: str, dataset) -> pl.DataFrame:
         """chunk_id -> row offset in the chunks of `version`: taking rows by offset costs about half an IN filter
@@ -412,19 +412,18 @@ class CorpusStore:
             raise VersionExists(f"corpus version {name!r} already exists in {self.root}; versions are immutable")
         parent = self.manifest(manifest.parent) if manifest.parent else None
         previous = self.latest()
-        db = self.lance_db()
         replaced = sorted(set(replaced_doc_ids))
         added: list[pa.Array] = []  # the doc_ids of the documents' rows, as LanceDB takes them
         lance_versions, counts = {}, {}
         for table, rows in (("chunks", chunks), ("documents", _recording_doc_ids(documents, added))):
-            lance_table = self._open_at_parent(db, table, parent)
-            delete_docs(lance_table, replaced)
-            add_rows(lance_table, rows, STORED_SCHEMAS[table])
-            index_doc_ids(lance_table)
-            if name in lance_table.tags.list():  # left by a run that died before its manifest
-                lance_table.tags.delete(name)
-            lance_table.tags.create(name, lance_table.version)
-            lance_versions[table], counts[table] = lance_table.version, lance_table.count_rows()
+            dataset = self._lance_at_parent(table, parent)
+            delete_docs(dataset, replaced)
+            add_rows(dataset, rows, STORED_SCHEMAS[table])
+            index_doc_ids(dataset)
+            if name in dataset.tags.list():  # left by a run that died before its manifest
+                dataset.tags.delete(name)
+            dataset.tags.create(name, dataset.version)
+            lance_versions[table], counts[table] = dataset.version, dataset.count_rows()
         self._export_parquet(name, parent, {*replaced, *pa.chunked_array(added, pa.string()).to_pylist()}, errors)
         committed = VersionManifest(
             **{
@@ -444,26 +443,45 @@ class CorpusStore:
                 self.remove_export(table, old)
         return committed
 
-    def lance_db(self) -> lancedb.DBConnection:
-        import lancedb  # here, not at module level: the CLI and the Dagster code location import this module
+    def lance_at(self, table: str, version: str | int) -> LanceDataset:
+        """One of the store's LanceDB tables (chunks, documents) as a Lance dataset, at a corpus version's tag or
+        at a table version number. Opened by pylance itself, not by lancedb, whose import costs ~1 s of every run
+        (its namespace client's pydantic models)."""
+        import lance  # here, not at module level: the CLI and the Dagster code location import this module
 
-        return lancedb.connect(self.lance_uri, storage_options=self.storage_options or None)
+        return lance.dataset(self._lance_location(table), version=version, storage_options=self.storage_options or None)
 
-    def _open_at_parent(self, db, table: str, parent: VersionManifest | None):
-        """The table as of the parent version, undoing whatever a crashed run appended after it."""
-        if table in db.table_names():  # opened as it is: its schema may predate columns added since
-            lance_table = db.open_table(table)
-        else:
-            lance_table = db.create_table(table, schema=STORED_SCHEMAS[table])
+    def lance_head(self, table: str) -> LanceDataset | None:
+        """The table's latest table version, as lance_at; None while the table does not exist."""
+        import lance
+
+        try:
+            return lance.dataset(self._lance_location(table), storage_options=self.storage_options or None)
+        except ValueError as exc:  # lance's "Dataset at path ... was not found"
+            if "not found" in str(exc):
+                return None
+            raise
+
+    def _lance_location(self, table: str) -> str:
+        return f"{self.lance_uri.rstrip('/')}/{table}.lance"
+
+    def _lance_at_parent(self, table: str, parent: VersionManifest | None) -> LanceDataset:
+        """The table's head as of the parent version, undoing whatever a crashed run appended after it."""
+        import lance
+
+        dataset = self.lance_head(table)  # as it is: its schema may predate columns added since
+        if dataset is None:
+            empty, options = STORED_SCHEMAS[table].empty_table(), self.storage_options or None
+            dataset = lance.write_dataset(empty, self._lance_location(table), mode="create", storage_options=options)
         if parent is None:
-            if lance_table.count_rows():
-                lance_table.delete("true")
-        elif lance_table.version != parent.lance_versions[table]:
-            lance_table.restore(parent.lance_versions[table])
-        missing = [field for field in STORED_SCHEMAS[table] if field.name not in lance_table.schema.names]
+            if dataset.count_rows():
+                dataset.delete("true")
+        elif dataset.version != parent.lance_versions[table]:
+            dataset = restored(dataset, parent.lance_versions[table])
+        missing = [field for field in STORED_SCHEMAS[table] if field.name not in dataset.schema.names]
         if missing:  # a store from before a column existed: null in its older rows, as its readers take it
-            lance_table.add_columns(pa.schema(missing))
-        return lance_table
+            dataset.add_columns(pa.schema(missing))
+        return dataset
 
     def _export_parquet(
         self, version: str, parent: VersionManifest | None, changed_doc_ids: set[str], errors: pa.Table
@@ -490,12 +508,12 @@ class CorpusStore:
 
     def export_tables(self, version: str) -> None:
         """Export a version's chunks and documents whole, laid out afresh in parts."""
-        documents = self._tagged_dataset("documents", version)
+        documents = self.lance_at("documents", version)
         doc_ids = to_frame(documents.to_table(columns=["doc_id"]))["doc_id"].sort()
         layout = PartLayout.of(doc_ids, self.docs_per_part)
         parts = range(len(layout.lows))
         for table in TABLES:
-            dataset = self._tagged_dataset(table, version)
+            dataset = self.lance_at(table, version)
             rows = (to_arrow(batch, STORED_SCHEMAS[table]) for batch in sorted_batches(dataset, SORT_KEYS[table]))
             write_parts(self.export_folder(table, version), layout, STORED_SCHEMAS[table], parts, rows)
         for table in TABLES:
@@ -515,7 +533,7 @@ class CorpusStore:
             for part in group:
                 doc_ids.update(parent_documents.read(PartLayout.file_name(part), ["doc_id"])["doc_id"].to_pylist())
             for table in TABLES:
-                dataset = self._tagged_dataset(table, version)
+                dataset = self.lance_at(table, version)
                 had = [name for name in STORED_SCHEMAS[table].names if name in dataset.schema.names]
                 rows = dataset.to_table(columns=had, filter=pc.field("doc_id").isin(sorted(doc_ids)))
                 ordered = to_arrow(to_frame(rows).sort(SORT_KEYS[table]).to_arrow(), STORED_SCHEMAS[table])
@@ -528,14 +546,6 @@ class CorpusStore:
             for part in set(range(len(layout.lows))) - set(touched):
                 folder.link(source, PartLayout.file_name(part))
             folder.write_layout(layout.with_counts(counts))
-
-    def _tagged_dataset(self, table: str, version: str):
-        """The Lance dataset of `table` at the version's tag, opened by pylance itself: reads (and a run with
-        nothing changed) do not import lancedb, ~1 s of a nightly run (its namespace client's pydantic models)."""
-        import lance  # here, not at module level, as lancedb in lance_db
-
-        location = f"{self.lance_uri.rstrip('/')}/{table}.lance"
-        return lance.dataset(location, version=version, storage_options=self.storage_options or None)
 
     def write_manifest(self, manifest: VersionManifest) -> None:
         """Last step of a commit, atomic: the version exists from this rename on."""

@@ -8,6 +8,7 @@ version readable and the next one finishes the job.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -279,7 +280,8 @@ def test_an_interrupted_gc_leaves_every_kept_version_readable(store: CorpusStore
     before = snapshot(store, VERSIONS)
     steps = []
 
-    move_tag = lancedb.table.Tags.update
+    lance_tags = importlib.import_module("lance.dataset").Tags  # `lance.dataset` itself is a function
+    move_tag = lance_tags.update
 
     def interrupt(tags, name: str, version: int) -> None:  # killed right after a rewritten version's tag moved
         move_tag(tags, name, version)
@@ -288,7 +290,7 @@ def test_an_interrupted_gc_leaves_every_kept_version_readable(store: CorpusStore
             raise Interrupted(f"killed after {name}")
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(Interrupted):
-        patch.setattr(lancedb.table.Tags, "update", interrupt)
+        patch.setattr(lance_tags, "update", interrupt)
         retention.gc(store, keep_last=2, keep=["v1"])
     kept = ["v1", "v2", "v3", "v5", "v6"]
     assert [m.name for m in store.versions()] == kept and store.layout.gc_pending.exists()
