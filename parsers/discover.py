@@ -76,6 +76,12 @@ class _Found:
     errors: list[IngestError] = field(default_factory=list)
     n_skipped: int = 0
 
+    def add(self, source: SourceFile, on_read: Callable[[SourceFile], None], unread: set[str]) -> None:
+        """A document found; `unread`: the source_paths of those whose bytes were not read (on_read hears of others)."""
+        self.sources.append(source)
+        if source.source_path not in unread:
+            on_read(source)
+
     def quarantine(self, source_path: str, why: Quarantined, access_scope: str | None = None) -> None:
         """An IngestError for a file; its access_scope, unless given, as far as it can be known (_known_scope)."""
         scope = access_scope or _known_scope(self, source_path)
@@ -94,12 +100,14 @@ def discover(
     owns: Callable[[str], bool] = _owns_every_path,
     read_objects: ReadObjects | None = None,
     spool_dir: Path | None = None,
+    on_read: Callable[[SourceFile], None] = lambda source: None,
 ) -> Discovery:
     """The documents under root (a folder, or a listed source) whose source_path `owns` accepts (a shard's share;
     all by default). Of a listed source, an object whose stamp `read_objects` knows is not read, and those read
-    are kept under `spool_dir` for the parser (read_unread reads the others where they must be parsed)."""
+    are kept under `spool_dir` for the parser (read_unread reads the others where they must be parsed).
+    `on_read` is told of each document whose bytes were read (new or changed since read_objects knew it)."""
     if isinstance(root, ListedSource):
-        return _discover_listed(root, config, owns, read_objects or ReadObjects(None), spool_dir)
+        return _discover_listed(root, config, owns, read_objects or ReadObjects(None), spool_dir, on_read)
     root = Path(root)
     if not root.is_dir():
         raise NotADirectoryError(f"source root {root} is not a directory")
@@ -109,7 +117,7 @@ def discover(
         match entry:
             case TreeFile():
                 try:
-                    found.sources.append(_read_source(found, root, entry))
+                    found.add(_read_source(found, root, entry), on_read, found.unread)
                 except Quarantined as q:
                     found.quarantine(entry.source_path, q)
                 except OSError as exc:  # vanished or unreadable between listing and reading
@@ -312,6 +320,7 @@ def _discover_listed(
     owns: Callable[[str], bool],
     read_objects: ReadObjects,
     spool_dir: Path | None,
+    on_read: Callable[[SourceFile], None],
 ) -> Discovery:
     listing = _Listing(source, config, read_objects, spool_dir)
     found = _Found(None, config)
@@ -319,7 +328,7 @@ def _discover_listed(
         match entry:
             case ListedFile():
                 try:
-                    found.sources.append(_read_listed(listing, entry))
+                    found.add(_read_listed(listing, entry), on_read, listing.unread)
                 except Quarantined as q:
                     found.quarantine(entry.source_path, q, _listed_scope(listing, entry))
             case ListedRejected():

@@ -35,7 +35,7 @@ from citekeeper.store import (
 )
 from citekeeper.tables import to_arrow, to_frame, write_parquet
 from parsers.discover import Discovery, discover, duplicate_doc_id_reason, read_unread
-from parsers.parse_pool import Progress, iter_outcomes
+from parsers.parse_pool import PoolWarmup, Progress, iter_outcomes
 from parsers.records import RUN_SETTINGS, Chunk, IngestError, ParseConfig, ParsedDocument, SkippedDocument, SourceFile
 from parsers.sources import cache_key, describe, open_source
 from parsers.sources.base import ListedSource
@@ -214,7 +214,8 @@ def stage(
     shutil.rmtree(out, ignore_errors=True)  # leftovers of an interrupted stage of this shard
     spool_dir = (out / "objects").absolute()  # a listed source's bytes, for the parser
     parent = store.latest()
-    found = discover(opened, config, owns=shard.owns, read_objects=read_objects, spool_dir=spool_dir)
+    warmup = PoolWarmup(config)  # the pool's start overlaps discovery, once what it reads needs the pool
+    found = discover(opened, config, shard.owns, read_objects, spool_dir, on_read=warmup.read)
     sources = found.sources
     reused = _unchanged_doc_ids(store, parent, config, sources)
     settings = config_hash(config)

@@ -99,15 +99,68 @@ def iter_outcomes(
 
 
 def _parses_here(sources: list[SourceFile]) -> bool:
-    """Whether parsing `sources` here, serially, beats starting the pool: few and small enough, none of a
-    format that needs a worker's isolation, and called from the main thread, where parse_timeout_s can
-    interrupt a parse (parsers.time_limit: elsewhere it would run unlimited)."""
-    return (
-        threading.current_thread() is threading.main_thread()
-        and len(sources) <= IN_PROCESS_MAX_DOCUMENTS
-        and sum(source.size_bytes for source in sources) <= IN_PROCESS_MAX_BYTES
-        and not any(_isolated(source) for source in sources)
-    )
+    """Whether parsing `sources` here, serially, beats starting the pool (_RunSize.parses_here)."""
+    size = _RunSize()
+    for source in sources:
+        size.add(source)
+    return size.parses_here
+
+
+@dataclass
+class _RunSize:
+    n_documents: int = 0
+    n_bytes: int = 0
+    isolated: bool = False
+
+    def add(self, source: SourceFile) -> None:
+        self.n_documents += 1
+        self.n_bytes += source.size_bytes
+        self.isolated = self.isolated or _isolated(source)
+
+    @property
+    def parses_here(self) -> bool:
+        """Few and small enough, none of a format that needs a worker's isolation, and called from the main
+        thread, where parse_timeout_s can interrupt a parse (parsers.time_limit: elsewhere it would run unlimited)."""
+        return (
+            threading.current_thread() is threading.main_thread()
+            and self.n_documents <= IN_PROCESS_MAX_DOCUMENTS
+            and self.n_bytes <= IN_PROCESS_MAX_BYTES
+            and not self.isolated
+        )
+
+
+class PoolWarmup:
+    """Starts the pool's forkserver as soon as the documents discovery has read (new or changed: only those may
+    need a parse) are too many to parse here, so that its start (~2 s: a fresh interpreter importing the parsers,
+    on another CPU) overlaps the rest of discovery and the reuse check instead of following them. A document
+    read but unchanged after all costs that start for nothing; a run that parses here starts nothing."""
+
+    def __init__(self, config: ParseConfig):
+        self._off = config.workers == 1
+        self._read = _RunSize()
+
+    def read(self, source: SourceFile) -> None:
+        if self._off:
+            return
+        self._read.add(source)
+        if not self._read.parses_here:
+            _start_forkserver()
+            self._off = True
+
+
+def _forkserver_context() -> multiprocessing.context.ForkServerContext:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
+def _start_forkserver() -> None:
+    """What the pool's first worker would start: the server, importing PRELOAD; returns at once."""
+    from multiprocessing import forkserver
+
+    _forkserver_context()
+    with _main_module_hidden():
+        forkserver.ensure_running()
 
 
 def _isolated(source: SourceFile) -> bool:
@@ -252,8 +305,7 @@ class _Pool:
     """At most `size` worker processes, each parsing one run at a time."""
 
     def __init__(self, size: int, config: ParseConfig):
-        self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(PRELOAD)
+        self._context = _forkserver_context()
         self._size = size
         self._timeout = config.parse_timeout_s
         self._config = replace(config, parse_timeout_s=None)  # workers run unlimited: the parent kills

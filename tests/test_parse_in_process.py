@@ -185,3 +185,42 @@ def test_a_document_past_its_time_limit_is_quarantined_when_parsed_here(tmp_path
     assert [(e.source_path, e.stage, e.error_type) for e in errors] == [("slow.md", "parse", "ParseTimeout")]
     assert "longer than 0.5 s (parse_timeout_s); file skipped" in errors[0].reason
     assert len(outcomes) == 3
+
+
+# In a fresh interpreter: ingest the tree in argv[1] twice into the store in argv[2], with n_new notes (argv[3])
+# added before the second run; print, for each run, whether the pool's forkserver was running when parsing began.
+FRESH_PROCESS_WARMUP = """
+import multiprocessing.forkserver
+import sys
+from pathlib import Path
+
+import parsers.ingest
+from citekeeper.store import CorpusStore
+from parsers.records import ParseConfig
+
+running_at_parse = []
+parse = parsers.ingest.iter_outcomes
+
+def recording(*args, **kwargs):
+    running_at_parse.append(multiprocessing.forkserver._forkserver._forkserver_pid is not None)
+    return parse(*args, **kwargs)
+
+parsers.ingest.iter_outcomes = recording
+tree, store = Path(sys.argv[1]), CorpusStore(Path(sys.argv[2]))
+parsers.ingest.ingest(tree, store, config=ParseConfig(workers=2))
+for i in range(100, 100 + int(sys.argv[3])):
+    (tree / f"note-{i:03d}.md").write_text(f"# Note {i}\\n\\nNote {i} was added later. It says one thing.\\n")
+result = parsers.ingest.ingest(tree, store, config=ParseConfig(workers=2))
+print(running_at_parse, result.n_parsed)
+"""
+
+
+def test_a_run_that_reads_too_much_to_parse_here_starts_the_pool_during_discovery(tmp_path: Path) -> None:
+    """Issue #34: the pool's start (a fresh interpreter importing the parsers) overlaps discovery and the reuse
+    check once the documents discovery read are too many to parse here; a small run starts none."""
+    tree = markdown_tree(tmp_path / "src", 3)
+    n_new = IN_PROCESS_MAX_DOCUMENTS + 1
+    command = [sys.executable, "-c", FRESH_PROCESS_WARMUP, str(tree), str(tmp_path / "store"), str(n_new)]
+    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n")[-2] == f"[False, True] {n_new}"
