@@ -145,10 +145,17 @@ class ExportFolder:
             yield _PartWriter(parquet, schema)
 
     def read(self, name: str, columns: list[str] | None = None) -> pa.Table:
+        return self.read_files([name], columns)
+
+    def read_files(self, names: list[str], columns: list[str] | None = None) -> pa.Table:
+        """Files read together, as one table, in parallel: each must hold `columns` (the first file's schema is
+        the table's)."""
         if isinstance(self.location, Path):
-            return pq.read_table(self.location / name, columns=columns)
-        filesystem, path = self._remote(name)
-        return pq.read_table(path, columns=columns, filesystem=filesystem)
+            filesystem, paths = None, [str(self.location / name) for name in names]
+        else:
+            filesystem, paths = self._remote()[0], [self._remote(name)[1] for name in names]
+        # no partitioning: a list of paths would otherwise add their folder's corpus_version=
+        return pq.read_table(paths, columns=columns, filesystem=filesystem, partitioning=None)
 
     def read_all(self, schema: pa.Schema) -> pa.Table:
         """Every row of a complete export of chunks or documents, as `schema`'s columns (a column an older file

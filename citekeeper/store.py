@@ -530,8 +530,8 @@ class CorpusStore:
         for start in range(0, len(touched), PARTS_PER_READ):
             group = touched[start : start + PARTS_PER_READ]
             doc_ids = set(changed.filter(pl.col("part").is_in(group))["doc_id"])
-            for part in group:
-                doc_ids.update(parent_documents.read(PartLayout.file_name(part), ["doc_id"])["doc_id"].to_pylist())
+            named = parent_documents.read_files([PartLayout.file_name(part) for part in group], ["doc_id"])
+            doc_ids.update(named["doc_id"].to_pylist())
             for table in TABLES:
                 dataset = self.lance_at(table, version)
                 had = [name for name in STORED_SCHEMAS[table].names if name in dataset.schema.names]

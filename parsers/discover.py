@@ -219,7 +219,7 @@ def _source_file(
     with _metadata_errors:
         front_matter = read_front_matter(front_matter_text)
         given = given_source_fields(
-            front_matter_fields(front_matter, config.source_keys(), config.authority_levels), sidecars
+            front_matter_fields(front_matter, config.source_keys, config.authority_levels), sidecars
         )
     explicit = front_matter.explicit | sidecars[-1] | sidecars[0]  # the sidecar where the walk found it wins
     doc_id = explicit.get("doc_id", source_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -169,8 +170,10 @@ class ParseConfig:
                     f"source_defaults {glob!r}: authority {value!r} is not one of authority_levels {list(levels)}"
                 )
 
+    @functools.cached_property
     def source_keys(self) -> dict[str, tuple[str, ...]]:
-        """Each source field's front matter keys: DEFAULT_SOURCE_KEYS with source_fields_map's replacements."""
+        """Each source field's front matter keys: DEFAULT_SOURCE_KEYS with source_fields_map's replacements (once:
+        discovery asks for every document)."""
         return DEFAULT_SOURCE_KEYS | {name: tuple(keys) for name, keys in self.source_fields_map}
 
 

@@ -401,7 +401,7 @@ def test_settings_from_env_and_their_refusals() -> None:
     }
     config = settings_from_env(env).ingest.parse_config()
     assert (config.source_url_template, config.authority_levels) == ("https://d.example/{dir}/{stem}", ("spec", "blog"))
-    assert config.source_keys()["updated_at"] == ("modified",) and config.source_defaults == (
+    assert config.source_keys["updated_at"] == ("modified",) and config.source_defaults == (
         ("api/**", "authority", "spec"),
     )
     for bad, message in (
