@@ -175,16 +175,18 @@ class ExportFolder:
             os.sync()
         atomic_write_text(self.layout_path, layout.to_json())
 
-    def link(self, source: ExportFolder, name: str) -> None:
-        """`source`'s file `name` here too, not copied through this process: a hard link, or the object store's
-        own copy."""
+    def link(self, source: ExportFolder, names: list[str]) -> None:
+        """`source`'s files `names` here too, not copied through this process: hard links, or the object store's
+        own copies."""
         if isinstance(self.location, Path):
             assert isinstance(source.location, Path)
             self.location.mkdir(parents=True, exist_ok=True)
-            os.link(source.location / name, self.location / name)  # the folder is new: nothing to replace
+            for name in names:
+                os.link(source.location / name, self.location / name)  # the folder is new: nothing to replace
             return
-        filesystem, path = self._remote(name)
-        filesystem.copy_file(source._remote(name)[1], path)
+        filesystem = self._remote()[0]
+        for name in names:
+            filesystem.copy_file(source._remote(name)[1], self._remote(name)[1])
 
     def remove(self) -> None:
         """The folder and everything in it, and its layout; nothing to do when it is gone."""

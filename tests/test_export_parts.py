@@ -108,14 +108,14 @@ def test_a_commit_killed_while_it_writes_the_parts_leaves_the_parent_whole_and_a
         from citekeeper.store import CorpusStore
         from tests.test_store import commit
         links = 0
-        real_link = exports.ExportFolder.link
-        def dying_link(self, source, name):
+        real_link = os.link
+        def dying_link(source, target):
             global links
             links += 1
             if links == 3:
                 os._exit(9)
-            real_link(self, source, name)
-        exports.ExportFolder.link = dying_link
+            real_link(source, target)
+        exports.os.link = dying_link
         store = CorpusStore({str(root)!r}, docs_per_part=2)
         commit(store, "v2", {{"d05": ["Paragraph of d05, changed."]}}, replaced=["d05"], parent="v1")
     """)
