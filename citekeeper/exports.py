@@ -153,7 +153,8 @@ class ExportFolder:
         if isinstance(self.location, Path):
             filesystem, paths = None, [str(self.location / name) for name in names]
         else:
-            filesystem, paths = self._remote()[0], [self._remote(name)[1] for name in names]
+            filesystem, folder = self._remote()
+            paths = [f"{folder}/{name}" for name in names]
         # no partitioning: a list of paths would otherwise add their folder's corpus_version=
         return pq.read_table(paths, columns=columns, filesystem=filesystem, partitioning=None)
 
@@ -184,9 +185,9 @@ class ExportFolder:
             for name in names:
                 os.link(source.location / name, self.location / name)  # the folder is new: nothing to replace
             return
-        filesystem = self._remote()[0]
+        (filesystem, folder), source_folder = self._remote(), source._remote()[1]  # one filesystem for every copy
         for name in names:
-            filesystem.copy_file(source._remote(name)[1], self._remote(name)[1])
+            filesystem.copy_file(f"{source_folder}/{name}", f"{folder}/{name}")
 
     def remove(self) -> None:
         """The folder and everything in it, and its layout; nothing to do when it is gone."""

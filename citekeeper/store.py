@@ -451,20 +451,18 @@ class CorpusStore:
                 self.remove_export(table, old)
         return committed
 
-    def lance_at(self, table: str, version: str | int) -> LanceDataset:
-        """One of the store's LanceDB tables (chunks, documents) as a Lance dataset, at a corpus version's tag or
-        at a table version number. Opened by pylance itself, not by lancedb, whose import costs ~1 s of every run
-        (its namespace client's pydantic models)."""
+    def lance_at(self, table: str, version: str | int | None) -> LanceDataset:
+        """One of the store's LanceDB tables (chunks, documents) as a Lance dataset, at a corpus version's tag, at
+        a table version number, or (None) at its head. Opened by pylance itself, not by lancedb, whose import costs
+        ~1 s of every run (its namespace client's pydantic models)."""
         import lance  # here, not at module level: the CLI and the Dagster code location import this module
 
         return lance.dataset(self._lance_location(table), version=version, storage_options=self.storage_options or None)
 
     def lance_head(self, table: str) -> LanceDataset | None:
-        """The table's latest table version, as lance_at; None while the table does not exist."""
-        import lance
-
+        """The table's latest table version; None while the table does not exist."""
         try:
-            return lance.dataset(self._lance_location(table), storage_options=self.storage_options or None)
+            return self.lance_at(table, None)
         except ValueError as exc:  # lance's "Dataset at path ... was not found"
             if "not found" in str(exc):
                 return None
