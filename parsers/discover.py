@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urljoin
 
+from citekeeper import cycle_collector
 from citekeeper.identity import sha256_hex
 from citekeeper.scope import strictest
 from citekeeper.sources import render_source_url
@@ -106,13 +107,23 @@ def discover(
     all by default). Of a listed source, an object whose stamp `read_objects` knows is not read, and those read
     are kept under `spool_dir` for the parser (read_unread reads the others where they must be parsed).
     `on_read` is told of each document whose bytes were read (new or changed since read_objects knew it)."""
-    if isinstance(root, ListedSource):
-        return _discover_listed(root, config, owns, read_objects or ReadObjects(None), spool_dir, on_read)
-    root = Path(root)
+    with cycle_collector.paused():  # a few objects per file, none in a cycle
+        if isinstance(root, ListedSource):
+            return _discover_listed(root, config, owns, read_objects or ReadObjects(None), spool_dir, on_read)
+        return _discover_folder(Path(root), config, owns, read_objects or ReadObjects(None), on_read)
+
+
+def _discover_folder(
+    root: Path,
+    config: ParseConfig,
+    owns: Callable[[str], bool],
+    read_objects: ReadObjects,
+    on_read: Callable[[SourceFile], None],
+) -> Discovery:
     if not root.is_dir():
         raise NotADirectoryError(f"source root {root} is not a directory")
     root = root.resolve()
-    found = _Found(root, config, read_objects or ReadObjects(None))
+    found = _Found(root, config, read_objects)
     for entry in walk_source_tree(root, config, owns):
         match entry:
             case TreeFile():
@@ -159,7 +170,7 @@ def _read_source(found: _Found, root: Path, file: TreeFile) -> SourceFile:
     else:
         found.unread.add(file.source_path)
     with _metadata_errors:
-        sidecars = [_sidecar_at(place, root, config.authority_levels) for place, _ in file.places]
+        sidecars = _sidecars(file, root, config.authority_levels)
     places = [place for _, place in file.places]
     return _source_file(
         config,
@@ -172,6 +183,13 @@ def _read_source(found: _Found, root: Path, file: TreeFile) -> SourceFile:
         sidecars,
         places,
     )
+
+
+def _sidecars(file: TreeFile, root: Path, authority_levels: tuple[str, ...]) -> list[dict]:
+    """read_sidecar at each place the file is reachable from. The walk's listing of the folder says whether the
+    first has one, so most files cost no call for it."""
+    first = read_sidecar(sidecar_path(file.path), root, authority_levels) if file.listed_sidecar else {}
+    return [first] + [_sidecar_at(place, root, authority_levels) for place, _ in file.places[1:]]
 
 
 def _sidecar_at(place: Path, root: Path, authority_levels: tuple[str, ...]) -> dict:

@@ -39,6 +39,7 @@ class TreeFile:
     # Where it is reachable, (path, source_path): as the walk found it and, when that differs, where it really is.
     places: tuple[tuple[Path, str], ...]
     stat: os.stat_result  # links followed
+    listed_sidecar: bool = False  # whether the walk's listing of its folder holds a sidecar for it (places[0])
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def walk_source_tree(root: Path, config: ParseConfig, owns: Callable[[str], bool
     name order. Hidden names are passed over; a link to a directory inside the root is walked like one; a link
     out of the root, a loop or a broken link is Rejected, never followed."""
     tree = _Tree(Path(root).resolve(), selector(config.include, config.exclude), owns)
-    for entry in _walk_dir(tree, tree.root, "", frozenset({tree.root})):
+    for entry in _walk_dir(tree, tree.root, "", "", frozenset({tree.root})):
         if owns(entry.source_path):  # every shard walks every directory; one of them reports each path
             yield entry
 
@@ -149,9 +150,12 @@ class _Tree:
     owns: Callable[[str], bool]
 
 
-def _walk_dir(tree: _Tree, directory: Path, prefix: str, ancestors: frozenset[Path]) -> Iterator[TreeEntry]:
-    """Walk one directory (a real path: links are resolved on the way down); `ancestors` are the directories being
-    walked above it."""
+def _walk_dir(
+    tree: _Tree, directory: Path, prefix: str, real_prefix: str, ancestors: frozenset[Path]
+) -> Iterator[TreeEntry]:
+    """Walk one directory (a real path: links are resolved on the way down); `prefix` is its source_path and
+    `real_prefix` where it really is under the root (they differ under a linked directory), each with a trailing
+    slash; `ancestors` are the directories being walked above it."""
     try:
         entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
     except OSError as exc:
@@ -170,7 +174,7 @@ def _walk_dir(tree: _Tree, directory: Path, prefix: str, ancestors: frozenset[Pa
         if not (_is_directory(entry) or tree.owns(source_path)):
             continue  # another shard's file: not even looked at
         try:
-            yield from _visit(tree, Path(entry.path), source_path, names, ancestors)
+            yield from _visit(tree, entry, directory / entry.name, source_path, real_prefix, names, ancestors)
         except Quarantined as q:
             yield _rejected(tree, source_path, q)
         except OSError as exc:  # vanished or unreadable between listing and looking
@@ -190,11 +194,20 @@ def _is_directory(entry: os.DirEntry) -> bool:
 
 
 def _visit(
-    tree: _Tree, path: Path, source_path: str, sibling_names: set[str], ancestors: frozenset[Path]
+    tree: _Tree,
+    entry: os.DirEntry,
+    path: Path,
+    source_path: str,
+    real_prefix: str,
+    sibling_names: set[str],
+    ancestors: frozenset[Path],
 ) -> Iterator[TreeEntry]:
-    real = path  # the directory is real, so only a link's own name can differ from where it leads
-    if path.is_symlink():
+    # The directory is real, so only a link's own name can differ from where it leads. The entry's own type and
+    # stat serve: scandir knows whether it is a link without a call, and one stat (links followed) is kept.
+    real, real_path = path, real_prefix + entry.name
+    if entry.is_symlink():
         real = _symlink_target(tree, path)
+        real_path = real.relative_to(tree.root).as_posix()
         if real.is_dir():
             # A link to a directory inside the root is followed (an alias, like a file link), unless it leads
             # back into a directory the walk is inside of: that would never end.
@@ -202,13 +215,13 @@ def _visit(
                 raise Quarantined(
                     "discover", "SymlinkLoop", f"symlink loop: directory link points back to its own ancestor {real}"
                 )
-            yield from _walk_dir(tree, real, source_path + "/", ancestors | {real})
+            yield from _walk_dir(tree, real, source_path + "/", real_path + "/", ancestors | {real})
             return
-    status = path.stat()
-    is_sidecar = path.name.endswith(SIDECAR_SUFFIX)
+    status = entry.stat()
+    is_sidecar = entry.name.endswith(SIDECAR_SUFFIX)
     if stat.S_ISDIR(status.st_mode):
-        yield from _walk_dir(tree, path, source_path + "/", ancestors | {path})
-    elif is_sidecar and path.name[: -len(SIDECAR_SUFFIX)] in sibling_names:
+        yield from _walk_dir(tree, path, source_path + "/", real_path + "/", ancestors | {path})
+    elif is_sidecar and entry.name[: -len(SIDECAR_SUFFIX)] in sibling_names:
         return  # metadata, read with its document
     elif not tree.selected(source_path):
         yield Skipped(source_path)
@@ -216,18 +229,19 @@ def _visit(
         raise Quarantined("discover", "NotARegularFile", "not a regular file (device, socket or FIFO)")
     elif is_sidecar:
         raise Quarantined(
-            "discover", "OrphanSidecar", f"sidecar without a document named {path.name[: -len(SIDECAR_SUFFIX)]!r}"
+            "discover", "OrphanSidecar", f"sidecar without a document named {entry.name[: -len(SIDECAR_SUFFIX)]!r}"
         )
     else:
-        yield TreeFile(path, source_path, _places(tree, path, source_path, real), status)
+        places = _places(path, source_path, real, real_path)
+        yield TreeFile(path, source_path, places, status, entry.name + SIDECAR_SUFFIX in sibling_names)
 
 
-def _places(tree: _Tree, path: Path, source_path: str, real: Path) -> tuple[tuple[Path, str], ...]:
+def _places(path: Path, source_path: str, real: Path, real_path: str) -> tuple[tuple[Path, str], ...]:
     """As the walk found it (a link's name, or a path through a linked directory) and, when that differs, where it
-    really is. Its scope is the strictest of these places' scopes, so a link never makes an internal_only file
-    visible."""
-    real_path = unicodedata.normalize("NFC", real.relative_to(tree.root).as_posix())
-    return ((path, source_path),) + (((real, real_path),) if real_path != source_path or real != path else ())
+    really is (`real_path`: relative to the root, as the names are on disk). Its scope is the strictest of these
+    places' scopes, so a link never makes an internal_only file visible."""
+    real_path = unicodedata.normalize("NFC", real_path)
+    return ((path, source_path),) + (((real, real_path),) if real_path != source_path or real is not path else ())
 
 
 def _symlink_target(tree: _Tree, path: Path) -> Path:

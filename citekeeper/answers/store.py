@@ -3,12 +3,10 @@ kept; each add is committed whole by one manifest rename (files and guarantees: 
 
 from __future__ import annotations
 
-import gc
 import json
 import shutil
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
+from citekeeper import cycle_collector
 from citekeeper.answers.anchoring import DocumentTexts, anchor_answers
 from citekeeper.answers.files import READ_BATCH, LineError, iter_answer_records, parsed_batches
 from citekeeper.answers.formats import converter
@@ -152,20 +151,6 @@ class AnswerSnapshot:
 
     def citations(self) -> pl.DataFrame:
         return self._current("citations")
-
-
-@contextmanager
-def _cycle_collector_paused() -> Iterator[None]:
-    """An add keeps millions of objects alive (the revisions seen, the ids registered) and makes no reference
-    cycles; Python's cycle collector would re-traverse them on every full collection: a third of the time of a
-    1M-answer add, and more the larger the add. Reference counting still frees everything as usual."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _repaired_content(answers: pl.DataFrame) -> set[tuple[str, str]]:
@@ -307,7 +292,7 @@ class AnswerStore:
         result = AddResult()
         self.root.mkdir(parents=True, exist_ok=True)
         try:
-            with FileLock(self.layout.answers_lock, timeout=self.lock_timeout), _cycle_collector_paused():
+            with FileLock(self.layout.answers_lock, timeout=self.lock_timeout), cycle_collector.paused():
                 self._register(batches, source, result, expected_revisions or {}, audience)
         except Timeout as exc:
             raise AnswerStoreLocked(
