@@ -30,7 +30,9 @@ def test_docs_hold_no_cut_marks():
 def leaf_commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
     """'answers add' -> its click command, for every command that runs (not a group)."""
     commands = {}
-    for name, command in group.commands.items():
+    with click.Context(group) as ctx:  # the group's listing: the CLI's commands load when asked for
+        named = {name: group.get_command(ctx, name) for name in group.list_commands(ctx)}
+    for name, command in named.items():
         if isinstance(command, click.Group):
             commands.update(leaf_commands(command, f"{prefix}{name} "))
         else:
