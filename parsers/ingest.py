@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from citekeeper import schema
+from citekeeper import cycle_collector, schema
 from citekeeper.files import atomic_write_text
 from citekeeper.identity import sha256_hex
 from citekeeper.scope import AGGREGATE_MARK, aggregate
@@ -378,10 +378,11 @@ def _unchanged_doc_ids(
     if parent is None or not sources or reparse_reason(parent, config) is not None:
         return set()
     previous = store.read_documents(parent.name, columns=REUSE_COLUMNS)
-    columns = {name: [getattr(s, name) for s in sources] for name in _REUSE_ATTRIBUTES}
-    given = [s.source_fields.columns() for s in sources]
-    columns |= {name: [fields[name] for fields in given] for name in SOURCE_FIELD_NAMES}
-    current = to_frame(pa.table(columns, schema=_REUSE_SCHEMA))
+    with cycle_collector.paused():  # a few values per document, none in a cycle
+        columns = {name: [getattr(s, name) for s in sources] for name in _REUSE_ATTRIBUTES}
+        given = [s.source_fields.columns() for s in sources]
+        columns |= {name: [fields[name] for fields in given] for name in SOURCE_FIELD_NAMES}
+        current = to_frame(pa.table(columns, schema=_REUSE_SCHEMA))
     same = current.join(previous, on="doc_id", how="inner", suffix="_parent").filter(
         (pl.col("content_hash") == pl.col("doc_content_hash"))
         & (pl.col("source_path") == pl.col("source_path_parent"))

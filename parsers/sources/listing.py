@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from citekeeper import schema
+from citekeeper import cycle_collector, schema
 from citekeeper.tables import write_parquet
 from parsers.metadata import SIDECAR_SUFFIX
 from parsers.records import ParseConfig
@@ -143,8 +143,9 @@ class ReadObjects:
         self._directory = directory
         self._known: dict[tuple[str, str], ReadObject] = {}
         self._listed: dict[tuple[str, str], ReadObject] = {}
-        for path in sorted(directory.glob("*.parquet")) if directory and directory.is_dir() else ():
-            self._load(path)
+        with cycle_collector.paused():  # a row per document of the source, none in a cycle
+            for path in sorted(directory.glob("*.parquet")) if directory and directory.is_dir() else ():
+                self._load(path)
 
     def _load(self, path: Path) -> None:
         """Column by column: a row per document of the source (50,000 rows took ~1 s as a list of dicts)."""
