@@ -558,7 +558,7 @@ class CorpusStore:
         dataset = self.lance_at(table, version)
         had = [name for name in STORED_SCHEMAS[table].names if name in dataset.schema.names]
         rows = dataset.to_table(columns=had, filter=pc.field("doc_id").isin(doc_ids))
-        ordered = to_arrow(to_frame(rows).sort(SORT_KEYS[table]).to_arrow(), STORED_SCHEMAS[table])
+        ordered = to_arrow(rows, STORED_SCHEMAS[table]).sort_by([(key, "ascending") for key in SORT_KEYS[table]])
         return write_parts(self.export_folder(table, version), layout, STORED_SCHEMAS[table], parts, [ordered])
 
     def write_manifest(self, manifest: VersionManifest) -> None:

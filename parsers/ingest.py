@@ -299,12 +299,12 @@ def commit(
                 errors=errors,
                 aggregate_names=aggregate_names,
             )
-        parent_ids = _parent_doc_ids(store, staged["parent"])
-        aggregate_names |= (
-            _aggregate_names(store.read_documents(staged["parent"], columns=["doc_id", "source_path", "access_scope"]))
-            if staged["parent"]
-            else frozenset()
-        )
+        if staged["parent"]:  # one read of the parent's documents: each read of a table costs ~5-10 ms
+            parent_documents = store.read_documents(staged["parent"], columns=["doc_id", "source_path", "access_scope"])
+            parent_ids = parent_documents["doc_id"].to_list()
+            aggregate_names |= _aggregate_names(parent_documents)
+        else:
+            parent_ids = []
         reused_ids = sources.filter(pl.col("outcome") == "reused")["doc_id"]
         removed = sorted(set(parent_ids) - set(sources["doc_id"]))
         n_parsed = sources.filter(pl.col("outcome") == "parsed").height
