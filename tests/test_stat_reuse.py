@@ -123,6 +123,33 @@ def test_rehash_reads_every_file(tmp_path: Path, opened: list[Path]):
     assert sorted(p.name for p in opened) == [f"p{i:02d}.md" for i in range(4)]
 
 
+def _cache_files(store: CorpusStore) -> dict[str, tuple[int, int, int]]:
+    """The stamp cache's files, each with (inode, mtime_ns, rows)."""
+    files = sorted((store.root / "cache").rglob("*.parquet"))
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns, pl.read_parquet(p).height) for p in files}
+
+
+def test_a_run_that_reads_nothing_leaves_the_stamp_cache_as_it_is(tmp_path: Path, opened: list[Path]):
+    source, store = tmp_path / "source", CorpusStore(tmp_path / "store")
+    _tree(source, 4)
+    _age()
+    ingest(source, store, version="v1", config=SERIAL)
+    cache = _cache_files(store)
+    assert [rows for _, _, rows in cache.values()] == [4]
+    assert ingest(source, store, version="v2", config=SERIAL).equals == "v1"
+    assert _cache_files(store) == cache  # not rewritten
+    (source / "p02.md").unlink()
+    ingest(source, store, version="v3", config=SERIAL)
+    assert [rows for _, _, rows in _cache_files(store).values()] == [3]  # rewritten without the file gone
+    (source / "p02.md").write_text(_page(2))
+    _age()
+    opened.clear()
+    ingest(source, store, version="v4", config=SERIAL)
+    assert [p.name for p in opened] == ["p02.md", "p02.md"]  # read by discovery and the parser, nothing else
+    assert [rows for _, _, rows in _cache_files(store).values()] == [4]
+    assert _stored_hashes(store, store.latest().name) == _disk_hashes(source)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_random_edits_every_version_holds_the_bytes_on_disk(tmp_path: Path, seed: int):
     """Seeded edits of every kind a stat can and cannot see coming (a same-size edit with mtime restored, a touch,
@@ -136,7 +163,7 @@ def test_random_edits_every_version_holds_the_bytes_on_disk(tmp_path: Path, seed
         for _ in range(3):
             pages = sorted(source.glob("*.md"))
             page = rng.choice(pages)
-            match rng.choice(["same_size", "touch", "delete", "add", "rename"]):
+            match rng.choice(["same_size", "touch", "delete", "add", "rename", "nothing"]):
                 case "same_size":
                     before = page.stat()
                     text = page.read_text()

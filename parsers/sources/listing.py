@@ -143,6 +143,8 @@ class ReadObjects:
         self._directory = directory
         self._known: dict[tuple[str, str], ReadObject] = {}
         self._listed: dict[tuple[str, str], ReadObject] = {}
+        self._loaded: dict[str, int] = {}  # rows of each file loaded, by name
+        self._changed = False  # whether anything was put since
         with cycle_collector.paused():  # a row per document of the source, none in a cycle
             for path in sorted(directory.glob("*.parquet")) if directory and directory.is_dir() else ():
                 self._load(path)
@@ -156,6 +158,7 @@ class ReadObjects:
         listed = zip(columns["key"], columns["stamp"], strict=True)
         reads = map(ReadObject, *(columns[name] for name in READ_OBJECT_FIELDS))
         self._known.update(zip(listed, reads, strict=True))
+        self._loaded[path.stem] = len(columns["key"])
 
     def get(self, key: str, stamp: str, rehash: bool = False) -> ReadObject | None:
         """What was read of the object when it had this stamp; None when never, or when `rehash` says to trust
@@ -168,6 +171,7 @@ class ReadObjects:
     def put(self, key: str, stamp: str, read: ReadObject) -> None:
         if stamp:
             self._known[(key, stamp)] = self._listed[(key, stamp)] = read
+            self._changed = True
 
     def parsed_no_text(self, key: str, stamp: str, settings: str) -> bool:
         """Whether the object parsed into no text under these parse settings (a config_hash)."""
@@ -179,8 +183,10 @@ class ReadObjects:
             self.put(key, stamp, replace(self._listed[(key, stamp)], no_text_under=settings))
 
     def save(self, name: str) -> None:
-        """Write this run's objects as `<name>.parquet` (a shard's name: shards write their own)."""
-        if self._directory is None:
+        """Write this run's objects as `<name>.parquet` (a shard's name: shards write their own). Nothing to write
+        when that file was the only one loaded, nothing was put and every row of it was listed again: it holds them
+        (a run with nothing changed at 50,000 documents spent ~0.15 s rewriting it)."""
+        if self._directory is None or self._unchanged(name):
             return
         listed = sorted(self._listed.items())
         columns = {
@@ -191,6 +197,11 @@ class ReadObjects:
         self._directory.mkdir(parents=True, exist_ok=True)
         table = pa.Table.from_pydict(columns, schema=schema.READ_OBJECTS)
         write_parquet(table, schema.READ_OBJECTS, self._directory / f"{name}.parquet")
+
+    def _unchanged(self, name: str) -> bool:
+        """Whether `<name>.parquet` already holds exactly what this run listed: the listed are all from it, none
+        was put, and they are as many as its rows."""
+        return not self._changed and list(self._loaded) == [name] and self._loaded[name] == len(self._listed)
 
 
 def listing_fingerprint(source: ListedSource, config: ParseConfig) -> str:
