@@ -423,18 +423,7 @@ class CorpusStore:
         replaced = sorted(set(replaced_doc_ids))
         added: list[pa.Array] = []  # the doc_ids of the documents' rows, as LanceDB takes them
         rows = {"chunks": chunks, "documents": _recording_doc_ids(documents, added)}
-
-        def write_table(table: str) -> LanceDataset:
-            dataset = self._lance_at_parent(table, parent)
-            delete_docs(dataset, replaced)
-            add_rows(dataset, rows[table], STORED_SCHEMAS[table])
-            index_doc_ids(dataset)
-            if name in dataset.tags.list():  # left by a run that died before its manifest
-                dataset.tags.delete(name)
-            dataset.tags.create(name, dataset.version)
-            return dataset
-
-        written = _each_table(write_table)
+        written = self._write_tables(name, parent, replaced, rows)
         lance_versions = {table: dataset.version for table, dataset in written.items()}
         counts = {table: dataset.count_rows() for table, dataset in written.items()}
         self._export_parquet(name, parent, {*replaced, *pa.chunked_array(added, pa.string()).to_pylist()}, errors)
@@ -455,6 +444,28 @@ class CorpusStore:
             for table in TABLES:
                 self.remove_export(table, old)
         return committed
+
+    def _write_tables(
+        self,
+        name: str,
+        parent: VersionManifest | None,
+        replaced: list[str],
+        rows: dict[str, pa.Table | pa.RecordBatchReader],
+    ) -> dict[str, LanceDataset]:
+        """Each table's version `name`: the parent's rows but those of `replaced`, and `rows`, indexed and tagged;
+        the two tables at once."""
+
+        def write_table(table: str) -> LanceDataset:
+            dataset = self._lance_at_parent(table, parent)
+            delete_docs(dataset, replaced)
+            add_rows(dataset, rows[table], STORED_SCHEMAS[table])
+            index_doc_ids(dataset)
+            if name in dataset.tags.list():  # left by a run that died before its manifest
+                dataset.tags.delete(name)
+            dataset.tags.create(name, dataset.version)
+            return dataset
+
+        return _each_table(write_table)
 
     def lance_at(self, table: str, version: str | int | None) -> LanceDataset:
         """One of the store's LanceDB tables (chunks, documents) as a Lance dataset, at a corpus version's tag, at
