@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from pipelines.cli import main
+from tests.cli_helpers import leaf_commands
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = sorted((REPO / "docs").glob("*.md"))
@@ -25,19 +26,6 @@ def test_docs_hold_no_cut_marks():
         if "<!--" in line or re.search(r"\bsection:\w", line)
     ]
     assert marks == []
-
-
-def leaf_commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
-    """'answers add' -> its click command, for every command that runs (not a group)."""
-    commands = {}
-    with click.Context(group) as ctx:  # the group's listing: the CLI's commands load when asked for
-        named = {name: group.get_command(ctx, name) for name in group.list_commands(ctx)}
-    for name, command in named.items():
-        if isinstance(command, click.Group):
-            commands.update(leaf_commands(command, f"{prefix}{name} "))
-        else:
-            commands[prefix + name] = command
-    return commands
 
 
 def summary_lines() -> dict[str, str]:

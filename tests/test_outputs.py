@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 
-import click
 import pytest
 from click.testing import CliRunner
 
@@ -19,6 +18,7 @@ from parsers.records import ParseConfig
 from pipelines.cli import main
 from pipelines.cli_common import OutputCommand, OutputPath
 from tests.chunk_frames import write_tree
+from tests.cli_helpers import leaf_commands
 from tests.store_helpers import chunk_with
 
 NOTES = "a person's notes, 笔记\n".encode()
@@ -134,14 +134,8 @@ def test_no_output_directory_is_in_the_store(store, monkeypatch, command):
 def test_every_output_option_is_checked():
     """Every option naming where a command writes is an OutputPath of an OutputCommand (file outputs: with --force)."""
 
-    def commands(group: click.Group):
-        with click.Context(group) as ctx:  # the group's listing: the CLI's commands load when asked for
-            named = [group.get_command(ctx, name) for name in group.list_commands(ctx)]
-        for command in named:
-            yield from commands(command) if isinstance(command, click.Group) else [command]
-
     checked = 0
-    for command in commands(main):
+    for command in leaf_commands(main).values():
         for param in command.params:
             if param.name in ("out", "out_dir", "report", "to_dir") or isinstance(param.type, OutputPath):
                 assert isinstance(param.type, OutputPath) and isinstance(command, OutputCommand), (
