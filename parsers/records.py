@@ -303,14 +303,19 @@ class SourceFields:
 
     def columns(self) -> dict:
         """The values as SOURCE_FIELDS columns (lists for the label fields, null when empty)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values = {name: getattr(self, name) for name in _SOURCE_FIELD_NAMES}
         return values | {name: list(values[name]) or None for name in ("access_groups", "scope_labels")}
 
     def fingerprint(self) -> str | None:
         """The values as one JSON text, for the tree's corpus_hash; None when nothing is said."""
-        if self == SourceFields():
+        if self == _NO_SOURCE_FIELDS:
             return None
         return json.dumps(self.columns(), sort_keys=True, default=datetime.isoformat, ensure_ascii=False)
+
+
+# Once, not per document: discovery and the reuse check ask every document of a tree.
+_SOURCE_FIELD_NAMES = tuple(f.name for f in fields(SourceFields))
+_NO_SOURCE_FIELDS = SourceFields()
 
 
 @dataclass(frozen=True)
