@@ -10,10 +10,11 @@ generator) goes through `citekeeper ingest DIR --store S` in a fresh process eac
 full ingest, an incremental one after 1% of the files were edited, and one with nothing changed. Then, in a
 child that runs the same CLI with timers around the ingest's steps (discover, the reuse check, parse, commit,
 export) and an audit hook counting the source files it opens: another 1% edited, and nothing changed. Last, the
-fixed cost of a fresh process whatever it parses: the run with nothing changed plus loading the parsers.
+fixed cost of a fresh process whatever it parses: the run with nothing changed plus loading the parsers. With
+--resident, the same sizes in this one process, warmed up: what a process that stays loaded between runs would pay.
 
     .venv/bin/python bench/bench_reindex.py [--source DIR] [--rounds N]
-    .venv/bin/python bench/bench_reindex.py --scale 500,5000,50000 [--scratch DIR]
+    .venv/bin/python bench/bench_reindex.py --scale 500,5000,50000 [--scratch DIR] [--resident]
 """
 
 from __future__ import annotations
@@ -331,9 +332,50 @@ def step_line(seen: dict, wall_s: float) -> str:
     )
 
 
-def main_scale(sizes: list[int], scratch_dir: Path | None) -> None:
+def measure_resident(n_documents: int, scratch: Path) -> None:
+    """What a resident process would pay (one that keeps the parsers and the pool's forkserver loaded between
+    runs): in this process, warmed up first, a full ingest, then three rounds of 1% edited and nothing changed."""
+    tree, store = scratch / f"tree-{n_documents}", CorpusStore(scratch / f"store-{n_documents}")
+    generate(tree, n_documents)
+    documents = sorted(tree.rglob("*.md"))
+    with Timer() as full:
+        ingest(tree, store)
+    rounds = []
+    for round_index in range(3):
+        edit(documents, round_index)
+        cold_text_caches()
+        with Timer() as incremental:
+            result = ingest(tree, store)
+        assert result.n_parsed == math.ceil(n_documents * CHANGED_FRACTION), result.n_parsed
+        with Timer() as unchanged:
+            ingest(tree, store)
+        rounds.append((incremental.wall, unchanged.wall))
+    shutil.rmtree(tree)
+    best, target = min(i for i, _ in rounds) / full.wall, scale_target(n_documents)
+    print(
+        f"{n_documents:,} documents, resident (one warm process): full {full.wall:.2f} s; incremental / nothing "
+        "changed per round " + ", ".join(f"{i:.2f} / {u:.2f} s" for i, u in rounds) + f": best incremental/full "
+        f"{best:.4f} (target <= {target}) -> {verdict(best, target)}"
+    )
+
+
+def warm_up(scratch: Path) -> None:
+    """The parsers loaded here and the pool's forkserver started: more documents than parse here, then one."""
+    tree = scratch / "warm-up"
+    generate(tree, 50)
+    ingest(tree, CorpusStore(scratch / "warm-up-store"))
+    cold_text_caches()
+    parse_alone(sorted(tree.rglob("*.md"))[:1], tree)
+
+
+def main_scale(sizes: list[int], scratch_dir: Path | None, resident: bool) -> None:
     print(f"bench_reindex --scale: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     with tempfile.TemporaryDirectory(prefix="ck-reindex-", dir=scratch_dir) as scratch:
+        if resident:
+            warm_up(Path(scratch))
+            for n in sizes:
+                measure_resident(n, Path(scratch))
+            return
         figures = [measure_scale(n, Path(scratch)) for n in sizes]
     print("summary:")
     for f in figures:
@@ -351,6 +393,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--scale", help="comma-separated tree sizes, e.g. 500,5000,50000: the CLI runs (issue #34)")
     parser.add_argument("--scratch", type=Path, help="where --scale generates its trees (default: a temp dir)")
+    parser.add_argument("--resident", action="store_true", help="with --scale: in one warm process, not the CLI")
     # a child: REPORT SOURCE SPAWNED_AT CLI-ARGS...
     parser.add_argument("--instrumented", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -359,7 +402,7 @@ def main() -> None:
         instrumented(Path(report), Path(source), float(spawned_at), cli_args)
         return
     if args.scale:
-        main_scale([int(n) for n in args.scale.split(",")], args.scratch)
+        main_scale([int(n) for n in args.scale.split(",")], args.scratch, args.resident)
         return
     with tempfile.TemporaryDirectory() as scratch:
         corpus = Path(scratch) / "corpus"
