@@ -36,7 +36,16 @@ from citekeeper.store import (
 from citekeeper.tables import to_arrow, to_frame, write_parquet
 from parsers.discover import Discovery, discover, duplicate_doc_id_reason, read_unread
 from parsers.parse_pool import PoolWarmup, Progress, iter_outcomes
-from parsers.records import RUN_SETTINGS, Chunk, IngestError, ParseConfig, ParsedDocument, SkippedDocument, SourceFile
+from parsers.records import (
+    RUN_SETTINGS,
+    SOURCE_FIELD_NAMES,
+    Chunk,
+    IngestError,
+    ParseConfig,
+    ParsedDocument,
+    SkippedDocument,
+    SourceFile,
+)
 from parsers.sources import cache_key, describe, open_source
 from parsers.sources.base import ListedSource
 from parsers.sources.listing import ReadObjects
@@ -59,7 +68,6 @@ STAGED_SOURCES = (
     )
     .append(pa.field("source_fields_key", pa.string()))
 )  # SourceFields.fingerprint(): null when none is given
-SOURCE_FIELD_NAMES = [f.name for f in schema.SOURCE_FIELDS]
 # A parent's document, as far as reuse is concerned.
 REUSE_COLUMNS = [
     "doc_id",

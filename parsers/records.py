@@ -13,6 +13,7 @@ from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, Field, create_model
 
+from citekeeper import schema
 from citekeeper.scope import (
     ACCESS_SCOPES,  # noqa: F401  (re-exported: parsers validate scopes with it)
     AGGREGATE_MARK,
@@ -303,7 +304,7 @@ class SourceFields:
 
     def columns(self) -> dict:
         """The values as SOURCE_FIELDS columns (lists for the label fields, null when empty)."""
-        values = {name: getattr(self, name) for name in _SOURCE_FIELD_NAMES}
+        values = {name: getattr(self, name) for name in SOURCE_FIELD_NAMES}
         return values | {name: list(values[name]) or None for name in ("access_groups", "scope_labels")}
 
     def fingerprint(self) -> str | None:
@@ -313,8 +314,9 @@ class SourceFields:
         return json.dumps(self.columns(), sort_keys=True, default=datetime.isoformat, ensure_ascii=False)
 
 
-# Once, not per document: discovery and the reuse check ask every document of a tree.
-_SOURCE_FIELD_NAMES = tuple(f.name for f in fields(SourceFields))
+# The source model's columns (citekeeper.schema.SOURCE_FIELDS), a SourceFields' fields by name; and the empty
+# value. Made once, not per document: discovery and the reuse check ask every document of a tree.
+SOURCE_FIELD_NAMES = tuple(f.name for f in schema.SOURCE_FIELDS)
 _NO_SOURCE_FIELDS = SourceFields()
 
 

@@ -5,6 +5,7 @@ the Dagster ingest asset; the precedence, the refusals, and a changed date as a 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from assets import corpus as ingest_assets
 from assets.partitions import corpus_versions
 from citekeeper.sources import parse_timestamp
 from citekeeper.store import CorpusStore
+from parsers.records import SOURCE_FIELD_NAMES, SourceFields
 from pipelines.cli import main
 from pipelines.definitions import settings_from_env
 from tests.conftest import REAL_CORPORA, require_eval
@@ -415,3 +417,9 @@ def test_settings_from_env_and_their_refusals() -> None:
             settings_from_env(bad)
     refused = run("ingest", ".", "--source-url-template", "https://d/{slug}")
     assert refused.exit_code == 2 and "names ['slug']" in refused.output
+
+
+def test_the_source_model_dataclass_holds_the_schemas_columns():
+    """SourceFields.columns() and its fingerprint read the schema's columns off the dataclass: the two name the
+    same fields, in the same order."""
+    assert tuple(f.name for f in dataclasses.fields(SourceFields)) == SOURCE_FIELD_NAMES
